@@ -1,0 +1,32 @@
+"""Test, lint and type-check sessions: ``nox`` runs tests, lint and typecheck."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = None  # the interpreter nox itself runs on
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit tier (fake engine) and integration tier (real kernels)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-q", *session.posargs, success_codes=[0, 5])
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over the package and its tests."""
+    session.install("-e", ".[test]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
+    session.run("mypy")

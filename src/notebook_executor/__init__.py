@@ -1,0 +1,36 @@
+"""notebook_executor: run Jupyter notebooks as reproducible, parameterized tasks.
+
+>>> from notebook_executor import NotebookExecutor
+>>> with NotebookExecutor(runs_dir="runs") as ex:  # doctest: +SKIP
+...     result = ex.execute("notebooks/hello.py", parameters={"name": "Ada"})
+
+Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
+"""
+
+from ._engine import Engine, EngineOutcome, RunJob
+from ._errors import (
+    CatalogError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ParameterError,
+    RunNotFoundError,
+)
+from ._executor import NotebookExecutor
+from ._sources import read_notebook, write_notebook
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CatalogError",
+    "Engine",
+    "EngineOutcome",
+    "NotebookExecutor",
+    "NotebookExecutorError",
+    "NotebookSourceError",
+    "ParameterError",
+    "RunJob",
+    "RunNotFoundError",
+    "__version__",
+    "read_notebook",
+    "write_notebook",
+]

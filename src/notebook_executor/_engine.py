@@ -1,0 +1,281 @@
+"""How one notebook runs on one kernel: the only module that talks to kernels.
+
+:class:`Engine` is the seam. :class:`KernelEngine` executes cells through nbclient on a fresh
+kernel per run, with a per-cell timeout, a whole-run deadline (nbclient has none: each cell gets
+the smaller of its own limit and what is left of the run), and a truthful account of what ran:
+cells that never ran keep no execution count and no outputs. Tests of everything around the
+engine can hand the executor any object with the same ``run`` method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from ._kernels import KernelChoice, RunningKernel, start_kernel
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["CellFailure", "Engine", "EngineOutcome", "ErrorKind", "KernelEngine", "RunJob"]
+
+logger = logging.getLogger(__name__)
+
+ErrorKind = Literal["cell_error", "timeout", "kernel_died", "cancelled", "interrupted"]
+
+#: Longest a kernel may take to start and answer, when the run itself has no deadline.
+KERNEL_READY_TIMEOUT = 60.0
+
+
+@dataclass
+class RunJob:
+    """Everything an engine needs to run one notebook.
+
+    The engine executes ``notebook`` in place: outputs and execution counts are written into
+    its cells.
+    """
+
+    notebook: NotebookNode
+    kernel: KernelChoice
+    cwd: Path
+    env: dict[str, str]
+    cell_timeout: float | None = None
+    timeout: float | None = None
+
+
+@dataclass
+class CellFailure:
+    """Why and where a run stopped."""
+
+    index: int
+    kind: ErrorKind
+    ename: str
+    evalue: str
+    traceback: list[str]
+
+
+@dataclass
+class EngineOutcome:
+    """What happened during a run; indices are positions in the job's notebook."""
+
+    completed: list[int] = field(default_factory=list)
+    failure: CellFailure | None = None
+    cell_seconds: dict[int, float] = field(default_factory=dict)
+    cell_started: dict[int, str] = field(default_factory=dict)
+    kernel_seconds: float = 0.0
+
+
+class Engine(Protocol):
+    """Runs one job and reports what happened; never raises for a failure in the notebook."""
+
+    def run(self, job: RunJob) -> EngineOutcome:
+        """Execute ``job.notebook`` in place and return the outcome."""
+        ...
+
+    def close(self) -> None:
+        """Release whatever the engine holds (kernels, processes)."""
+        ...
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class KernelEngine:
+    """The real engine: nbclient on a fresh Jupyter kernel for every run."""
+
+    def run(self, job: RunJob) -> EngineOutcome:
+        """Execute ``job`` on a new kernel; see :class:`Engine`."""
+        outcome = EngineOutcome()
+        state = _Progress()
+        try:
+            _run_coroutine(lambda: self._run(job, outcome, state))
+        except KeyboardInterrupt:
+            if outcome.failure is None and state.current is not None:
+                outcome.failure = CellFailure(
+                    state.current, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                )
+            raise
+        return outcome
+
+    def close(self) -> None:
+        """Nothing to release: every kernel is stopped at the end of its run."""
+
+    async def _run(self, job: RunJob, outcome: EngineOutcome, state: _Progress) -> None:
+        started = time.monotonic()
+        deadline = None if job.timeout is None else started + job.timeout
+        code_cells = [i for i, c in enumerate(job.notebook.cells) if c.cell_type == "code"]
+        first = code_cells[0] if code_cells else None
+        if first is None:
+            return
+        ready_timeout = KERNEL_READY_TIMEOUT
+        if deadline is not None:
+            ready_timeout = max(0.01, min(ready_timeout, deadline - time.monotonic()))
+        try:
+            kernel = await asyncio.wait_for(
+                start_kernel(job.kernel, cwd=job.cwd, env=job.env, ready_timeout=ready_timeout),
+                timeout=ready_timeout + 5,
+            )
+        except (asyncio.TimeoutError, TimeoutError, RuntimeError) as exc:
+            timed_out = deadline is not None and time.monotonic() >= deadline
+            outcome.failure = CellFailure(
+                first,
+                "timeout" if timed_out else "kernel_died",
+                "KernelStartError",
+                f"the kernel did not start: {exc or type(exc).__name__}",
+                [],
+            )
+            return
+        outcome.kernel_seconds = time.monotonic() - started
+        clean = False
+        try:
+            clean = await self._execute_cells(job, kernel, deadline, outcome, state)
+        finally:
+            await kernel.stop(now=not clean)
+
+    async def _execute_cells(
+        self,
+        job: RunJob,
+        kernel: RunningKernel,
+        deadline: float | None,
+        outcome: EngineOutcome,
+        state: _Progress,
+    ) -> bool:
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+        limit: dict[str, float | None] = {"seconds": None}
+        client = NotebookClient(
+            job.notebook,
+            km=kernel.manager,
+            timeout_func=lambda cell: limit["seconds"],
+            allow_errors=False,
+            record_timing=True,
+            iopub_timeout=4,
+            raise_on_iopub_timeout=False,
+        )
+        client.kc = kernel.client
+        for index, cell in enumerate(job.notebook.cells):
+            if cell.cell_type != "code":
+                continue
+            state.current = index
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                outcome.failure = _timeout_failure(index, job, whole_run=True)
+                return False
+            limit["seconds"] = _smaller(job.cell_timeout, remaining)
+            outcome.cell_started[index] = _now_iso()
+            began = time.monotonic()
+            try:
+                await client.async_execute_cell(cell, index)
+            except CellExecutionError as exc:
+                outcome.failure = _cell_error(index, cell, exc)
+            except CellTimeoutError:
+                whole_run = deadline is not None and (
+                    job.cell_timeout is None or deadline - began < job.cell_timeout
+                )
+                outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
+            except DeadKernelError:
+                outcome.failure = _death_failure(index, kernel)
+            finally:
+                outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
+            if outcome.failure is not None:
+                if outcome.failure.kind == "cell_error":
+                    # The kernel is healthy; stop it politely.
+                    return True
+                return False
+            outcome.completed.append(index)
+        state.current = None
+        return True
+
+
+@dataclass
+class _Progress:
+    current: int | None = None
+
+
+def _smaller(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _cell_error(index: int, cell: NotebookNode, exc: Exception) -> CellFailure:
+    for output in reversed(cell.get("outputs", [])):
+        if output.get("output_type") == "error":
+            return CellFailure(
+                index,
+                "cell_error",
+                str(output.get("ename", "")),
+                str(output.get("evalue", "")),
+                [str(line) for line in output.get("traceback", [])],
+            )
+    return CellFailure(
+        index,
+        "cell_error",
+        str(getattr(exc, "ename", type(exc).__name__)),
+        str(getattr(exc, "evalue", exc)),
+        [],
+    )
+
+
+def _timeout_failure(index: int, job: RunJob, *, whole_run: bool) -> CellFailure:
+    if whole_run:
+        message = f"the run exceeded its timeout of {job.timeout:g} s while this cell was running"
+    else:
+        message = f"the cell exceeded its cell_timeout of {job.cell_timeout:g} s"
+    return CellFailure(index, "timeout", "TimeoutError", message, [])
+
+
+def _death_failure(index: int, kernel: RunningKernel) -> CellFailure:
+    exit_status = _exit_status(kernel)
+    message = "the kernel died while this cell was running"
+    if exit_status is not None:
+        message += f" (exit status {exit_status})"
+    tail = kernel.stderr_tail()
+    traceback = tail.splitlines()[-20:] if tail else []
+    return CellFailure(index, "kernel_died", "DeadKernelError", message, traceback)
+
+
+def _exit_status(kernel: RunningKernel) -> int | None:
+    provisioner = getattr(kernel.manager, "provisioner", None)
+    process = getattr(provisioner, "process", None)
+    if process is None:
+        return None
+    with contextlib.suppress(Exception):
+        code = process.poll()
+        return None if code is None else int(code)
+    return None
+
+
+def _run_coroutine(factory: Callable[[], Any]) -> None:
+    """Run a coroutine to completion, even when called from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(factory())
+        return
+    # Called from async code (a Jupyter notebook, say): run on a private loop in a thread.
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(factory())
+        except BaseException as exc:
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name="notebook-executor-run")
+    thread.start()
+    thread.join()
+    if error:
+        raise error[0]

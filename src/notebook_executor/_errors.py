@@ -1,0 +1,134 @@
+"""The one exception tree of notebook_executor.
+
+::
+
+    NotebookExecutorError
+     ├── NotebookSourceError   missing, unreadable or malformed source; unsupported format
+     ├── ParameterError        unknown, missing-required or ill-typed parameter
+     ├── RunNotFoundError      no run with that id
+     └── CatalogError          the run catalog cannot be read (``reindex`` rebuilds it)
+
+Every error is raised for bad input *before* any kernel starts; a failure inside a notebook is
+never raised, it is reported in the result dict. Errors carry what caused them and pickle
+cleanly, so they cross process boundaries (``execute_many`` workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "CatalogError",
+    "NotebookExecutorError",
+    "NotebookSourceError",
+    "ParameterError",
+    "RunNotFoundError",
+]
+
+
+class NotebookExecutorError(Exception):
+    """Base class of every error raised by notebook_executor."""
+
+
+class NotebookSourceError(NotebookExecutorError):
+    """A notebook source is missing, unreadable, malformed or of an unsupported format.
+
+    Attributes
+    ----------
+    path : str
+        The source path as given.
+    reason : str
+        What is wrong with it, in one line.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason))
+
+
+class ParameterError(NotebookExecutorError):
+    """Given parameters do not fit the parameters a notebook declares.
+
+    Attributes
+    ----------
+    parameter : str
+        Name of the (first) offending parameter.
+    problems : list of str
+        One line per problem found.
+    declared : dict
+        The notebook's parameters, ``{name: {"type", "default", "help", "required"}}``.
+    """
+
+    def __init__(
+        self,
+        parameter: str,
+        problems: Sequence[str],
+        declared: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.parameter = parameter
+        self.problems = list(problems)
+        self.declared = {name: dict(info) for name, info in (declared or {}).items()}
+        super().__init__(_format_parameter_problems(self.problems, self.declared))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.parameter, self.problems, self.declared))
+
+
+def _format_parameter_problems(
+    problems: Sequence[str], declared: Mapping[str, Mapping[str, Any]]
+) -> str:
+    if declared:
+        listed = ", ".join(
+            f"{name}: {info.get('type', 'any')}"
+            + (" (required)" if info.get("required") else f" = {info.get('default')!r}")
+            for name, info in declared.items()
+        )
+    else:
+        listed = "none (the notebook has no cell tagged 'parameters')"
+    return "; ".join(problems) + f". The notebook's parameters: {listed}"
+
+
+class RunNotFoundError(NotebookExecutorError, LookupError):
+    """No run with the given id exists under the runs directory.
+
+    Attributes
+    ----------
+    run_id : str
+        The id that was looked up.
+    """
+
+    def __init__(self, run_id: str, reason: str = "no such run") -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"{run_id}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.reason))
+
+
+class CatalogError(NotebookExecutorError):
+    """The run catalog cannot be read or written.
+
+    The run files stay the truth: ``notebook-executor reindex`` (or
+    ``NotebookExecutor.reindex()``) rebuilds the catalog from them.
+
+    Attributes
+    ----------
+    path : str
+        The catalog file.
+    reason : str
+        What went wrong.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}; run `notebook-executor reindex` to rebuild it")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason))

@@ -1,0 +1,183 @@
+"""Where kernels come from: which kernelspec a run uses, and starting and stopping kernels.
+
+A run with no kernel name, or the generic ``python3``, runs on the interpreter that runs the
+executor (``sys.executable -m ipykernel_launcher``), so a venv or ``uv run`` just works without
+``jupyter kernelspec install``. Other names are looked up as Jupyter kernelspecs.
+
+Kernels talk over IPC sockets in a private temporary folder rather than TCP: nothing listens on
+the network, and ipykernel has no reason to warn about unencrypted TCP on every run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import NotebookSourceError
+
+if TYPE_CHECKING:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+    from jupyter_client.kernelspec import KernelSpec
+    from jupyter_client.manager import AsyncKernelManager
+
+__all__ = [
+    "NATIVE_KERNEL_NAME",
+    "KernelChoice",
+    "RunningKernel",
+    "choose_kernel",
+    "kernel_environment",
+    "start_kernel",
+]
+
+logger = logging.getLogger(__name__)
+
+NATIVE_KERNEL_NAME = "python3"
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The kernel a run will use."""
+
+    name: str
+    language: str
+    #: True when the kernel is this interpreter's ipykernel rather than an installed kernelspec.
+    native: bool
+
+
+def choose_kernel(
+    shown_path: str, requested: str | None, kernelspec: dict[str, Any] | None
+) -> KernelChoice:
+    """Decide the kernel for a run.
+
+    ``requested`` (the caller's ``kernel_name``) wins; else the notebook's kernelspec; else the
+    native Python kernel. A notebook kernelspec that is not installed here but names a Python
+    kernel falls back to the native kernel; any other unknown name raises NotebookSourceError.
+    """
+    kernelspec = kernelspec or {}
+    name = requested or kernelspec.get("name") or NATIVE_KERNEL_NAME
+    if name == NATIVE_KERNEL_NAME:
+        return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True)
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        spec = KernelSpecManager().get_kernel_spec(name)
+    except NoSuchKernel:
+        language = str(kernelspec.get("language", "")).lower()
+        if requested is None and (language == "python" or "python" in name.lower()):
+            logger.info("kernel %r is not installed; using this interpreter's Python kernel", name)
+            return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True)
+        available = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
+        raise NotebookSourceError(
+            shown_path, f"kernel {name!r} is not installed (available: {available})"
+        ) from None
+    return KernelChoice(name, spec.language or "python", native=False)
+
+
+def _native_spec() -> KernelSpec:
+    from jupyter_client.kernelspec import KernelSpec
+
+    return KernelSpec(
+        argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        display_name=f"Python {sys.version_info.major}.{sys.version_info.minor}",
+        language="python",
+        resource_dir="",
+    )
+
+
+def _spec_manager(choice: KernelChoice) -> Any:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if not choice.native:
+        return KernelSpecManager()
+
+    class _NativeSpecManager(KernelSpecManager):  # type: ignore[misc]
+        def get_kernel_spec(self, kernel_name: str, *args: Any, **kwargs: Any) -> KernelSpec:
+            return _native_spec()
+
+    return _NativeSpecManager()
+
+
+@dataclass
+class RunningKernel:
+    """A started kernel with its connected client."""
+
+    manager: AsyncKernelManager
+    client: AsyncKernelClient
+    workdir: Path
+    stderr_path: Path
+    _stderr: Any = field(repr=False, default=None)
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last ``limit`` characters the kernel process wrote to stderr."""
+        try:
+            data = self.stderr_path.read_bytes()[-limit:]
+        except OSError:
+            return ""
+        return data.decode("utf-8", errors="replace").strip()
+
+    async def stop(self, *, now: bool) -> None:
+        """Stop the kernel process and release its sockets and files."""
+        try:
+            self.client.stop_channels()
+            if await self.manager.is_alive():
+                await self.manager.shutdown_kernel(now=now)
+            else:
+                await self.manager.cleanup_resources()
+        finally:
+            if self._stderr is not None:
+                self._stderr.close()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+async def start_kernel(
+    choice: KernelChoice, *, cwd: Path, env: dict[str, str], ready_timeout: float
+) -> RunningKernel:
+    """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    workdir = Path(tempfile.mkdtemp(prefix="nbx-"))
+    stderr_path = workdir / "stderr.log"
+    stderr = stderr_path.open("wb")
+    manager = AsyncKernelManager(
+        kernel_name=choice.name,
+        kernel_spec_manager=_spec_manager(choice),
+        transport="ipc",
+        connection_file=str(workdir / "connection.json"),
+    )
+    manager.ip = str(workdir / "k")
+    try:
+        await manager.start_kernel(
+            cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        client = manager.client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=ready_timeout)
+        except BaseException:
+            client.stop_channels()
+            raise
+    except BaseException:
+        if manager.has_kernel:
+            await manager.shutdown_kernel(now=True)
+        stderr.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return RunningKernel(manager, client, workdir, stderr_path, stderr)
+
+
+def kernel_environment(extra: dict[str, str] | None) -> dict[str, str]:
+    """The environment a kernel starts with: this process's, overlaid by ``extra``."""
+    env = dict(os.environ)
+    # The kernel's own stderr goes to a log; keep it free of debugger start-up noise.
+    env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    env.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+    if extra:
+        env.update(extra)
+    return env

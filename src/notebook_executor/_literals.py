@@ -1,0 +1,46 @@
+"""Render plain values as Python source literals that evaluate back to the same value.
+
+This is what makes parameter injection safe: a value is written as a literal, so a string can
+never run as code, whatever quotes, newlines or backslashes it holds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["is_literal_value", "to_literal"]
+
+
+def to_literal(value: Any) -> str:
+    """Return Python source that evaluates to ``value``.
+
+    Supports None, bool, int, float (including nan and infinities), str, and lists, tuples and
+    dicts of those. Raises TypeError for anything else.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "float('nan')"
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "float('-inf')"
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(to_literal(item) for item in value)
+        if isinstance(value, tuple):
+            return f"({items},)" if len(value) == 1 else f"({items})"
+        return f"[{items}]"
+    if isinstance(value, dict):
+        pairs = ", ".join(f"{to_literal(k)}: {to_literal(v)}" for k, v in value.items())
+        return "{" + pairs + "}"
+    raise TypeError(f"{type(value).__name__} values cannot be written as a Python literal")
+
+
+def is_literal_value(value: Any) -> bool:
+    """Tell whether :func:`to_literal` accepts ``value``."""
+    try:
+        to_literal(value)
+    except (TypeError, RecursionError):
+        return False
+    return True

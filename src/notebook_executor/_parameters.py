@@ -1,0 +1,411 @@
+"""The parameters a notebook declares, and checking, converting and injecting given values.
+
+A notebook declares its parameters in its first cell tagged ``parameters`` (a logbook's front
+matter becomes such a cell when it is read). Each top-level assignment there is one parameter::
+
+    name: str = "world"   # who to greet          -> str, default "world", with help
+    count = 3                                     -> int (from the literal)
+    threshold: float = ...                        -> float, required
+    tags: list                                    -> list, required (annotation, no value)
+    anything = None                               -> any type, default None
+
+Values are injected as Python literals in a new cell tagged ``injected-parameters`` placed right
+after the parameters cell, so a string value can never run as code.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import tokenize
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._errors import ParameterError
+from ._literals import is_literal_value, to_literal
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = [
+    "INJECTED_TAG",
+    "PARAMETERS_TAG",
+    "Parameter",
+    "convert_text_value",
+    "declared_parameters",
+    "inject_parameters",
+    "parameters_cell_index",
+    "parse_parameters",
+    "validate_parameters",
+]
+
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+
+# Annotation names understood, mapped to the type name reported by inspect_parameters.
+_TYPE_NAMES = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "bool": "bool",
+    "list": "list",
+    "List": "list",
+    "Sequence": "list",
+    "tuple": "list",
+    "Tuple": "list",
+    "dict": "dict",
+    "Dict": "dict",
+    "Mapping": "dict",
+    "Any": "any",
+    "object": "any",
+}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One declared parameter."""
+
+    name: str
+    type: str
+    default: Any
+    help: str
+    required: bool
+    #: True when None is an accepted value (None default or Optional annotation).
+    nullable: bool = False
+    #: False when the default is an expression only the kernel can evaluate.
+    literal_default: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        """The public form returned by ``inspect_parameters``."""
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "help": self.help,
+            "required": self.required,
+        }
+
+
+def parameters_cell_index(notebook: NotebookNode) -> int | None:
+    """Index of the first cell tagged ``parameters``, or None."""
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code" and PARAMETERS_TAG in cell.metadata.get("tags", []):
+            return index
+    return None
+
+
+def declared_parameters(notebook: NotebookNode) -> dict[str, Parameter]:
+    """The parameters declared by ``notebook``, in declaration order."""
+    index = parameters_cell_index(notebook)
+    if index is None:
+        return {}
+    return parse_parameters(notebook.cells[index].source)
+
+
+def parse_parameters(source: str) -> dict[str, Parameter]:
+    """Parse the source of a parameters cell.
+
+    Statements other than assignments to a single name are ignored. A cell that is not valid
+    Python declares no parameters (the kernel will report the syntax error when it runs).
+    """
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return {}
+    comments = _comments_by_line(source)
+    found: dict[str, Parameter] = {}
+    for node in tree.body:
+        parameter = _parameter_from(node, source, comments)
+        if parameter is not None:
+            found[parameter.name] = parameter
+    return found
+
+
+def _strip_magics(source: str) -> str:
+    # IPython magics and shell escapes are not Python; blank them so the rest parses.
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+    )
+
+
+def _comments_by_line(source: str) -> dict[int, str]:
+    comments: dict[int, str] = {}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                comments[token.start[0]] = token.string.lstrip("#").strip()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return comments
+
+
+def _parameter_from(node: ast.stmt, source: str, comments: dict[int, str]) -> Parameter | None:
+    annotation: ast.expr | None = None
+    value: ast.expr | None
+    if isinstance(node, ast.Assign):
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return None
+        name = node.targets[0].id
+        value = node.value
+    elif isinstance(node, ast.AnnAssign):
+        if not isinstance(node.target, ast.Name):
+            return None
+        name = node.target.id
+        annotation = node.annotation
+        value = node.value
+    else:
+        return None
+    help_text = comments.get(node.end_lineno or node.lineno) or comments.get(node.lineno, "")
+    type_name, optional = _annotation_type(annotation)
+    required = value is None or (isinstance(value, ast.Constant) and value.value is Ellipsis)
+    default: Any = None
+    literal_default = not required
+    if not required:
+        assert value is not None
+        try:
+            default = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            # Not a literal (an expression, a call): its value is only known in the kernel.
+            literal_default = False
+        else:
+            if annotation is None:
+                type_name = _literal_type(default)
+    if isinstance(default, tuple):
+        default = list(default)
+    return Parameter(
+        name=name,
+        type=type_name,
+        default=default,
+        help=help_text,
+        required=required,
+        nullable=optional or (literal_default and default is None),
+        literal_default=literal_default,
+    )
+
+
+def _annotation_type(annotation: ast.expr | None) -> tuple[str, bool]:
+    """Return (type name, whether None is allowed) for an annotation."""
+    if annotation is None:
+        return "any", False
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return "any", False
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        left, left_optional = _annotation_type(annotation.left)
+        right, right_optional = _annotation_type(annotation.right)
+        if _is_none(annotation.left):
+            return right, True
+        if _is_none(annotation.right):
+            return left, True
+        return "any", left_optional or right_optional
+    if isinstance(annotation, ast.Subscript):
+        base = _dotted_tail(annotation.value)
+        if base == "Optional":
+            inner, _ = _annotation_type(annotation.slice)
+            return inner, True
+        if base == "Union":
+            return "any", False
+        return _TYPE_NAMES.get(base, "any"), False
+    if _is_none(annotation):
+        return "any", True
+    return _TYPE_NAMES.get(_dotted_tail(annotation), "any"), False
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _dotted_tail(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _literal_type(value: Any) -> str:
+    if value is None:
+        return "any"
+    if isinstance(value, bool):
+        return "bool"
+    for kind, name in ((int, "int"), (float, "float"), (str, "str"), (dict, "dict")):
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, (list, tuple)):
+        return "list"
+    return "any"
+
+
+def _declared_dicts(declared: Mapping[str, Parameter]) -> dict[str, dict[str, Any]]:
+    return {name: parameter.as_dict() for name, parameter in declared.items()}
+
+
+def validate_parameters(
+    declared: Mapping[str, Parameter], given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Check ``given`` against ``declared``; return the effective values.
+
+    The effective values are the literal defaults overlaid by the given values. A parameter
+    whose default is not a literal keeps its notebook default and is left out unless given.
+
+    Raises
+    ------
+    ParameterError
+        Naming every unknown, missing-required or ill-typed parameter.
+    """
+    given = dict(given or {})
+    problems: list[tuple[str, str]] = []
+    for name in given:
+        if name not in declared:
+            problems.append((name, f"unknown parameter {name!r}"))
+    effective: dict[str, Any] = {}
+    for name, parameter in declared.items():
+        if name in given:
+            ok, value = _fit(parameter, given[name])
+            if not ok:
+                problems.append(
+                    (
+                        name,
+                        f"parameter {name!r} expects {_expected(parameter)}, "
+                        f"got {type(given[name]).__name__} {_short_repr(given[name])}",
+                    )
+                )
+                continue
+            effective[name] = value
+        elif parameter.required:
+            problems.append((name, f"missing required parameter {name!r}"))
+        elif parameter.literal_default:
+            effective[name] = parameter.default
+    if problems:
+        raise ParameterError(
+            problems[0][0], [text for _, text in problems], _declared_dicts(declared)
+        )
+    return effective
+
+
+def _expected(parameter: Parameter) -> str:
+    return parameter.type + (" or None" if parameter.nullable and parameter.type != "any" else "")
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fit(parameter: Parameter, value: Any) -> tuple[bool, Any]:
+    """Return (fits, value as it will be injected)."""
+    if not is_literal_value(value):
+        return False, value
+    if value is None:
+        return parameter.nullable or parameter.type == "any", None
+    kind = parameter.type
+    if kind == "any":
+        return True, value
+    if kind == "bool":
+        return isinstance(value, bool), value
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False, value
+        return True, float(value)
+    if kind == "str":
+        return isinstance(value, str), value
+    if kind == "list":
+        return isinstance(value, (list, tuple)), list(value) if isinstance(value, tuple) else value
+    if kind == "dict":
+        return isinstance(value, dict), value
+    return True, value
+
+
+def convert_text_value(parameter: Parameter | None, text: str) -> Any:
+    """Convert a command-line string to a value for ``parameter``.
+
+    First as papermill's ``-p`` does (``True``/``False``/``None``, int, float, else the string),
+    then towards the declared type: a ``str`` parameter keeps the text as typed, ``list`` and
+    ``dict`` parameters parse YAML/JSON, ``bool`` accepts true/false in any case, ``float``
+    accepts an int. Anything that still does not fit is left for validation to report.
+    """
+    value = _papermill_value(text)
+    if parameter is None:
+        return value
+    kind = parameter.type
+    if kind == "str":
+        if value is None and parameter.nullable:
+            return None
+        return text
+    if kind == "bool" and text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind in ("list", "dict") and isinstance(value, str):
+        return _structured_value(text)
+    if kind == "any" and isinstance(value, str) and text.lstrip()[:1] in ("[", "{"):
+        parsed = _structured_value(text)
+        return parsed
+    return value
+
+
+def _papermill_value(text: str) -> Any:
+    if text == "True":
+        return True
+    if text == "False":
+        return False
+    if text == "None":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _structured_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def inject_parameters(
+    notebook: NotebookNode, values: Mapping[str, Any], language: str = "python"
+) -> int | None:
+    """Insert a cell assigning ``values`` after the parameters cell; return its index.
+
+    Nothing is inserted when there is nothing to inject. Without a parameters cell the
+    injected cell goes first.
+    """
+    if not values:
+        return None
+    import nbformat
+
+    source = _injection_source(values, language)
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
+    index = parameters_cell_index(notebook)
+    position = 0 if index is None else index + 1
+    notebook.cells.insert(position, cell)
+    return position
+
+
+def _injection_source(values: Mapping[str, Any], language: str) -> str:
+    if language == "python":
+        lines = ["# Parameters"]
+        lines += [f"{name} = {to_literal(value)}" for name, value in values.items()]
+        return "\n".join(lines)
+    # Other kernels: papermill knows how to write literals for R, Julia, Scala, and more.
+    from papermill.translators import translate_parameters
+
+    return str(translate_parameters("", language, dict(values), "Parameters"))

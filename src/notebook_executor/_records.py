@@ -1,0 +1,283 @@
+"""The run files: ``runs/YYYY-MM-DD/<run_id>.ipynb`` (the truth) and ``<run_id>.md``.
+
+The executed notebook carries the run's record in ``metadata["notebook_executor"]``: the result
+dict plus provenance (source path and sha256, kernel, Python and package versions, the names of
+secrets and extra environment variables, never their values). The markdown file is the same run
+for people: a logbook-style front matter, then each cell with its text results.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import re
+import secrets as _secrets
+import sys
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._errors import NotebookSourceError, RunNotFoundError
+from ._results import strip_ansi
+from ._scraps import find_scraps, summarize_scrap
+from ._sources import atomic_write_text
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = [
+    "RECORD_KEY",
+    "display_path",
+    "iter_run_notebooks",
+    "new_run_id",
+    "package_versions",
+    "read_record",
+    "render_markdown",
+    "run_notebook_path",
+    "write_run_files",
+]
+
+RECORD_KEY = "notebook_executor"
+RECORD_VERSION = 1
+_RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z-[A-Za-z0-9_.-]{1,80}$")
+#: Longest stream text kept per output in the run files; the rest is cut with a visible marker.
+MAX_STREAM_CHARS = 1_000_000
+
+
+def new_run_id(source: Path, started: datetime) -> str:
+    """A unique, sortable, filesystem-safe id: ``20261122T172645Z-hello-3f2a1b9c``."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", source.stem).strip("-")[:40] or "notebook"
+    return f"{started:%Y%m%dT%H%M%S}Z-{slug}-{_secrets.token_hex(4)}"
+
+
+def _date_dir(run_id: str) -> str:
+    match = _RUN_ID.match(run_id)
+    if match is None:
+        raise RunNotFoundError(run_id, "not a run id")
+    return f"{match.group(1)}-{match.group(2)}-{match.group(3)}"
+
+
+def run_notebook_path(runs_dir: Path, run_id: str) -> Path:
+    """Path of a run's executed notebook (it may not exist)."""
+    return runs_dir / _date_dir(run_id) / f"{run_id}.ipynb"
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path fit for a record: relative to the working directory when under it, ``~``-based
+    when under the home folder, never an absolute home path."""
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        return candidate.as_posix()
+    with_cwd = _relative_to(candidate, Path.cwd())
+    if with_cwd is not None:
+        return with_cwd
+    home = _relative_to(candidate, Path.home())
+    if home is not None:
+        return "~/" + home
+    return candidate.as_posix()
+
+
+def _relative_to(path: Path, base: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except (ValueError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def package_versions() -> dict[str, str]:
+    """Versions of the packages a run depends on (computed once per process)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = (
+        "notebook-executor",
+        "nbclient",
+        "nbformat",
+        "jupyter_client",
+        "ipykernel",
+        "jupytext",
+        "papermill",
+        "scrapbook",
+        "pandas",
+    )
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def environment_record() -> dict[str, Any]:
+    """Interpreter and package versions for the provenance record."""
+    return {
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "platform": sys.platform,
+        "packages": package_versions(),
+    }
+
+
+def write_run_files(
+    runs_dir: Path, run_id: str, notebook: NotebookNode, record: Mapping[str, Any], *, final: bool
+) -> Path:
+    """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically."""
+    import nbformat
+
+    path = run_notebook_path(runs_dir, run_id)
+    notebook.metadata[RECORD_KEY] = dict(record)
+    _cap_streams(notebook)
+    atomic_write_text(path, nbformat.writes(notebook))
+    if final:
+        atomic_write_text(path.with_suffix(".md"), render_markdown(notebook, record))
+    return path
+
+
+def _cap_streams(notebook: NotebookNode) -> None:
+    for cell in notebook.cells:
+        for output in cell.get("outputs", ()):
+            if output.get("output_type") != "stream":
+                continue
+            text = output.get("text", "")
+            if isinstance(text, list):
+                text = "".join(text)
+            if len(text) > MAX_STREAM_CHARS:
+                cut = len(text) - MAX_STREAM_CHARS
+                output["text"] = (
+                    text[:MAX_STREAM_CHARS]
+                    + f"\n[notebook-executor: output truncated, {cut} more characters not kept]\n"
+                )
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """The run record stored in an executed notebook (parsed without full validation)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunNotFoundError(path.stem, "no such run") from None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise NotebookSourceError(str(path), f"unreadable run file: {exc}") from None
+    record = raw.get("metadata", {}).get(RECORD_KEY) if isinstance(raw, dict) else None
+    if not isinstance(record, dict):
+        raise NotebookSourceError(str(path), "not a notebook-executor run record")
+    return record
+
+
+def iter_run_notebooks(runs_dir: Path) -> Iterator[Path]:
+    """Every run notebook under ``runs_dir``, oldest date folder first."""
+    if not runs_dir.is_dir():
+        return
+    for day in sorted(runs_dir.iterdir()):
+        if day.is_dir() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.name):
+            yield from sorted(p for p in day.glob("*.ipynb") if _RUN_ID.match(p.stem))
+
+
+def now_utc() -> datetime:
+    """The current time in UTC."""
+    return datetime.now(timezone.utc)
+
+
+def iso(moment: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a ``Z``."""
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def render_markdown(notebook: NotebookNode, record: Mapping[str, Any]) -> str:
+    """The readable record of a run: front matter, then cells and their text results."""
+    import yaml
+
+    front = {
+        "run_id": record.get("run_id"),
+        "uuid": record.get("uuid"),
+        "notebook": record.get("notebook"),
+        "parameters": record.get("parameters") or {},
+        "user_request": record.get("request"),
+        "executed_at": record.get("started_at"),
+        "finished_at": record.get("finished_at"),
+        "duration_seconds": record.get("duration_seconds"),
+        "status": record.get("status"),
+        "error_kind": record.get("error_kind"),
+        "output_path": record.get("output_path"),
+    }
+    parts = ["---", yaml.safe_dump(_plain(front), sort_keys=False, allow_unicode=True).rstrip()]
+    parts += ["---", ""]
+    title = Path(str(record.get("notebook") or "notebook")).name
+    parts.append(f"# Run of `{title}`: {record.get('status')}")
+    parts.append("")
+    failed = record.get("failed_cell")
+    if isinstance(failed, dict):
+        parts.append(
+            f"Failed in cell {failed.get('index')}: {failed.get('ename')}: {failed.get('evalue')}"
+        )
+        parts.append("")
+    for cell in notebook.cells:
+        parts.extend(_render_cell(cell))
+    scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(notebook.cells).items()}
+    if scraps:
+        parts += ["## Scraps", "", "```json"]
+        parts.append(json.dumps(scraps, indent=2, ensure_ascii=False, default=str))
+        parts += ["```", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _fence(text: str, info: str = "") -> list[str]:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return [f"{ticks}{info}", text.rstrip("\n"), ticks, ""]
+
+
+def _render_cell(cell: Mapping[str, Any]) -> list[str]:
+    source = str(cell.get("source", ""))
+    kind = cell.get("cell_type")
+    if kind == "markdown":
+        return [source.rstrip("\n"), ""]
+    if kind == "raw":
+        return _fence(source, "text")
+    lines: list[str] = []
+    tags = (cell.get("metadata") or {}).get("tags") or []
+    status = ((cell.get("metadata") or {}).get(RECORD_KEY) or {}).get("status")
+    label = "python"
+    if "injected-parameters" in tags:
+        lines.append("*Injected parameters:*")
+        lines.append("")
+    if status == "not_run":
+        lines.append("*Not run.*")
+        lines.append("")
+    lines += _fence(source, label)
+    for output in cell.get("outputs", ()):
+        lines += _render_output(output)
+    return lines
+
+
+def _render_output(output: Mapping[str, Any]) -> list[str]:
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = output.get("text", "")
+        return _fence(strip_ansi("".join(text) if isinstance(text, list) else str(text)), "text")
+    if kind == "error":
+        body = "\n".join(strip_ansi(str(line)) for line in output.get("traceback", []))
+        if not body:
+            body = f"{output.get('ename')}: {output.get('evalue')}"
+        return _fence(body, "text")
+    if kind in ("execute_result", "display_data"):
+        data = output.get("data") or {}
+        if any(key.startswith("application/scrapbook.scrap.") for key in data):
+            return []
+        if "text/markdown" in data:
+            text = data["text/markdown"]
+            return ["".join(text) if isinstance(text, list) else str(text), ""]
+        if "text/plain" in data:
+            text = data["text/plain"]
+            return _fence(strip_ansi("".join(text) if isinstance(text, list) else str(text)), "text")
+        if data:
+            return [f"*[{', '.join(sorted(data))} output]*", ""]
+    return []

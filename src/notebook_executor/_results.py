@@ -1,0 +1,150 @@
+"""Building the result dict (SPEC section 4) from an executed notebook and the engine's outcome.
+
+Indices: the engine works on the job notebook, which holds one injected-parameters cell the
+source does not have. :class:`CellMap` translates back, so ``failed_cell.index`` is a position in
+``read_notebook(source).cells``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._engine import EngineOutcome
+from ._scraps import find_scraps, summarize_scrap
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["CellMap", "annotate_cells", "build_result", "redact", "strip_ansi"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences (colours, cursor moves) from ``text``."""
+    return _ANSI.sub("", text)
+
+
+@dataclass(frozen=True)
+class CellMap:
+    """Where the injected-parameters cell sits in the job notebook (None when none)."""
+
+    injected_at: int | None
+
+    def to_source(self, job_index: int) -> int:
+        """Source index of the job cell at ``job_index``."""
+        if self.injected_at is not None and job_index >= self.injected_at:
+            return max(job_index - 1, 0) if job_index == self.injected_at else job_index - 1
+        return job_index
+
+    def is_injected(self, job_index: int) -> bool:
+        """Whether ``job_index`` is the injected cell."""
+        return job_index == self.injected_at
+
+
+def annotate_cells(notebook: NotebookNode, outcome: EngineOutcome) -> None:
+    """Record in each code cell's metadata whether it ran, failed, or never ran."""
+    completed = set(outcome.completed)
+    failed = outcome.failure.index if outcome.failure else None
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type != "code":
+            continue
+        if index in completed:
+            status = "completed"
+        elif index == failed:
+            status = "failed"
+        else:
+            status = "not_run"
+        info: dict[str, Any] = {"status": status}
+        if index in outcome.cell_started:
+            info["started_at"] = outcome.cell_started[index]
+        if index in outcome.cell_seconds:
+            info["duration_seconds"] = outcome.cell_seconds[index]
+        cell.metadata["notebook_executor"] = info
+
+
+def build_result(
+    *,
+    run_id: str,
+    notebook_path: str,
+    output_path: str,
+    parameters: Mapping[str, Any],
+    request: str | None,
+    started_at: str,
+    finished_at: str,
+    duration_seconds: float,
+    executed: NotebookNode,
+    outcome: EngineOutcome,
+    cell_map: CellMap,
+) -> dict[str, Any]:
+    """Assemble the result dict for one run."""
+    code_cells = [
+        i
+        for i, cell in enumerate(executed.cells)
+        if cell.cell_type == "code" and not cell_map.is_injected(i)
+    ]
+    completed = set(outcome.completed)
+    failure = outcome.failure
+    failed_cell = None
+    if failure is not None:
+        source_index = cell_map.to_source(failure.index)
+        failed_cell = {
+            "index": source_index,
+            "source": _cell_source(executed, failure.index),
+            "ename": strip_ansi(failure.ename),
+            "evalue": strip_ansi(failure.evalue),
+            "traceback": [strip_ansi(line) for line in failure.traceback],
+        }
+    scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(executed.cells).items()}
+    return {
+        "run_id": run_id,
+        "status": "success" if failure is None else "error",
+        "error_kind": None if failure is None else failure.kind,
+        "notebook": notebook_path,
+        "output_path": output_path,
+        "parameters": dict(parameters),
+        "request": request,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "duration_seconds": round(duration_seconds, 6),
+        "cells_total": len(code_cells),
+        "cells_executed": sum(1 for i in code_cells if i in completed),
+        "failed_cell": failed_cell,
+        "scraps": scraps,
+    }
+
+
+def _cell_source(notebook: NotebookNode, index: int) -> str:
+    if 0 <= index < len(notebook.cells):
+        return str(notebook.cells[index].source)
+    return ""
+
+
+def redact(value: Any, secrets: Mapping[str, str]) -> Any:
+    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively."""
+    pairs = sorted(
+        ((name, text) for name, text in secrets.items() if text),
+        key=lambda pair: -len(pair[1]),
+    )
+    if not pairs:
+        return value
+    return _redact(value, pairs)
+
+
+def _redact(value: Any, pairs: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for name, text in pairs:
+            if text in value:
+                value = value.replace(text, f"[secret {name}]")
+        return value
+    if isinstance(value, list):
+        return [_redact(item, pairs) for item in value]
+    if isinstance(value, dict):
+        redacted = type(value)() if type(value) is not dict else {}
+        for key, item in value.items():
+            redacted[_redact(key, pairs) if isinstance(key, str) else key] = _redact(item, pairs)
+        return redacted
+    return value

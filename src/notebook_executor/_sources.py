@@ -1,0 +1,301 @@
+"""Read and write notebook sources in any supported format.
+
+The formats are data (:data:`FORMATS`): ``.ipynb`` (nbformat 4), jupytext percent scripts
+(``.py``) and markdown notebooks (``.md``, jupytext markdown or MyST). Markdown "logbook"
+templates declare their parameters in a YAML front matter; jupytext reads that front matter as a
+raw cell, which :func:`load_source` turns into a code cell tagged ``parameters`` so the rest of the
+package sees one shape of notebook whatever the source format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._errors import NotebookSourceError
+from ._literals import to_literal
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = [
+    "FORMATS",
+    "LoadedSource",
+    "SourceFormat",
+    "atomic_write_text",
+    "format_for",
+    "load_source",
+    "notebook_to_text",
+    "read_notebook",
+    "write_notebook",
+]
+
+#: Sources larger than this are refused rather than parsed.
+MAX_SOURCE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SourceFormat:
+    """One supported source format."""
+
+    extension: str
+    name: str
+    #: jupytext format for text formats; None means nbformat JSON.
+    jupytext_format: str | None
+
+
+FORMATS: tuple[SourceFormat, ...] = (
+    SourceFormat(".ipynb", "notebook", None),
+    SourceFormat(".py", "percent script", "py:percent"),
+    SourceFormat(".md", "markdown notebook", "md"),
+)
+
+
+@dataclass(frozen=True)
+class LoadedSource:
+    """A parsed source with what the run record needs to know about it."""
+
+    path: Path
+    notebook: NotebookNode
+    sha256: str
+    format: SourceFormat
+
+
+def format_for(path: str | os.PathLike[str]) -> SourceFormat:
+    """Return the format of ``path`` by its extension, or raise NotebookSourceError."""
+    suffix = Path(path).suffix.lower()
+    for fmt in FORMATS:
+        if fmt.extension == suffix:
+            return fmt
+    known = ", ".join(f.extension for f in FORMATS)
+    raise NotebookSourceError(
+        os.fspath(path), f"unsupported format {suffix or '(no extension)'!r}; expected one of {known}"
+    )
+
+
+def read_notebook(path: str | os.PathLike[str]) -> NotebookNode:
+    """Read any supported source as an nbformat 4 notebook."""
+    return load_source(path).notebook
+
+
+def load_source(path: str | os.PathLike[str]) -> LoadedSource:
+    """Read, parse and normalise a notebook source.
+
+    Raises
+    ------
+    NotebookSourceError
+        The file is missing, not a regular file, too large, not UTF-8, malformed, or of an
+        unsupported format.
+    """
+    shown = os.fspath(path)
+    fmt = format_for(path)
+    source_path = Path(path)
+    try:
+        size = source_path.stat().st_size
+    except FileNotFoundError:
+        raise NotebookSourceError(shown, "no such file") from None
+    except OSError as exc:
+        raise NotebookSourceError(shown, f"cannot read: {exc.strerror or exc}") from None
+    if not source_path.is_file():
+        raise NotebookSourceError(shown, "not a regular file")
+    if size > MAX_SOURCE_BYTES:
+        raise NotebookSourceError(
+            shown, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
+        )
+    try:
+        data = source_path.read_bytes()
+    except OSError as exc:
+        raise NotebookSourceError(shown, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NotebookSourceError(
+            shown, f"not UTF-8 text (invalid byte at offset {exc.start})"
+        ) from None
+    if "\x00" in text:
+        raise NotebookSourceError(shown, "not a text file (it contains NUL bytes)")
+    notebook = _parse(shown, text, fmt)
+    return LoadedSource(
+        path=source_path,
+        notebook=notebook,
+        sha256=hashlib.sha256(data).hexdigest(),
+        format=fmt,
+    )
+
+
+def _parse(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    if fmt.jupytext_format is None:
+        return _parse_ipynb(shown, text)
+    return _parse_text(shown, text, fmt)
+
+
+def _parse_ipynb(shown: str, text: str) -> NotebookNode:
+    import nbformat
+
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise NotebookSourceError(shown, f"not valid JSON ({_first_line(exc)})") from None
+    if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
+        raise NotebookSourceError(shown, "not a notebook (a JSON object with 'cells' expected)")
+    major = raw.get("nbformat")
+    if major != 4:
+        raise NotebookSourceError(
+            shown, f"nbformat {major!r} is not supported (nbformat 4 notebooks only)"
+        )
+    try:
+        notebook = nbformat.from_dict(raw)
+        nbformat.validate(notebook, repair_duplicate_cell_ids=True, strip_invalid_metadata=False)
+    except nbformat.ValidationError as exc:
+        raise NotebookSourceError(shown, f"invalid notebook: {_first_line(exc)}") from None
+    except Exception as exc:  # a malformed document can break nbformat in many ways
+        raise NotebookSourceError(
+            shown, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    return _normalised(notebook)
+
+
+def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    import jupytext
+
+    jupytext_format = fmt.jupytext_format
+    assert jupytext_format is not None
+    if fmt.extension == ".md" and "```{code-cell}" in text:
+        jupytext_format = "md:myst"
+    try:
+        notebook = jupytext.reads(text, fmt=jupytext_format)
+    except Exception as exc:  # jupytext raises many types for malformed text
+        raise NotebookSourceError(
+            shown, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    _translate_front_matter(shown, notebook)
+    return _normalised(notebook)
+
+
+def _normalised(notebook: NotebookNode) -> NotebookNode:
+    # Every cell gets a list of tags and an id, so later stages need no special cases.
+    import nbformat
+
+    for cell in notebook.cells:
+        if "id" not in cell:
+            cell["id"] = nbformat.v4.new_code_cell().id
+    return notebook
+
+
+_PARAMETER_LINE = re.compile(r"^\s+([^\s:#][^:#]*?)\s*:.*?\s#\s?(?P<help>.*)$")
+
+
+def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
+    """Turn a logbook front matter (a raw first cell) into a ``parameters`` code cell."""
+    import nbformat
+    import yaml
+
+    if not notebook.cells or notebook.cells[0].cell_type != "raw":
+        return
+    text = notebook.cells[0].source.strip()
+    if not (text.startswith("---") and text.endswith("---") and len(text) >= 6):
+        return
+    body = text[3:-3]
+    try:
+        front = yaml.safe_load(body)
+    except yaml.YAMLError as exc:
+        if re.search(r"^parameters\s*:", body, re.MULTILINE):
+            raise NotebookSourceError(
+                shown, f"front matter is not valid YAML: {_first_line(exc)}"
+            ) from None
+        return
+    if not isinstance(front, dict) or "parameters" not in front:
+        return
+    declared = front.pop("parameters")
+    if declared is None:
+        declared = {}
+    if not isinstance(declared, dict):
+        raise NotebookSourceError(
+            shown, "front matter 'parameters' must be a mapping of name to default"
+        )
+    helps = _front_matter_helps(body)
+    lines = []
+    for name, default in declared.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise NotebookSourceError(
+                shown, f"front matter parameter {name!r} is not a valid Python name"
+            )
+        if default == "...":
+            literal = "..."
+        else:
+            try:
+                literal = to_literal(default)
+            except TypeError as exc:
+                raise NotebookSourceError(
+                    shown, f"front matter parameter {name!r}: {exc}; quote it as a string"
+                ) from None
+        comment = f"  # {helps[name]}" if helps.get(name) else ""
+        lines.append(f"{name} = {literal}{comment}")
+    cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
+    notebook.cells[0] = cell
+    if front:
+        notebook.metadata["front_matter"] = json.loads(json.dumps(front, default=str))
+
+
+def _front_matter_helps(body: str) -> dict[str, str]:
+    helps: dict[str, str] = {}
+    inside = False
+    for line in body.splitlines():
+        if re.match(r"^parameters\s*:", line):
+            inside = True
+            continue
+        if inside and line and not line[0].isspace():
+            break
+        match = _PARAMETER_LINE.match(line) if inside else None
+        if match:
+            helps[match.group(1).strip()] = match.group("help").strip()
+    return helps
+
+
+def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
+    """Serialise ``notebook`` in format ``fmt``."""
+    if fmt.jupytext_format is None:
+        import nbformat
+
+        return str(nbformat.writes(notebook))
+    import jupytext
+
+    jupytext_format = fmt.jupytext_format
+    if fmt.extension == ".md":
+        representation = notebook.metadata.get("jupytext", {}).get("text_representation", {})
+        if representation.get("format_name") == "myst":
+            jupytext_format = "md:myst"
+    return str(jupytext.writes(notebook, fmt=jupytext_format))
+
+
+def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path:
+    """Write ``notebook`` to ``path`` in the format its extension names, atomically."""
+    fmt = format_for(path)
+    target = Path(path)
+    atomic_write_text(target, notebook_to_text(notebook, fmt))
+    return target
+
+
+def atomic_write_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` so readers see the old file or the new one, never half."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        tmp.replace(target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
