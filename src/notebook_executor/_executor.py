@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -366,6 +367,7 @@ class NotebookExecutor:
             "environment": _records.environment_record(),
             "env_names": plan.env_names,
             "secret_names": sorted(plan.secrets),
+            "host": socket.gethostname(),
             "pid": os.getpid(),
         }
         record: dict[str, Any] = {
