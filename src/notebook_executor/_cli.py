@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -94,7 +93,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     scraps = commands.add_parser("scraps", help="parameters and scraps of past runs, as a table")
     scraps.add_argument("--notebook", metavar="N", help="only runs of this notebook")
-    scraps.add_argument("--status", choices=("success", "error", "running"), help="only this status")
+    scraps.add_argument(
+        "--status", choices=("success", "error", "running"), help="only this status"
+    )
     scraps.add_argument("--since", metavar="WHEN", help="only runs started at or after (ISO date)")
     _add_runs_dir(scraps)
     _add_table_format(scraps)
@@ -302,7 +303,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     from ._sources import format_for, read_notebook, write_notebook
 
     format_for(args.dst)
-    if os.path.abspath(args.src) == os.path.abspath(args.dst):
+    if Path(args.src).resolve() == Path(args.dst).resolve():
         raise _UsageError("SRC and DST are the same file")
     written = write_notebook(read_notebook(args.src), args.dst)
     print(f"wrote {written}", file=sys.stderr)
@@ -314,7 +315,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     with _executor(args) as ex:
-        rows = ex.runs(notebook=args.notebook, status=args.status, since=args.since, limit=args.limit)
+        rows = ex.runs(
+            notebook=args.notebook, status=args.status, since=args.since, limit=args.limit
+        )
     if args.json:
         _print_json(rows)
     elif args.csv:

@@ -12,8 +12,8 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -262,7 +262,10 @@ class NotebookExecutor:
         since: Any = None,
     ) -> pd.DataFrame:
         """One row per run (index ``run_id``) with its parameters and JSON scraps as columns."""
-        return self._open_catalog().scraps(notebook=notebook, status=status, since=since)
+        frame: pd.DataFrame = self._open_catalog().scraps(
+            notebook=notebook, status=status, since=since
+        )
+        return frame
 
     def reindex(self) -> int:
         """Rebuild the catalog from the run files; return the number of runs indexed."""
@@ -313,9 +316,7 @@ class NotebookExecutor:
         declared = declared_parameters(loaded.notebook)
         given = dict(parameters or {})
         effective = validate_parameters(declared, given)
-        kernel = choose_kernel(
-            shown, self.kernel_name, loaded.notebook.metadata.get("kernelspec")
-        )
+        kernel = choose_kernel(shown, self.kernel_name, loaded.notebook.metadata.get("kernelspec"))
         if cwd is not None:
             workdir = Path(cwd)
             if not workdir.is_dir():
@@ -389,9 +390,7 @@ class NotebookExecutor:
         except KeyboardInterrupt as exc:
             interrupted = exc
             outcome = EngineOutcome()
-            first = next(
-                (i for i, c in enumerate(plan.notebook.cells) if c.cell_type == "code"), 0
-            )
+            first = next((i for i, c in enumerate(plan.notebook.cells) if c.cell_type == "code"), 0)
             outcome.failure = CellFailure(
                 first, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
             )
@@ -410,7 +409,7 @@ class NotebookExecutor:
             outcome=outcome,
             cell_map=plan.cell_map,
         )
-        result = redact(result, plan.secrets)
+        result = dict(redact(result, plan.secrets))
         executed = redact(plan.notebook, plan.secrets)
         stored = {
             **result,
@@ -475,4 +474,3 @@ def _check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
         checked[name] = value
     return checked
-

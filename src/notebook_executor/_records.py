@@ -277,7 +277,9 @@ def _render_output(output: Mapping[str, Any]) -> list[str]:
             return ["".join(text) if isinstance(text, list) else str(text), ""]
         if "text/plain" in data:
             text = data["text/plain"]
-            return _fence(strip_ansi("".join(text) if isinstance(text, list) else str(text)), "text")
+            return _fence(
+                strip_ansi("".join(text) if isinstance(text, list) else str(text)), "text"
+            )
         if data:
             return [f"*[{', '.join(sorted(data))} output]*", ""]
     return []

@@ -75,7 +75,8 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
             return fmt
     known = ", ".join(f.extension for f in FORMATS)
     raise NotebookSourceError(
-        os.fspath(path), f"unsupported format {suffix or '(no extension)'!r}; expected one of {known}"
+        os.fspath(path),
+        f"unsupported format {suffix or '(no extension)'!r}; expected one of {known}",
     )
 
 
@@ -142,7 +143,7 @@ def _parse_ipynb(shown: str, text: str) -> NotebookNode:
         raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotebookSourceError(shown, f"not valid JSON ({_first_line(exc)})") from None
-    if not isinstance(raw, dict) or "cells" not in raw and "worksheets" not in raw:
+    if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
         raise NotebookSourceError(shown, "not a notebook (a JSON object with 'cells' expected)")
     major = raw.get("nbformat")
     if major != 4:
@@ -151,7 +152,7 @@ def _parse_ipynb(shown: str, text: str) -> NotebookNode:
         )
     try:
         notebook = nbformat.from_dict(raw)
-        nbformat.validate(notebook, repair_duplicate_cell_ids=True, strip_invalid_metadata=False)
+        nbformat.validate(notebook)
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(shown, f"invalid notebook: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed document can break nbformat in many ways
