@@ -36,9 +36,11 @@ class CellMap:
 
     def to_source(self, job_index: int) -> int:
         """Source index of the job cell at ``job_index``."""
-        if self.injected_at is not None and job_index >= self.injected_at:
-            return max(job_index - 1, 0) if job_index == self.injected_at else job_index - 1
-        return job_index
+        if self.injected_at is None or job_index < self.injected_at:
+            return job_index
+        # Cells after the injected one shift back by one; the injected cell itself is
+        # reported as the parameters cell it follows.
+        return max(job_index - 1, 0)
 
     def is_injected(self, job_index: int) -> bool:
         """Whether ``job_index`` is the injected cell."""
@@ -94,9 +96,9 @@ def build_result(
         failed_cell = {
             "index": source_index,
             "source": _cell_source(executed, failure.index),
-            "ename": strip_ansi(failure.ename),
-            "evalue": strip_ansi(failure.evalue),
-            "traceback": [strip_ansi(line) for line in failure.traceback],
+            "ename": _clip(strip_ansi(failure.ename)),
+            "evalue": _clip(strip_ansi(failure.evalue)),
+            "traceback": _clip_lines([strip_ansi(line) for line in failure.traceback]),
         }
     scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(executed.cells).items()}
     return {
@@ -115,6 +117,29 @@ def build_result(
         "failed_cell": failed_cell,
         "scraps": scraps,
     }
+
+
+#: The result dict stays small: long error texts are cut (the run files keep them whole).
+MAX_ERROR_CHARS = 10_000
+
+
+def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters in the run files]"
+
+
+def _clip_lines(lines: list[str]) -> list[str]:
+    clipped: list[str] = []
+    budget = MAX_ERROR_CHARS * 3
+    for line in reversed(lines):  # the end of a traceback says the most
+        line = _clip(line)
+        if len(line) > budget:
+            clipped.append("[earlier traceback lines are in the run files]")
+            break
+        clipped.append(line)
+        budget -= len(line)
+    return clipped[::-1]
 
 
 def _cell_source(notebook: NotebookNode, index: int) -> str:

@@ -264,7 +264,7 @@ def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
     if fmt.jupytext_format is None:
         import nbformat
 
-        return str(nbformat.writes(notebook))
+        return str(nbformat.writes(_with_kernelspec(notebook)))
     import jupytext
 
     jupytext_format = fmt.jupytext_format
@@ -273,6 +273,26 @@ def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
         if representation.get("format_name") == "myst":
             jupytext_format = "md:myst"
     return str(jupytext.writes(notebook, fmt=jupytext_format))
+
+
+def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
+    """A copy of ``notebook`` naming the Python kernel when it names none, as Jupyter and
+    papermill expect of an ``.ipynb``."""
+    if notebook.metadata.get("kernelspec"):
+        return notebook
+    language = notebook.metadata.get("jupytext", {}).get("main_language", "python")
+    if language != "python":
+        return notebook
+    import copy
+
+    copied = copy.deepcopy(notebook)
+    copied.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    copied.metadata.setdefault("language_info", {"name": "python"})
+    return copied
 
 
 def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path:
