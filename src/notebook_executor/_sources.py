@@ -151,7 +151,9 @@ def _parse_ipynb(shown: str, text: str) -> NotebookNode:
             shown, f"nbformat {major!r} is not supported (nbformat 4 notebooks only)"
         )
     try:
-        notebook = nbformat.from_dict(raw)
+        from nbformat.v4.rwbase import rejoin_lines
+
+        notebook = rejoin_lines(nbformat.from_dict(raw))
         nbformat.validate(notebook)
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(shown, f"invalid notebook: {_first_line(exc)}") from None
@@ -265,8 +267,14 @@ def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
         import nbformat
 
         return str(nbformat.writes(_with_kernelspec(notebook)))
+    import copy
+
     import jupytext
 
+    notebook = copy.deepcopy(notebook)
+    # A notebook read from text carries jupytext's cell filter for that text, which may drop
+    # all cell metadata; the tags (``parameters`` above all) must survive a conversion.
+    notebook.metadata.get("jupytext", {}).pop("cell_metadata_filter", None)
     jupytext_format = fmt.jupytext_format
     if fmt.extension == ".md":
         representation = notebook.metadata.get("jupytext", {}).get("text_representation", {})
