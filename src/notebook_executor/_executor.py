@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _records
 from ._engine import CellFailure, Engine, EngineOutcome, KernelEngine, RunJob
-from ._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels import choose_kernel, kernel_environment
 from ._parameters import declared_parameters, inject_parameters, validate_parameters
 from ._results import CellMap, annotate_cells, build_result, redact
@@ -39,24 +39,6 @@ __all__ = ["NotebookExecutor"]
 logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
-
-#: Keys of the result dict, in order (SPEC section 4).
-RESULT_KEYS = (
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-)
 
 
 class NotebookExecutor:
@@ -241,9 +223,13 @@ class NotebookExecutor:
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
     def get_run(self, run_id: str) -> dict[str, Any]:
-        """The result dict of a past run."""
-        record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
-        return {key: record.get(key) for key in RESULT_KEYS}
+        """The result dict of a past run (a run whose process died shows as interrupted)."""
+        try:
+            return self._open_catalog().get_run(run_id)
+        except CatalogError:
+            # The files are the truth: an unusable catalog does not hide a run.
+            record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
+            return {key: record.get(key) for key in _records.RESULT_KEYS}
 
     def runs(
         self,

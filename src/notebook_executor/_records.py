@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECORD_KEY",
+    "RESULT_KEYS",
     "display_path",
     "iter_run_notebooks",
     "new_run_id",
@@ -41,6 +42,24 @@ __all__ = [
 ]
 
 RECORD_KEY = "notebook_executor"
+#: Keys of the result dict, in order (SPEC section 4).
+RESULT_KEYS = (
+    "run_id",
+    "status",
+    "error_kind",
+    "notebook",
+    "output_path",
+    "parameters",
+    "request",
+    "started_at",
+    "finished_at",
+    "duration_seconds",
+    "cells_total",
+    "cells_executed",
+    "failed_cell",
+    "scraps",
+)
+
 RECORD_VERSION = 1
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z-[A-Za-z0-9_.-]{1,80}$")
 #: Longest stream text kept per output in the run files; the rest is cut with a visible marker.

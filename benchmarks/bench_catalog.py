@@ -1,0 +1,274 @@
+"""Benchmark the run catalog against scrapbook, side by side in one process.
+
+1. Runs ``notebooks/dataframe.py`` (it glues a small DataFrame and a JSON value) a few times with
+   the real executor and real kernels.
+2. Clones those run files into ``--runs`` runs (new run ids, uuids and start times spread over
+   30 days), as the executor would have written them.
+3. Times: building the catalog from the files, an explicit ``reindex``, ``scraps()`` over every
+   run, opening the catalog, the cost ``begin`` + ``finish`` add to one run, and scrapbook
+   reading a ``--subset`` of the same files into the same DataFrame (scaled to all runs).
+
+Usage::
+
+    python benchmarks/bench_catalog.py [--runs 10000] [--subset 1000] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from notebook_executor import NotebookExecutor, _records
+from notebook_executor._catalog import Catalog
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = REPO / "notebooks" / "dataframe.py"
+TEMPLATE_SIZES = (3, 5, 8)
+
+TARGET_SCRAPS_SECONDS = 0.2
+TARGET_SPEEDUP = 500.0
+TARGET_INDEX_MS = 5.0
+TARGET_REINDEX_SECONDS = 60.0
+
+
+def real_runs(workdir: Path) -> list[Path]:
+    """Run the example notebook on real kernels; return the run files."""
+    with NotebookExecutor(runs_dir=workdir / "real") as ex:
+        results = [ex.execute(NOTEBOOK, parameters={"n": n}) for n in TEMPLATE_SIZES]
+    for result in results:
+        if result["status"] != "success":
+            raise SystemExit(f"the template run failed: {json.dumps(result)[:2000]}")
+    return [_records.run_notebook_path(workdir / "real", r["run_id"]) for r in results]
+
+
+def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
+    """Write ``count`` run files cloned from ``templates``, as the executor lays them out."""
+    loaded = [json.loads(path.read_text(encoding="utf-8")) for path in templates]
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    step = timedelta(days=30) / max(count, 1)
+    for index in range(count):
+        notebook = loaded[index % len(loaded)]
+        record = notebook["metadata"][_records.RECORD_KEY]
+        started = start + index * step
+        run_id = f"{started:%Y%m%dT%H%M%S}Z-dataframe-{index:08x}"
+        path = _records.run_notebook_path(runs_dir, run_id)
+        clone = {
+            **record,
+            "run_id": run_id,
+            "uuid": str(uuid.uuid4()),
+            "started_at": _records.iso(started),
+            "finished_at": _records.iso(started + timedelta(seconds=record["duration_seconds"])),
+            "output_path": path.as_posix(),
+        }
+        text = json.dumps(
+            {**notebook, "metadata": {**notebook["metadata"], "notebook_executor": clone}}
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def scrapbook_frame(paths: list[Path]) -> Any:
+    """What a scrapbook user writes to get the scraps() table: read every notebook, decode every
+    scrap (validated against scrapbook's JSON schema), keep the JSON ones."""
+    import pandas as pd
+    import scrapbook as sb
+
+    rows = []
+    for path in paths:
+        nb = sb.read_notebook(str(path))
+        record = nb.metadata["notebook_executor"]
+        row: dict[str, Any] = {
+            "run_id": record["run_id"],
+            "notebook": record["notebook"],
+            "status": record["status"],
+            "started_at": record["started_at"],
+            "duration_seconds": record["duration_seconds"],
+        }
+        row.update((f"parameters.{k}", v) for k, v in record["parameters"].items())
+        row.update(
+            (f"scraps.{name}", scrap.data)
+            for name, scrap in nb.scraps.items()
+            if scrap.encoder in ("json", "text")
+        )
+        rows.append(row)
+    frame = pd.DataFrame(rows).set_index("run_id")
+    return frame.sort_values("started_at", ascending=False, kind="stable")
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+    began = time.perf_counter()
+    value = action()
+    return time.perf_counter() - began, value
+
+
+def best_of(repeat: int, action: Callable[[], Any]) -> tuple[float, float]:
+    """(best, median) seconds of ``repeat`` calls."""
+    times = [timed(action)[0] for _ in range(repeat)]
+    return min(times), statistics.median(times)
+
+
+def indexing_cost(runs_dir: Path, template: Path, samples: int) -> list[float]:
+    """Seconds that begin + finish add to each of ``samples`` runs, in a full catalog."""
+    record = json.loads(template.read_text(encoding="utf-8"))["metadata"]["notebook_executor"]
+    costs = []
+    with Catalog(runs_dir) as catalog:
+        catalog.runs(limit=1)  # open outside the timing, as a long-lived executor would
+        for index in range(samples):
+            run_id = f"20270101T000000Z-indexing-{index:08x}"
+            final = {**record, "run_id": run_id, "uuid": str(uuid.uuid4())}
+            running = {k: v for k, v in final.items() if k not in _FINAL_KEYS}
+            running["status"] = "running"
+            began = time.perf_counter()
+            catalog.begin(running)
+            catalog.finish(final)
+            costs.append(time.perf_counter() - began)
+    return costs
+
+
+_FINAL_KEYS = {
+    "finished_at",
+    "duration_seconds",
+    "cells_total",
+    "cells_executed",
+    "failed_cell",
+    "scraps",
+}
+
+
+def check_same_frame(ours: Any, theirs: Any) -> str:
+    import pandas as pd
+
+    mine = ours.loc[theirs.index, list(theirs.columns)]
+    try:
+        pd.testing.assert_frame_equal(mine, theirs, check_dtype=False, check_index_type=False)
+    except AssertionError as exc:
+        return f"DIFFERENT: {str(exc).splitlines()[0]}"
+    return f"identical ({len(theirs)} rows x {len(theirs.columns)} columns)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the catalog")
+    parser.add_argument("--subset", type=int, default=1_000, help="runs scrapbook reads")
+    parser.add_argument("--samples", type=int, default=300, help="runs timed for indexing cost")
+    parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
+    args = parser.parse_args(argv)
+
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-catalog-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    runs_dir = workdir / "runs"
+    if runs_dir.exists():
+        shutil.rmtree(runs_dir)
+    try:
+        import pandas  # noqa: F401  (both sides need it; keep its import out of the timings)
+        import scrapbook  # noqa: F401
+
+        print(f"python {sys.version.split()[0]}, workdir {workdir}", flush=True)
+        seconds, templates = timed(lambda: real_runs(workdir))
+        print(f"{len(templates)} real runs on kernels: {seconds:.1f} s", flush=True)
+        seconds, _ = timed(lambda: clone_runs(templates, runs_dir, args.runs))
+        print(f"cloned {args.runs} run files: {seconds:.1f} s", flush=True)
+
+        catalog = Catalog(runs_dir)
+        build, _ = timed(lambda: catalog.runs(limit=1))  # a missing catalog is built on open
+        reindex, count = timed(catalog.reindex)
+        assert count == args.runs, count
+        scraps_best, scraps_median = best_of(5, catalog.scraps)
+        ours = catalog.scraps()
+        assert len(ours) == args.runs
+        runs_best, _ = best_of(5, lambda: catalog.runs(limit=500))
+        catalog.close()
+
+        def cold() -> Any:
+            with Catalog(runs_dir) as fresh:
+                return fresh.scraps()
+
+        cold_best, _ = best_of(3, cold)
+        open_best, open_median = best_of(20, lambda: Catalog(runs_dir).runs(limit=1))
+
+        subset_paths = [
+            _records.run_notebook_path(runs_dir, run_id) for run_id in ours.index[: args.subset]
+        ]
+        print(f"scrapbook reading {len(subset_paths)} run files ...", flush=True)
+        sb_seconds, theirs = timed(lambda: scrapbook_frame(subset_paths))
+        sb_scaled = sb_seconds * args.runs / len(subset_paths)
+        same = check_same_frame(ours, theirs)
+
+        costs = indexing_cost(runs_dir, templates[0], args.samples)
+        costs_ms = sorted(c * 1000 for c in costs)
+        index_mean = statistics.fmean(costs_ms)
+        index_p95 = costs_ms[int(len(costs_ms) * 0.95) - 1]
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    speedup = sb_scaled / scraps_best
+    scale = args.runs / 10_000
+    rows = [
+        ("build catalog from files (missing catalog)", f"{build:.2f} s", ""),
+        (
+            f"reindex {args.runs} runs",
+            f"{reindex:.2f} s",
+            _verdict(
+                reindex <= TARGET_REINDEX_SECONDS * scale,
+                f"<= {TARGET_REINDEX_SECONDS * scale:g} s",
+            ),
+        ),
+        (
+            f"scraps() over {args.runs} runs (best of 5)",
+            f"{scraps_best * 1000:.1f} ms (median {scraps_median * 1000:.1f})",
+            _verdict(
+                scraps_best <= TARGET_SCRAPS_SECONDS, f"<= {TARGET_SCRAPS_SECONDS * 1000:g} ms"
+            ),
+        ),
+        ("scraps() with a fresh Catalog (open + query)", f"{cold_best * 1000:.1f} ms", ""),
+        ("runs(limit=500)", f"{runs_best * 1000:.1f} ms", ""),
+        (
+            "open catalog + runs(limit=1)",
+            f"{open_best * 1000:.2f} ms (median {open_median * 1000:.2f})",
+            "",
+        ),
+        (
+            f"scrapbook, {len(subset_paths)} runs",
+            f"{sb_seconds:.2f} s",
+            "",
+        ),
+        (f"scrapbook, scaled to {args.runs} runs", f"{sb_scaled:.1f} s", ""),
+        (
+            "speedup of scraps() over scrapbook",
+            f"{speedup:,.0f}x",
+            _verdict(speedup >= TARGET_SPEEDUP, f">= {TARGET_SPEEDUP:g}x"),
+        ),
+        ("same DataFrame as scrapbook's", same, ""),
+        (
+            f"indexing per run, begin+finish (mean of {len(costs_ms)})",
+            f"{index_mean:.2f} ms (p95 {index_p95:.2f})",
+            _verdict(index_mean <= TARGET_INDEX_MS, f"<= {TARGET_INDEX_MS:g} ms"),
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows)
+    print()
+    print(f"{'measure':<{width}}  {'result':<{value_width}}  target")
+    print(f"{'-' * width}  {'-' * value_width}  {'-' * 16}")
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:<{value_width}}  {target}")
+    return 0
+
+
+def _verdict(ok: bool, target: str) -> str:
+    return f"{target}  {'ok' if ok else 'MISSED'}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
