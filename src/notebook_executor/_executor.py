@@ -264,6 +264,7 @@ class NotebookExecutor:
             raise NotebookExecutorError("this NotebookExecutor is closed")
 
     def _open_catalog(self) -> Catalog:
+        self._check_open()
         if self._catalog is None:
             from ._catalog import Catalog
 

@@ -170,7 +170,10 @@ def _parameter_from(node: ast.stmt, source: str, comments: dict[int, str]) -> Pa
             # Not a literal (an expression, a call): its value is only known in the kernel.
             literal_default = False
         else:
-            if annotation is None:
+            if not is_literal_value(default):
+                # A set, bytes or complex literal: the notebook keeps it, we cannot inject it.
+                default, literal_default = None, False
+            elif annotation is None:
                 type_name = _literal_type(default)
     if isinstance(default, tuple):
         default = list(default)

@@ -73,7 +73,7 @@ def new_run_id(source: Path, started: datetime) -> str:
 
 
 def _date_dir(run_id: str) -> str:
-    match = _RUN_ID.match(run_id)
+    match = _RUN_ID.fullmatch(run_id)
     if match is None:
         raise RunNotFoundError(run_id, "not a run id")
     return f"{match.group(1)}-{match.group(2)}-{match.group(3)}"
@@ -95,8 +95,11 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return with_cwd
     home = _relative_to(candidate, Path.home())
     if home is not None:
-        return "~/" + home
-    return candidate.as_posix()
+        return "~" if home == "." else "~/" + home
+    try:
+        return candidate.resolve().as_posix()
+    except OSError:
+        return candidate.as_posix()
 
 
 def _relative_to(path: Path, base: Path) -> str | None:
@@ -192,7 +195,7 @@ def iter_run_notebooks(runs_dir: Path) -> Iterator[Path]:
         return
     for day in sorted(runs_dir.iterdir()):
         if day.is_dir() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.name):
-            yield from sorted(p for p in day.glob("*.ipynb") if _RUN_ID.match(p.stem))
+            yield from sorted(p for p in day.glob("*.ipynb") if _RUN_ID.fullmatch(p.stem))
 
 
 def now_utc() -> datetime:

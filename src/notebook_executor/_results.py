@@ -167,6 +167,8 @@ def _redact(value: Any, pairs: list[tuple[str, str]]) -> Any:
         return value
     if isinstance(value, list):
         return [_redact(item, pairs) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_redact(item, pairs) for item in value)
     if isinstance(value, dict):
         redacted = type(value)() if type(value) is not dict else {}
         for key, item in value.items():

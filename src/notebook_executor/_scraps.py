@@ -19,7 +19,7 @@ from typing import Any
 __all__ = ["RawScrap", "decode_scrap", "find_scraps", "summarize_scrap"]
 
 SCRAP_PREFIX = "application/scrapbook.scrap."
-PAPERMILL_PREFIX = "application/papermill.record/"
+PAPERMILL_PREFIX = "application/papermill.record"
 JSON_ENCODERS = ("json", "text")
 
 
@@ -45,9 +45,8 @@ def find_scraps(cells: Iterable[Mapping[str, Any]]) -> dict[str, RawScrap]:
                 scrap = _scrap_from(key, payload)
                 if scrap is not None:
                     found[scrap.name] = scrap
-            marker = (output.get("metadata") or {}).get("scrapbook") or {}
-            if isinstance(marker, Mapping) and marker.get("display") and marker.get("name"):
-                name = str(marker["name"])
+            name = _display_name(output.get("metadata") or {})
+            if name is not None:
                 bundle = {k: v for k, v in data.items() if not k.startswith(SCRAP_PREFIX)}
                 previous = found.get(name)
                 if previous is not None and previous.encoder != "display":
@@ -57,6 +56,17 @@ def find_scraps(cells: Iterable[Mapping[str, Any]]) -> dict[str, RawScrap]:
     return found
 
 
+def _display_name(metadata: Mapping[str, Any]) -> str | None:
+    """The scrap name of a display output: scrapbook's marker, or papermill's older one."""
+    papermill = metadata.get("papermill")
+    if isinstance(papermill, Mapping) and papermill.get("name"):
+        return str(papermill["name"])
+    marker = metadata.get("scrapbook")
+    if isinstance(marker, Mapping) and marker.get("display") and marker.get("name"):
+        return str(marker["name"])
+    return None
+
+
 def _scrap_from(key: str, payload: Any) -> RawScrap | None:
     if key.startswith(SCRAP_PREFIX):
         if not isinstance(payload, Mapping) or not isinstance(payload.get("name"), str):
@@ -64,7 +74,7 @@ def _scrap_from(key: str, payload: Any) -> RawScrap | None:
         encoder = payload.get("encoder") or key[len(SCRAP_PREFIX) :].split("+", 1)[0]
         return RawScrap(payload["name"], str(encoder), payload.get("data"))
     if key.startswith(PAPERMILL_PREFIX) and isinstance(payload, Mapping) and payload:
-        encoder = key[len(PAPERMILL_PREFIX) :].split("+", 1)[0] or "json"
+        encoder = key[len(PAPERMILL_PREFIX) :].lstrip("+/").split("+", 1)[0] or "json"
         name, data = next(iter(payload.items()))
         return RawScrap(str(name), encoder, data)
     return None
@@ -112,7 +122,23 @@ def _parquet_summary(data: Any) -> dict[str, Any]:
         import pyarrow.parquet as pq
 
         metadata = pq.read_metadata(io.BytesIO(base64.b64decode(data)))
-        names = [name for name in metadata.schema.names if not name.startswith("__index_level_")]
+        hidden = set(_pandas_index_columns(metadata.metadata or {}))
+        names = [
+            name
+            for name in metadata.schema.names
+            if name not in hidden and not name.startswith("__index_level_")
+        ]
         return {"type": "DataFrame", "shape": [metadata.num_rows, len(names)], "columns": names}
     except Exception:  # a damaged payload still gets a summary, just a poorer one
         return {"type": "DataFrame"}
+
+
+def _pandas_index_columns(key_values: Mapping[bytes, bytes]) -> list[str]:
+    """Columns that pandas stored for the index (named indexes are real parquet columns)."""
+    import json
+
+    try:
+        pandas_meta = json.loads(key_values.get(b"pandas", b"{}"))
+    except ValueError:
+        return []
+    return [name for name in pandas_meta.get("index_columns", []) if isinstance(name, str)]

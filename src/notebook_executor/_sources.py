@@ -243,7 +243,16 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
     cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
     notebook.cells[0] = cell
     if front:
-        notebook.metadata["front_matter"] = json.loads(json.dumps(front, default=str))
+        notebook.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
+
+
+def _string_keys(value: object) -> object:
+    """YAML keys may be dates or numbers; JSON (and notebook metadata) needs strings."""
+    if isinstance(value, dict):
+        return {str(key): _string_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_string_keys(item) for item in value]
+    return value
 
 
 def _front_matter_helps(body: str) -> dict[str, str]:

@@ -1,0 +1,511 @@
+"""NotebookExecutor with the fake engine: the whole facade, no kernel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pandas as pd
+import pytest
+from fake_engine import FakeEngine
+
+import notebook_executor
+from notebook_executor import (
+    NotebookExecutor,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ParameterError,
+    RunNotFoundError,
+    read_notebook,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
+
+NOTEBOOK = """# %% [markdown]
+# # Title
+
+# %% tags=["parameters"]
+x: int = 1  # a number
+label: str = "a"
+
+# %%
+import scrapbook as sb
+print("x is", x)
+sb.glue("double", x * 2)
+sb.glue("label", label)
+
+# %% [markdown]
+# Middle.
+
+# %%
+if x < 0:
+    raise ValueError(f"x must not be negative, got {x}")
+y = x + 1
+y
+"""
+
+SECRET = "s3cr3t-Zq9-tok3n-value"
+ENV_VALUE = "visible-env-value-7731"
+
+LEAKY = """# %% tags=["parameters"]
+note: str = ""
+
+# %%
+import os
+import scrapbook as sb
+token = os.environ["API_TOKEN"]
+print("token:", token)
+sb.glue("token", token)
+sb.glue("nested", {"deep": [token, "ok"]})
+print("flag:", os.environ["MY_FLAG"])
+
+# %%
+raise RuntimeError("failed with " + token)
+"""
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nb.py").write_text(NOTEBOOK)
+    return tmp_path
+
+
+@pytest.fixture
+def engine() -> FakeEngine:
+    return FakeEngine()
+
+
+@pytest.fixture
+def ex(workdir: Path, engine: FakeEngine) -> Iterator[NotebookExecutor]:
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as executor:
+        yield executor
+
+
+def _all_bytes(folder: Path) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+# -- results and run files -----------------------------------------------------------------------
+
+
+def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
+    result = ex.execute("nb.py", parameters={"x": 3}, request="triple check")
+    assert list(result) == [
+        "run_id",
+        "status",
+        "error_kind",
+        "notebook",
+        "output_path",
+        "parameters",
+        "request",
+        "started_at",
+        "finished_at",
+        "duration_seconds",
+        "cells_total",
+        "cells_executed",
+        "failed_cell",
+        "scraps",
+    ]
+    assert json.loads(json.dumps(result)) == result
+    assert result["status"] == "success"
+    assert result["error_kind"] is None
+    assert result["notebook"] == "nb.py"
+    assert result["parameters"] == {"x": 3, "label": "a"}
+    assert result["request"] == "triple check"
+    assert result["cells_total"] == 3
+    assert result["cells_executed"] == 3
+    assert result["failed_cell"] is None
+    assert result["scraps"] == {"double": 6, "label": "a"}
+    assert result["started_at"].endswith("Z") and result["finished_at"] >= result["started_at"]
+    assert isinstance(result["duration_seconds"], float)
+
+
+def test_run_files_are_written_under_the_start_date(ex: NotebookExecutor, workdir: Path) -> None:
+    result = ex.execute("nb.py")
+    day = result["started_at"][:10]
+    folder = workdir / "runs" / day
+    run_file = folder / f"{result['run_id']}.ipynb"
+    assert Path(result["output_path"]) == run_file
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f"{result['run_id']}.ipynb",
+        f"{result['run_id']}.md",
+    ]
+    executed = nbformat.read(run_file, as_version=4)
+    nbformat.validate(executed)
+    record = executed.metadata["notebook_executor"]
+    assert record["run_id"] == result["run_id"]
+    assert record["source"]["path"] == "nb.py"
+    assert record["source"]["sha256"] == notebook_executor._sources.load_source("nb.py").sha256
+    assert record["kernel"]["name"] == "python3"
+    assert "nbformat" in record["environment"]["packages"]
+    stdout = executed.cells[2].outputs[0]
+    assert stdout.output_type == "stream" and stdout.text == "x is 1\n"
+    assert [c.metadata["notebook_executor"]["status"] for c in executed.cells if "id" in c and
+            c.cell_type == "code"] == ["completed"] * 3  # fmt: skip
+    markdown = run_file.with_suffix(".md").read_text()
+    assert f"run_id: {result['run_id']}" in markdown
+    assert "status: success" in markdown
+
+
+def test_output_path_gets_a_copy(ex: NotebookExecutor, workdir: Path) -> None:
+    result = ex.execute("nb.py", output_path="out/copy.ipynb")
+    assert result["output_path"] == "out/copy.ipynb"
+    copy = nbformat.read(workdir / "out" / "copy.ipynb", as_version=4)
+    assert copy.metadata["notebook_executor"]["run_id"] == result["run_id"]
+    assert (workdir / "runs" / result["started_at"][:10] / f"{result['run_id']}.ipynb").exists()
+
+
+def test_a_failing_cell_is_reported_with_its_source_index(ex: NotebookExecutor) -> None:
+    result = ex.execute("nb.py", parameters={"x": -1})
+    assert result["status"] == "error"
+    assert result["error_kind"] == "cell_error"
+    assert result["cells_executed"] == 2
+    failed = result["failed_cell"]
+    source = read_notebook("nb.py")
+    assert failed["index"] == 4
+    assert source.cells[failed["index"]].source == failed["source"]
+    assert failed["ename"] == "ValueError"
+    assert failed["evalue"] == "x must not be negative, got -1"
+    assert failed["traceback"][-1] == "ValueError: x must not be negative, got -1"
+    assert not any("\x1b" in line for line in failed["traceback"])
+    executed = nbformat.read(result["output_path"], as_version=4)
+    assert executed.cells[5].outputs[-1].output_type == "error"
+
+
+def test_failed_cell_index_without_injection(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "neg.py").write_text(NOTEBOOK.replace("x: int = 1", "x: int = -5"))
+    result = ex.execute("neg.py")
+    assert result["failed_cell"]["index"] == 4
+
+
+def test_failure_in_the_parameters_cell_is_the_parameters_cell(
+    ex: NotebookExecutor, workdir: Path
+) -> None:
+    (workdir / "p.py").write_text('# %% tags=["parameters"]\nx = 1\nboom = 1 / 0\n\n# %%\nx\n')
+    result = ex.execute("p.py", parameters={"x": 2})
+    assert result["failed_cell"]["index"] == 0
+    assert result["failed_cell"]["ename"] == "ZeroDivisionError"
+
+
+@pytest.mark.parametrize(
+    ("raise_line", "kind"),
+    [("raise SimulatedTimeout()", "timeout"), ("raise SimulatedKernelDeath()", "kernel_died")],
+)
+def test_timeout_and_dead_kernel_name_the_running_cell(
+    ex: NotebookExecutor, workdir: Path, raise_line: str, kind: str
+) -> None:
+    (workdir / "t.py").write_text(
+        f'# %% tags=["parameters"]\nn = 1\n\n# %%\nprint(n)\n\n# %%\n{raise_line}\n\n# %%\nz = 3\n'
+    )
+    result = ex.execute("t.py", parameters={"n": 2})
+    assert result["status"] == "error"
+    assert result["error_kind"] == kind
+    assert result["failed_cell"]["index"] == 2
+    assert result["cells_executed"] == 2
+    executed = nbformat.read(result["output_path"], as_version=4)
+    statuses = [c.metadata["notebook_executor"]["status"] for c in executed.cells]
+    assert statuses == ["completed", "completed", "completed", "failed", "not_run"]
+    assert executed.cells[4].execution_count is None
+    assert executed.cells[4].outputs == []
+
+
+def test_cell_timeout_is_handed_to_the_engine(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "slow.py").write_text("# %%\nimport time\ntime.sleep(0.05)\n\n# %%\nz = 1\n")
+    result = ex.execute("slow.py", cell_timeout=0.01, timeout=100)
+    assert result["error_kind"] == "timeout"
+    assert result["failed_cell"]["index"] == 0
+
+
+def test_cancelling_keeps_what_ran(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "c.py").write_text("# %%\na = 1\n\n# %%\nb = 2\n\n# %%\nraise SimulatedInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        ex.execute("c.py")
+    [run_file] = (workdir / "runs").rglob("*.ipynb")
+    record = nbformat.read(run_file, as_version=4).metadata["notebook_executor"]
+    assert record["status"] == "error"
+    assert record["error_kind"] == "cancelled"
+    assert record["failed_cell"]["index"] == 2
+    assert record["cells_executed"] == 2
+
+
+def test_a_non_json_literal_default_does_not_break_the_run(
+    ex: NotebookExecutor, workdir: Path
+) -> None:
+    (workdir / "s.py").write_text(
+        '# %% tags=["parameters"]\nwanted = {1, 2}\nraw = b"x"\nn = 1\n\n# %%\nprint(n)\n'
+    )
+    result = ex.execute("s.py", parameters={"n": 2})
+    json.dumps(result)
+    assert result["status"] == "success"
+    assert result["parameters"]["n"] == 2
+
+
+# -- secrets and environment ---------------------------------------------------------------------
+
+
+def test_secrets_never_reach_the_result_or_any_run_file(
+    ex: NotebookExecutor, workdir: Path, engine: FakeEngine
+) -> None:
+    (workdir / "leaky.py").write_text(LEAKY)
+    result = ex.execute(
+        "leaky.py",
+        parameters={"note": f"see {SECRET}"},
+        request=f"please use {SECRET}",
+        env={"MY_FLAG": ENV_VALUE},
+        secrets={"API_TOKEN": SECRET},
+    )
+    # The kernel did get the secret (the fake ran with it in os.environ).
+    assert engine.jobs[0].env["API_TOKEN"] == SECRET
+    assert result["status"] == "error"
+    text = json.dumps(result)
+    assert SECRET not in text
+    assert "[secret API_TOKEN]" in result["failed_cell"]["evalue"]
+    assert result["scraps"]["token"] == "[secret API_TOKEN]"
+    files = _all_bytes(workdir / "runs")
+    assert any(p.suffix == ".ipynb" for p, _ in files)
+    assert any(p.name == "catalog.sqlite" for p, _ in files)
+    for path, data in files:
+        assert SECRET.encode() not in data, path
+        assert ENV_VALUE.encode() not in data or path.suffix in (".ipynb", ".md"), path
+    record = ex.get_run(result["run_id"])
+    assert SECRET not in json.dumps(record)
+    stored = nbformat.read(result["output_path"], as_version=4).metadata["notebook_executor"]
+    assert stored["secret_names"] == ["API_TOKEN"]
+    assert stored["env_names"] == ["MY_FLAG"]
+    assert ENV_VALUE not in json.dumps(stored)
+    assert SECRET not in json.dumps(ex.collect_outputs(result["run_id"]))
+
+
+def test_environment_values_are_not_recorded(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "e.py").write_text(
+        "# %%\nimport os\nassert os.environ['MY_FLAG'].startswith('hidden')\n"
+    )
+    result = ex.execute("e.py", env={"MY_FLAG": ENV_VALUE.replace("visible", "hidden")})
+    assert result["status"] == "success"  # the kernel saw the variable
+    for path, data in _all_bytes(workdir / "runs"):
+        assert b"hidden-env-value" not in data, path
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"input_path": "missing.py"}, NotebookSourceError),
+        ({"input_path": "nb.txt"}, NotebookSourceError),
+        ({"parameters": {"nope": 1}}, ParameterError),
+        ({"parameters": {"x": "1"}}, ParameterError),
+        ({"parameters": {"x": True}}, ParameterError),
+        ({"parameters": {"x": object()}}, ParameterError),
+        ({"parameters": [("x", 1)]}, NotebookExecutorError),
+        ({"output_path": "out.py"}, NotebookExecutorError),
+        ({"timeout": -1}, NotebookExecutorError),
+        ({"timeout": 0}, NotebookExecutorError),
+        ({"cell_timeout": "5"}, NotebookExecutorError),
+        ({"cell_timeout": float("nan")}, NotebookExecutorError),
+        ({"request": 5}, NotebookExecutorError),
+        ({"cwd": "missing-dir"}, NotebookExecutorError),
+        ({"env": {"A=B": "x"}}, NotebookExecutorError),
+        ({"env": {"A": 1}}, NotebookExecutorError),
+        ({"secrets": {"": "x"}}, NotebookExecutorError),
+        ({"secrets": {"T": "a\x00b"}}, NotebookExecutorError),
+        ({"secrets": "T=x"}, NotebookExecutorError),
+    ],
+)
+def test_bad_input_raises_before_the_engine_runs(
+    ex: NotebookExecutor,
+    workdir: Path,
+    engine: FakeEngine,
+    arguments: dict[str, Any],
+    error: type[Exception],
+) -> None:
+    (workdir / "nb.txt").write_text("x")
+    call = {"input_path": "nb.py", **arguments}
+    with pytest.raises(error) as info:
+        ex.execute(**call)
+    assert isinstance(info.value, NotebookExecutorError)
+    assert engine.jobs == []
+    assert not (workdir / "runs").exists()
+
+
+def test_parameter_errors_list_the_notebook_parameters(ex: NotebookExecutor) -> None:
+    with pytest.raises(ParameterError) as info:
+        ex.execute("nb.py", parameters={"x": "three"})
+    assert "'x'" in str(info.value)
+    assert "x: int = 1" in str(info.value)
+    assert "label: str = 'a'" in str(info.value)
+
+
+# -- several runs, past runs ---------------------------------------------------------------------
+
+
+def test_execute_many_keeps_the_order(ex: NotebookExecutor, engine: FakeEngine) -> None:
+    results = ex.execute_many("nb.py", [{"x": 3}, {"x": 1}, None, {"x": -1}, {"x": 2}])
+    assert [r["parameters"]["x"] for r in results] == [3, 1, 1, -1, 2]
+    assert [r["status"] for r in results] == ["success"] * 3 + ["error", "success"]
+    assert len({r["run_id"] for r in results}) == 5
+    assert len(engine.jobs) == 5
+
+
+def test_execute_many_checks_every_set_first(
+    ex: NotebookExecutor, engine: FakeEngine, workdir: Path
+) -> None:
+    with pytest.raises(ParameterError):
+        ex.execute_many("nb.py", [{"x": 1}, {"x": "bad"}])
+    with pytest.raises(NotebookExecutorError):
+        ex.execute_many("nb.py", [{"x": 1}], output_path="o.ipynb")
+    with pytest.raises(NotebookExecutorError):
+        ex.execute_many("nb.py", [{"x": 1}], max_workers=0)
+    assert engine.jobs == []
+    assert not (workdir / "runs").exists()
+
+
+def test_execute_many_passes_options(ex: NotebookExecutor, engine: FakeEngine) -> None:
+    [result] = ex.execute_many("nb.py", [{"x": 2}], request="batch", cell_timeout=30)
+    assert result["request"] == "batch"
+    assert engine.jobs[0].cell_timeout == 30.0
+
+
+def test_get_run_returns_the_result(ex: NotebookExecutor, workdir: Path) -> None:
+    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as relative:
+        result = relative.execute("nb.py", parameters={"x": 5}, request="r")
+        assert relative.get_run(result["run_id"]) == result
+    # Another executor on the same runs folder sees the same run.
+    assert ex.get_run(result["run_id"]) == result
+
+
+def test_get_run_of_an_unknown_run(ex: NotebookExecutor) -> None:
+    with pytest.raises(RunNotFoundError):
+        ex.get_run("20240101T000000Z-nb-00000000")
+    with pytest.raises(RunNotFoundError):
+        ex.get_run("../../etc/passwd")
+
+
+def test_collect_outputs_by_path_and_by_run_id(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "f.py").write_text(
+        "# %%\nimport pandas as pd\nimport scrapbook as sb\n"
+        "sb.glue('frame', pd.DataFrame({'a': [1, 2]}))\nsb.glue('n', 3)\n"
+    )
+    result = ex.execute("f.py")
+    assert result["scraps"]["n"] == 3
+    assert result["scraps"]["frame"]["encoder"] == "pandas"
+    assert result["scraps"]["frame"]["shape"] == [2, 1]
+    by_id = ex.collect_outputs(result["run_id"])
+    by_path = ex.collect_outputs(result["output_path"])
+    for outputs in (by_id, by_path):
+        assert outputs["n"] == 3
+        pd.testing.assert_frame_equal(outputs["frame"], pd.DataFrame({"a": [1, 2]}))
+
+
+@pytest.mark.parametrize("what", ["20240101T000000Z-nb-00000000", "nope", "../x.ipynb"])
+def test_collect_outputs_of_an_unknown_run(ex: NotebookExecutor, what: str) -> None:
+    with pytest.raises(RunNotFoundError):
+        ex.collect_outputs(what)
+
+
+def test_inspect_parameters(ex: NotebookExecutor) -> None:
+    assert ex.inspect_parameters("nb.py") == {
+        "x": {"name": "x", "type": "int", "default": 1, "help": "a number", "required": False},
+        "label": {"name": "label", "type": "str", "default": "a", "help": "", "required": False},
+    }
+    assert ex.inspect_parameters(DATA / "unit_logbook.md")["station"]["required"] is True
+
+
+def test_logbook_runs_with_the_fake_engine(ex: NotebookExecutor) -> None:
+    result = ex.execute(DATA / "unit_logbook.md", parameters={"station": "north"})
+    assert result["status"] == "success"
+    assert result["scraps"] == {"station": "north", "mean": 4.333}
+    assert result["cells_total"] == 3
+
+
+def test_read_and_write_notebook_are_static(workdir: Path) -> None:
+    nb = NotebookExecutor.read_notebook("nb.py")
+    assert NotebookExecutor.write_notebook(nb, "copy.md") == Path("copy.md")
+    assert len(read_notebook("copy.md").cells) == len(nb.cells)
+
+
+# -- lifecycle -----------------------------------------------------------------------------------
+
+
+def test_close_closes_the_engine_once(workdir: Path) -> None:
+    engine = FakeEngine()
+    executor = NotebookExecutor(runs_dir="runs", engine=engine)
+    with executor:
+        pass
+    executor.close()
+    assert engine.closed == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda ex: ex.execute("nb.py"),
+        lambda ex: ex.execute_many("nb.py", [{}]),
+        lambda ex: ex.runs(),
+        lambda ex: ex.scraps(),
+        lambda ex: ex.reindex(),
+    ],
+    ids=["execute", "execute_many", "runs", "scraps", "reindex"],
+)
+def test_a_closed_executor_refuses_work(workdir: Path, call: Any) -> None:
+    engine = FakeEngine()
+    executor = NotebookExecutor(runs_dir="runs", engine=engine)
+    executor.close()
+    with pytest.raises(NotebookExecutorError, match="closed"):
+        call(executor)
+    assert engine.jobs == []
+
+
+@pytest.mark.parametrize("value", [0, -1, "1", True, float("nan")])
+def test_constructor_checks_timeouts(value: Any) -> None:
+    with pytest.raises(NotebookExecutorError):
+        NotebookExecutor(timeout=value, engine=FakeEngine())
+    with pytest.raises(NotebookExecutorError):
+        NotebookExecutor(cell_timeout=value, engine=FakeEngine())
+
+
+# -- the public surface --------------------------------------------------------------------------
+
+
+def test_public_names_are_pinned() -> None:
+    assert notebook_executor.__all__ == [
+        "CatalogError",
+        "Engine",
+        "EngineOutcome",
+        "NotebookExecutor",
+        "NotebookExecutorError",
+        "NotebookSourceError",
+        "ParameterError",
+        "RunJob",
+        "RunNotFoundError",
+        "__version__",
+        "read_notebook",
+        "write_notebook",
+    ]
+    for name in notebook_executor.__all__:
+        assert hasattr(notebook_executor, name)
+
+
+def test_errors_form_one_tree() -> None:
+    for name in ("NotebookSourceError", "ParameterError", "RunNotFoundError", "CatalogError"):
+        assert issubclass(getattr(notebook_executor, name), NotebookExecutorError)
+
+
+def test_importing_the_package_is_light() -> None:
+    code = (
+        "import sys, notebook_executor\n"
+        "heavy = ['nbformat', 'nbclient', 'pandas', 'jupyter_client', 'papermill', 'jupytext',"
+        " 'scrapbook', 'yaml', 'pyarrow', 'zmq']\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
