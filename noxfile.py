@@ -30,3 +30,10 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package and its tests."""
     session.install("-e", ".[test]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
     session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Speed against papermill and ploomber-engine (issue 4 targets); not run by default."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/bench_speed.py", *session.posargs)

@@ -14,18 +14,27 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from ._kernels import KernelChoice, RunningKernel, start_kernel
+from ._kernels import KernelChoice, RunningKernel
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["CellFailure", "Engine", "EngineOutcome", "ErrorKind", "KernelEngine", "RunJob"]
+    from ._pool import KernelLoop, KernelPool
+
+__all__ = [
+    "CellFailure",
+    "Engine",
+    "EngineOutcome",
+    "ErrorKind",
+    "KernelEngine",
+    "RunCancelled",
+    "RunJob",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +82,25 @@ class EngineOutcome:
     kernel_seconds: float = 0.0
 
 
+class RunCancelled(KeyboardInterrupt):
+    """The caller interrupted a run; ``outcome`` says what ran before it stopped.
+
+    An engine that is interrupted raises this (any ``KeyboardInterrupt`` with an ``outcome``
+    attribute will do) so the run record keeps the cells that completed and names the one that
+    was running.
+    """
+
+    def __init__(self, outcome: EngineOutcome) -> None:
+        super().__init__("the run was cancelled")
+        self.outcome = outcome
+
+
 class Engine(Protocol):
-    """Runs one job and reports what happened; never raises for a failure in the notebook."""
+    """Runs one job and reports what happened; never raises for a failure in the notebook.
+
+    The one exception is Ctrl-C: the engine stops its kernel and raises :class:`RunCancelled`
+    carrying the partial outcome.
+    """
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job.notebook`` in place and return the outcome."""
@@ -90,26 +116,106 @@ def _now_iso() -> str:
 
 
 class KernelEngine:
-    """The real engine: nbclient on a fresh Jupyter kernel for every run."""
+    """The real engine: nbclient on a fresh Jupyter kernel process for every run.
+
+    Parameters
+    ----------
+    warm_kernels : int, optional
+        Ready kernels to keep once the engine has run something (default
+        :data:`~notebook_executor._pool.DEFAULT_WARM_KERNELS`); 0 starts a kernel when a run
+        asks for it. Either way no kernel ever serves two runs.
+    fork : bool, default True
+        Fork kernels from a template process that has already imported ipykernel and the
+        common data modules (Linux, native kernel only); otherwise launch each one.
+    """
+
+    def __init__(self, *, warm_kernels: int | None = None, fork: bool = True) -> None:
+        from ._pool import DEFAULT_WARM_KERNELS
+
+        size = DEFAULT_WARM_KERNELS if warm_kernels is None else warm_kernels
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
+        self.warm_kernels = size
+        self.fork = fork
+        self._loop: KernelLoop | None = None
+        self._pool: KernelPool | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job`` on a new kernel; see :class:`Engine`."""
+        """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
         outcome = EngineOutcome()
         state = _Progress()
+        finished = threading.Event()
+
+        loop, pool = self._kernel_loop()
+
+        async def guarded() -> None:
+            try:
+                await self._run(pool, job, outcome, state)
+            finally:
+                finished.set()
+
+        future = loop.submit(guarded())
         try:
-            _run_coroutine(lambda: self._run(job, outcome, state))
+            future.result()
         except KeyboardInterrupt:
+            future.cancel()
+            # Let the run stop its kernel before the caller sees the interrupt.
+            finished.wait(timeout=10)
             if outcome.failure is None and state.current is not None:
                 outcome.failure = CellFailure(
                     state.current, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
                 )
-            raise
+            raise RunCancelled(outcome) from None
         return outcome
 
-    def close(self) -> None:
-        """Nothing to release: every kernel is stopped at the end of its run."""
+    def prestart(self, job: RunJob) -> None:
+        """Start the kernel ``job`` will need now, while the caller still prepares the run."""
+        if not any(cell.cell_type == "code" for cell in job.notebook.cells):
+            return
+        loop, pool = self._kernel_loop()
 
-    async def _run(self, job: RunJob, outcome: EngineOutcome, state: _Progress) -> None:
+        async def prestart() -> None:
+            pool.prestart(job.kernel, job.cwd, job.env)
+
+        loop.submit(prestart())
+
+    def close(self) -> None:
+        """Stop every kernel (running, warm or starting) and the fork server."""
+        with self._lock:
+            self._closed = True
+            loop, pool = self._loop, self._pool
+            self._loop = self._pool = None
+        if loop is None:
+            return
+        try:
+            if pool is not None:
+                loop.submit(pool.close()).result(timeout=60)
+        except Exception as exc:
+            logger.warning("could not stop every kernel cleanly: %s", exc)
+        finally:
+            loop.stop()
+
+    @property
+    def pool(self) -> KernelPool | None:
+        """The engine's kernel pool, once it has run something."""
+        return self._pool
+
+    def _kernel_loop(self) -> tuple[KernelLoop, KernelPool]:
+        from ._pool import KernelLoop, KernelPool
+
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this engine is closed")
+            if self._loop is None or self._pool is None:
+                self._loop = KernelLoop()
+                self._pool = KernelPool(self.warm_kernels, fork=self.fork)
+            return self._loop, self._pool
+
+    async def _run(
+        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, state: _Progress
+    ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
         code_cells = [i for i, c in enumerate(job.notebook.cells) if c.cell_type == "code"]
@@ -121,10 +227,10 @@ class KernelEngine:
             ready_timeout = max(0.01, min(ready_timeout, deadline - time.monotonic()))
         try:
             kernel = await asyncio.wait_for(
-                start_kernel(job.kernel, cwd=job.cwd, env=job.env, ready_timeout=ready_timeout),
+                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout),
                 timeout=ready_timeout + 5,
             )
-        except (asyncio.TimeoutError, TimeoutError, RuntimeError) as exc:
+        except (asyncio.TimeoutError, TimeoutError, RuntimeError, OSError) as exc:
             timed_out = deadline is not None and time.monotonic() >= deadline
             outcome.failure = CellFailure(
                 first,
@@ -139,7 +245,7 @@ class KernelEngine:
         try:
             clean = await self._execute_cells(job, kernel, deadline, outcome, state)
         finally:
-            await kernel.stop(now=not clean)
+            pool.release(kernel, clean=clean)
 
     async def _execute_cells(
         self,
@@ -188,10 +294,8 @@ class KernelEngine:
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if outcome.failure is not None:
-                if outcome.failure.kind == "cell_error":
-                    # The kernel is healthy; stop it politely.
-                    return True
-                return False
+                # After a cell error the kernel is healthy: stop it politely.
+                return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
         state.current = None
         return True
@@ -256,26 +360,3 @@ def _exit_status(kernel: RunningKernel) -> int | None:
         code = process.poll()
         return None if code is None else int(code)
     return None
-
-
-def _run_coroutine(factory: Callable[[], Any]) -> None:
-    """Run a coroutine to completion, even when called from inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        asyncio.run(factory())
-        return
-    # Called from async code (a Jupyter notebook, say): run on a private loop in a thread.
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            asyncio.run(factory())
-        except BaseException as exc:
-            error.append(exc)
-
-    thread = threading.Thread(target=target, name="notebook-executor-run")
-    thread.start()
-    thread.join()
-    if error:
-        raise error[0]

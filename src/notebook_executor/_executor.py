@@ -12,7 +12,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,10 @@ class NotebookExecutor:
     engine : Engine, optional
         What runs notebooks; the default starts a fresh Jupyter kernel per run. Tests hand in a
         fake one.
+    warm_kernels : int, optional
+        Kernels the default engine keeps started and ready once it has run a notebook, so the
+        next run pays only for its own cells (default 2; 0 disables). Every run still gets a
+        fresh kernel process: a kernel never serves two runs.
 
     Examples
     --------
@@ -74,12 +78,21 @@ class NotebookExecutor:
         timeout: float | None = None,
         cell_timeout: float | None = None,
         engine: Engine | None = None,
+        warm_kernels: int | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.kernel_name = kernel_name
         self.timeout = _check_seconds("timeout", timeout)
         self.cell_timeout = _check_seconds("cell_timeout", cell_timeout)
-        self._engine: Engine = engine if engine is not None else KernelEngine()
+        if engine is not None and warm_kernels is not None:
+            raise NotebookExecutorError("warm_kernels applies to the default engine only")
+        if warm_kernels is not None and (
+            isinstance(warm_kernels, bool) or not isinstance(warm_kernels, int) or warm_kernels < 0
+        ):
+            raise NotebookExecutorError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
+        self._engine: Engine = (
+            engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
+        )
         self._catalog: Catalog | None = None
         self._closed = False
 
@@ -161,6 +174,10 @@ class NotebookExecutor:
             env=env,
             secrets=secrets,
         )
+        # The kernel starts while the run files are written (an optional engine method).
+        prestart = getattr(self._engine, "prestart", None)
+        if prestart is not None:
+            prestart(plan.job)
         return self._run(plan)
 
     def execute_many(
@@ -174,7 +191,9 @@ class NotebookExecutor:
         """Run one notebook once per parameter set; results come in the order of the sets.
 
         Every set is checked before the first run starts, so bad input raises before any
-        kernel starts. ``options`` are those of :meth:`execute` (``output_path`` excepted).
+        kernel starts. Runs go in parallel, each on its own fresh kernel, up to ``max_workers``
+        at a time (default: the number of CPUs); a progress bar shows on a terminal.
+        ``options`` are those of :meth:`execute` (``output_path`` excepted).
         """
         self._check_open()
         if "output_path" in options:
@@ -185,7 +204,8 @@ class NotebookExecutor:
             self._plan(input_path, output_path=None, parameters=values, **options)
             for values in list(parameter_sets)
         ]
-        return [self._run(plan) for plan in plans]
+        workers = min(len(plans), max_workers or os.cpu_count() or 1)
+        return _run_all(self._run, plans, workers)
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -376,11 +396,16 @@ class NotebookExecutor:
             outcome = self._engine.run(plan.job)
         except KeyboardInterrupt as exc:
             interrupted = exc
-            outcome = EngineOutcome()
-            first = next((i for i, c in enumerate(plan.notebook.cells) if c.cell_type == "code"), 0)
-            outcome.failure = CellFailure(
-                first, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
-            )
+            partial = getattr(exc, "outcome", None)
+            outcome = partial if isinstance(partial, EngineOutcome) else EngineOutcome()
+            if outcome.failure is None:
+                outcome.failure = CellFailure(
+                    _cancelled_cell(plan.notebook, outcome),
+                    "cancelled",
+                    "KeyboardInterrupt",
+                    "the run was cancelled",
+                    [],
+                )
         finished = _records.now_utc()
         annotate_cells(plan.notebook, outcome)
         result = build_result(
@@ -438,6 +463,48 @@ class _Plan:
     secrets: dict[str, str]
 
 
+def _run_all(
+    run: Callable[[_Plan], dict[str, Any]], plans: list[_Plan], workers: int
+) -> list[dict[str, Any]]:
+    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar."""
+    progress = _progress_bar(len(plans))
+    try:
+        if workers <= 1:
+            results = []
+            for plan in plans:
+                results.append(run(plan))
+                if progress is not None:
+                    progress.update()
+            return results
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-run")
+        try:
+            futures = [pool.submit(run, plan) for plan in plans]
+            if progress is not None:
+                for future in futures:
+                    future.add_done_callback(lambda _: progress.update())
+            return [future.result() for future in futures]
+        finally:
+            # On Ctrl-C, runs not started yet never start; those running finish first.
+            pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _progress_bar(total: int) -> Any:
+    import sys
+
+    if total < 2 or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="run", file=sys.stderr)
+
+
 def _check_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
@@ -461,3 +528,10 @@ def _check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
         checked[name] = value
     return checked
+
+
+def _cancelled_cell(notebook: NotebookNode, outcome: EngineOutcome) -> int:
+    """The code cell that was running when the run was cancelled: the first not completed."""
+    done = set(outcome.completed)
+    codes = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    return next((i for i in codes if i not in done), codes[-1] if codes else 0)

@@ -10,12 +10,15 @@ the network, and ipykernel has no reason to warn about unencrypted TCP on every 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import AsyncKernelManager
 
+    from ._forkserver import ForkServer
+
 __all__ = [
     "NATIVE_KERNEL_NAME",
     "KernelChoice",
@@ -34,11 +39,15 @@ __all__ = [
     "choose_kernel",
     "kernel_environment",
     "start_kernel",
+    "wait_until_ready",
 ]
 
 logger = logging.getLogger(__name__)
 
 NATIVE_KERNEL_NAME = "python3"
+
+#: Seconds a kernel asked to shut down has to exit before it is killed.
+SHUTDOWN_GRACE = 3.0
 
 
 @dataclass(frozen=True)
@@ -123,13 +132,26 @@ class RunningKernel:
         return data.decode("utf-8", errors="replace").strip()
 
     async def stop(self, *, now: bool) -> None:
-        """Stop the kernel process and release its sockets and files."""
+        """Stop the kernel process and release its sockets and files.
+
+        Unless ``now``, the kernel is asked to shut down and given :data:`SHUTDOWN_GRACE`
+        seconds to exit on its own (watched closely: jupyter_client polls every 0.1 s); then,
+        or at once with ``now``, it is killed.
+        """
+        manager = self.manager
         try:
             self.client.stop_channels()
-            if await self.manager.is_alive():
-                await self.manager.shutdown_kernel(now=now)
+            if not now and await manager.is_alive():
+                await manager.request_shutdown()
+                ends = time.monotonic() + SHUTDOWN_GRACE
+                while time.monotonic() < ends and await manager.is_alive():
+                    await asyncio.sleep(0.01)
+            if await manager.is_alive():
+                await manager.shutdown_kernel(now=True)
             else:
-                await self.manager.cleanup_resources()
+                if manager.has_kernel and manager.provisioner is not None:
+                    await manager.provisioner.wait()
+                await manager.cleanup_resources()
         finally:
             if self._stderr is not None:
                 self._stderr.close()
@@ -137,9 +159,21 @@ class RunningKernel:
 
 
 async def start_kernel(
-    choice: KernelChoice, *, cwd: Path, env: dict[str, str], ready_timeout: float
+    choice: KernelChoice,
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    ready_timeout: float,
+    forkserver: ForkServer | None = None,
+    context: Any = None,
 ) -> RunningKernel:
-    """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers."""
+    """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers.
+
+    With ``forkserver`` (native kernels only), the kernel process is forked from its template
+    rather than launched: the same fresh kernel, without paying for the imports again. With
+    ``context`` (a ``zmq.asyncio.Context``), the kernel's sockets share it instead of each
+    manager and client creating, and tearing down, a context of its own.
+    """
     from jupyter_client.manager import AsyncKernelManager
 
     workdir = Path(tempfile.mkdtemp(prefix="nbx-"))
@@ -150,16 +184,21 @@ async def start_kernel(
         kernel_spec_manager=_spec_manager(choice),
         transport="ipc",
         connection_file=str(workdir / "connection.json"),
+        **({} if context is None else {"context": context}),
     )
     manager.ip = str(workdir / "k")
+    if forkserver is not None:
+        from ._forkserver import make_fork_provisioner
+
+        manager.kernel_id = str(uuid.uuid4())
+        manager.provisioner = make_fork_provisioner(manager, forkserver, str(stderr_path))
     try:
-        await manager.start_kernel(
-            cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=stderr
-        )
-        client = manager.client()
-        client.start_channels()
+        await manager.start_kernel(cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        client = manager.client() if context is None else manager.client(context=context)
+        # Liveness comes from the manager (the process itself): no heartbeat thread needed.
+        client.start_channels(hb=False)
         try:
-            await client.wait_for_ready(timeout=ready_timeout)
+            await wait_until_ready(client, manager, timeout=ready_timeout)
         except BaseException:
             client.stop_channels()
             raise
@@ -170,6 +209,47 @@ async def start_kernel(
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     return RunningKernel(manager, client, workdir, stderr_path, stderr)
+
+
+async def wait_until_ready(
+    client: AsyncKernelClient, manager: AsyncKernelManager, *, timeout: float
+) -> None:
+    """Return once the kernel answers on its shell channel and publishes on IOPub.
+
+    jupyter_client's ``wait_for_ready`` ends by waiting for 0.2 s of IOPub silence; here the
+    kernel's ``idle`` status for our own ``kernel_info_request`` proves IOPub is connected (a
+    message published before the subscription took hold is simply asked for again).
+    """
+    from queue import Empty
+
+    deadline = time.monotonic() + timeout
+    while True:
+        msg_id = client.kernel_info()
+        answered = False
+        round_ends = min(deadline, time.monotonic() + 1.0)
+        while not answered and (left := round_ends - time.monotonic()) > 0:
+            try:
+                reply = await client.shell_channel.get_msg(timeout=left)
+            except Empty:
+                break
+            answered = reply.get("parent_header", {}).get("msg_id") == msg_id
+        # IOPub normally follows at once; if our subscription came too late, ask again soon.
+        round_ends = min(deadline, time.monotonic() + 0.25)
+        while answered and (left := round_ends - time.monotonic()) > 0:
+            try:
+                message = await client.iopub_channel.get_msg(timeout=left)
+            except Empty:
+                break
+            if (
+                message.get("msg_type") == "status"
+                and message.get("parent_header", {}).get("msg_id") == msg_id
+                and message.get("content", {}).get("execution_state") == "idle"
+            ):
+                return
+        if not await manager.is_alive():
+            raise RuntimeError("the kernel died before answering")
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
 
 
 def kernel_environment(extra: dict[str, str] | None) -> dict[str, str]:

@@ -40,7 +40,7 @@ from typing import Any
 import nbformat
 
 from notebook_executor import EngineOutcome, RunJob
-from notebook_executor._engine import CellFailure, ErrorKind
+from notebook_executor._engine import CellFailure, ErrorKind, RunCancelled
 
 __all__ = [
     "FakeEngine",
@@ -158,7 +158,7 @@ class FakeEngine:
                     failure = _failure(index, "timeout", "TimeoutError", "cell_timeout exceeded")
                 if failure is not None and failure.kind == "cancelled":
                     outcome.failure = failure
-                    raise KeyboardInterrupt
+                    raise RunCancelled(outcome)
                 if failure is not None:
                     outcome.failure = failure
                     return outcome

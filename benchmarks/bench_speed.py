@@ -1,0 +1,302 @@
+"""Speed of notebook_executor against papermill and ploomber-engine, side by side in one process.
+
+On the same notebooks (a trivial one, and one that imports scrapbook and glues a value):
+
+1. per-run latency: papermill (a new kernel per run), ploomber-engine (in-process, no
+   isolation), and a warm ``NotebookExecutor`` (a fresh kernel process per run, started ahead);
+2. a sweep: ``--sweep`` runs with ``execute_many`` from a new executor against papermill
+   running them one after another;
+3. a cold command: ``notebook-executor run x.py`` against ``papermill x.ipynb out.ipynb``;
+4. ``import notebook_executor`` in a new interpreter;
+5. memory: RSS growth of this process over ``--memory-runs`` runs, after the first 50.
+
+Prints every figure, the ratios and the targets of issue 4, pass or fail. Medians throughout;
+the load average is printed because other work on the machine moves every figure.
+
+Usage::
+
+    python benchmarks/bench_speed.py [--repeat 5] [--warm-runs 30] [--sweep 40]
+                                     [--memory-runs 300] [--skip-papermill-sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TRIVIAL = """# %% tags=["parameters"]
+x = 1
+
+# %%
+y = x + 1
+print(y)
+"""
+
+SCRAPBOOK = """# %% tags=["parameters"]
+x = 1
+
+# %%
+import scrapbook as sb
+
+sb.glue("y", x + 1)
+"""
+
+BIN = Path(sys.executable).parent
+
+
+def _median_seconds(action: Callable[[int], Any], repeat: int) -> float:
+    times = []
+    for i in range(repeat):
+        began = time.perf_counter()
+        action(i)
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _write_notebooks(workdir: Path) -> dict[str, tuple[Path, Path]]:
+    import jupytext
+    import nbformat
+
+    notebooks = {}
+    for name, text in (("trivial", TRIVIAL), ("scrapbook", SCRAPBOOK)):
+        # Not "scrapbook.py": next to the notebook, it would shadow the scrapbook package.
+        source = workdir / f"nb_{name}.py"
+        source.write_text(text)
+        nb = jupytext.reads(text, fmt="py:percent")
+        nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "P"}
+        ipynb = workdir / f"nb_{name}.ipynb"
+        nbformat.write(nb, ipynb)
+        notebooks[name] = (source, ipynb)
+    return notebooks
+
+
+class Report:
+    """Rows of figures and targets, printed as a table."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str]] = []
+
+    def figure(self, name: str, value: str) -> None:
+        self.rows.append((name, value, "", ""))
+        print(f"  {name}: {value}", flush=True)
+
+    def target(self, name: str, value: float, op: str, limit: float, unit: str = "") -> None:
+        ok = value <= limit if op == "<=" else value >= limit
+        self.rows.append(
+            (name, f"{value:.3g}{unit}", f"{op} {limit:g}{unit}", "PASS" if ok else "FAIL")
+        )
+        print(
+            f"  {name}: {value:.3g}{unit} (target {op} {limit:g}{unit}) {'PASS' if ok else 'FAIL'}"
+        )
+
+    def print(self) -> None:
+        width = max(len(row[0]) for row in self.rows)
+        print("\n" + "=" * (width + 40))
+        for name, value, target, verdict in self.rows:
+            print(f"{name:<{width}}  {value:>12}  {target:>12}  {verdict}")
+
+
+def bench_latency(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    import papermill
+    from ploomber_engine import execute_notebook
+
+    from notebook_executor import NotebookExecutor
+
+    out = Path(args.workdir)
+    for name, (source, ipynb) in notebooks.items():
+        print(f"latency, {name} notebook", flush=True)
+        pm = _median_seconds(
+            lambda i, ipynb=ipynb: papermill.execute_notebook(
+                str(ipynb), str(out / "pm.ipynb"), parameters={"x": i}, progress_bar=False
+            ),
+            args.repeat,
+        )
+        pe = _median_seconds(
+            lambda i, ipynb=ipynb: execute_notebook(
+                str(ipynb),
+                str(out / "pe.ipynb"),
+                parameters={"x": i},
+                progress_bar=False,
+                log_output=False,
+            ),
+            max(args.repeat, 10),
+        )
+        with NotebookExecutor(runs_dir=out / f"runs-{name}") as ex:
+            for i in range(3):
+                ex.execute(source, parameters={"x": i})
+            ours = _median_seconds(
+                lambda i, source=source: ex.execute(source, parameters={"x": i}), args.warm_runs
+            )
+            spaced = []
+            for i in range(5):
+                time.sleep(0.5)
+                began = time.perf_counter()
+                ex.execute(source, parameters={"x": i})
+                spaced.append(time.perf_counter() - began)
+        report.figure(f"{name}: papermill per run", f"{pm * 1000:.0f} ms")
+        report.figure(f"{name}: ploomber-engine per run", f"{pe * 1000:.1f} ms")
+        report.figure(f"{name}: ours warm, back to back", f"{ours * 1000:.1f} ms")
+        report.figure(
+            f"{name}: ours warm, 0.5 s apart", f"{statistics.median(spaced) * 1000:.1f} ms"
+        )
+        report.target(f"{name}: ours / ploomber-engine", ours / pe, "<=", 2.0, "x")
+        report.target(f"{name}: papermill / ours", pm / ours, ">=", 30.0, "x")
+
+
+def bench_sweep(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    import papermill
+
+    from notebook_executor import NotebookExecutor
+
+    source, ipynb = notebooks["scrapbook"]
+    out = Path(args.workdir)
+    sets = [{"x": i} for i in range(args.sweep)]
+    print(f"sweep of {args.sweep} runs (scrapbook notebook)", flush=True)
+    began = time.perf_counter()
+    with NotebookExecutor(runs_dir=out / "runs-sweep") as ex:
+        results = ex.execute_many(source, sets)
+    ours = time.perf_counter() - began
+    failed = [r for r in results if r["status"] != "success"]
+    if failed:
+        report.figure("sweep: FAILED runs", f"{len(failed)}: {failed[0]['failed_cell']}")
+    if args.skip_papermill_sweep:
+        pm = args.sweep * _median_seconds(
+            lambda i: papermill.execute_notebook(
+                str(ipynb), str(out / "pm.ipynb"), parameters={"x": i}, progress_bar=False
+            ),
+            args.repeat,
+        )
+        label = "papermill sweep (estimated from per-run median)"
+    else:
+        began = time.perf_counter()
+        for values in sets:
+            papermill.execute_notebook(
+                str(ipynb), str(out / "pm.ipynb"), parameters=values, progress_bar=False
+            )
+        pm = time.perf_counter() - began
+        label = "papermill sweep, one after another"
+    report.figure(label, f"{pm:.2f} s")
+    report.figure("ours: execute_many from a new executor (incl. close)", f"{ours:.2f} s")
+    report.target("sweep: papermill / ours", pm / ours, ">=", 10.0, "x")
+
+
+def bench_cold(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    source, ipynb = notebooks["trivial"]
+    out = Path(args.workdir)
+    print("cold command line", flush=True)
+
+    def run(command: list[str]) -> None:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    ours_cmd = [
+        str(BIN / "notebook-executor"),
+        "run",
+        str(source),
+        "--runs-dir",
+        str(out / "runs-cold"),
+        "--json",
+    ]
+    pm_cmd = [str(BIN / "papermill"), str(ipynb), str(out / "pm-cold.ipynb")]
+    run(ours_cmd)
+    run(pm_cmd)
+    ours = _median_seconds(lambda i: run(ours_cmd), args.repeat)
+    pm = _median_seconds(lambda i: run(pm_cmd), args.repeat)
+    report.figure("cold: notebook-executor run x.py", f"{ours:.2f} s")
+    report.figure("cold: papermill x.ipynb", f"{pm:.2f} s")
+    report.target("cold: ours / papermill", ours / pm, "<=", 0.7, "x")
+
+    code = (
+        "import time; t = time.perf_counter(); import notebook_executor; "
+        "print(time.perf_counter() - t)"
+    )
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], check=True, capture_output=True, text=True
+            ).stdout
+        )
+        for _ in range(max(args.repeat, 5))
+    ]
+    report.target("import notebook_executor", statistics.median(times), "<=", 0.3, " s")
+
+
+def bench_memory(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    from notebook_executor import NotebookExecutor
+
+    source, _ = notebooks["scrapbook"]
+    runs_dir = Path(args.workdir) / "runs-memory"
+    print(f"memory over {args.memory_runs} runs", flush=True)
+    with NotebookExecutor(runs_dir=runs_dir) as ex:
+        baseline = None
+        for i in range(args.memory_runs):
+            ex.execute(source, parameters={"x": i})
+            if i == 49:
+                baseline = _rss_mb()
+            if args.memory_runs > 200 and i % 200 == 199:
+                print(f"    {i + 1} runs, RSS {_rss_mb():.1f} MB", flush=True)
+        final = _rss_mb()
+    assert baseline is not None
+    report.figure("memory: RSS after 50 runs", f"{baseline:.1f} MB")
+    report.figure(f"memory: RSS after {args.memory_runs} runs", f"{final:.1f} MB")
+    report.target("memory: growth after the first 50 runs", final - baseline, "<=", 20.0, " MB")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks and print the table; return 0."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="repeats of slow measurements")
+    parser.add_argument("--warm-runs", type=int, default=30, help="warm runs to time")
+    parser.add_argument("--sweep", type=int, default=40, help="runs in the sweep")
+    parser.add_argument("--memory-runs", type=int, default=300, help="runs for the memory check")
+    parser.add_argument(
+        "--skip-papermill-sweep",
+        action="store_true",
+        help="estimate papermill's sweep from its per-run median",
+    )
+    parser.add_argument("--only", choices=["latency", "sweep", "cold", "memory"], action="append")
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args(argv)
+    keep = args.workdir is not None
+    args.workdir = args.workdir or tempfile.mkdtemp(prefix="nbx-bench-")
+    Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    notebooks = _write_notebooks(Path(args.workdir))
+    report = Report()
+    steps = {
+        "latency": bench_latency,
+        "sweep": bench_sweep,
+        "cold": bench_cold,
+        "memory": bench_memory,
+    }
+    try:
+        for name, step in steps.items():
+            if args.only is None or name in args.only:
+                step(report, notebooks, args)
+    finally:
+        if not keep:
+            shutil.rmtree(args.workdir, ignore_errors=True)
+    report.print()
+    load = os.getloadavg()
+    print(f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

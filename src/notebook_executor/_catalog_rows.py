@@ -1,0 +1,186 @@
+"""Catalog rows: a run record made a row, a row made a result dict, rows made a scraps frame.
+
+A row holds the result dict's keys (``parameters``, ``scraps`` and ``failed_cell`` as JSON
+text), the run's provenance (source path and sha256, uuid, kernel, host, pid), and two derived
+columns the queries need: ``notebook_name`` and ``scrap_values`` (the JSON scraps alone). Times
+are stored canonical (``YYYY-MM-DDTHH:MM:SS.fffZ``), so they sort as text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from . import _records
+from ._scraps import JSON_ENCODERS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "STATUSES",
+    "canonical_time",
+    "epoch",
+    "mark_interrupted",
+    "parse_time",
+    "result",
+    "row_from_record",
+    "scrap_frame",
+]
+
+STATUSES = ("success", "error", "running")
+
+_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell"})
+
+
+def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The catalog row of a run record (the dict stored in the run notebook's metadata)."""
+    run_id = record.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError("the record has no run_id")
+    source = _mapping(record.get("source"))
+    kernel = _mapping(record.get("kernel"))
+    scraps = _mapping(record.get("scraps"))
+    notebook = str(record.get("notebook") or source.get("path") or "")
+    status = record.get("status")
+    failed = record.get("failed_cell")
+    return {
+        "run_id": run_id,
+        "status": status if status in STATUSES else "error",
+        "error_kind": _text(record.get("error_kind")),
+        "notebook": notebook,
+        "output_path": _text(record.get("output_path")),
+        "parameters": _dumps(_mapping(record.get("parameters"))),
+        "request": _text(record.get("request")),
+        "started_at": canonical_time(record.get("started_at")) or "",
+        "finished_at": canonical_time(record.get("finished_at")),
+        "duration_seconds": _number(record.get("duration_seconds"), float),
+        "cells_total": _number(record.get("cells_total"), int),
+        "cells_executed": _number(record.get("cells_executed"), int),
+        "failed_cell": None if failed is None else _dumps(failed),
+        "scraps": _dumps(scraps),
+        "notebook_name": PurePosixPath(notebook).name,
+        "scrap_values": _dumps({k: v for k, v in scraps.items() if not _is_summary(v)}),
+        "source_path": _text(source.get("path")),
+        "source_sha256": _text(source.get("sha256")),
+        "uuid": _text(record.get("uuid")),
+        "kernel": _text(kernel.get("name")),
+        "host": _text(record.get("host")),
+        "pid": _number(record.get("pid"), int),
+    }
+
+
+def result(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The result dict (SPEC section 4) of a catalog row."""
+    return {
+        key: (None if row[key] is None else json.loads(row[key])) if key in _JSON_KEYS else row[key]
+        for key in _records.RESULT_KEYS
+    }
+
+
+def mark_interrupted(row: dict[str, Any]) -> None:
+    """Make a ``running`` row whose process is gone an interrupted error, in place."""
+    row["status"] = "error"
+    row["error_kind"] = "interrupted"
+
+
+def scrap_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
+    """The scraps() frame, built column-wise: one pass, one list per column.
+
+    ``rows`` are ``(run_id, notebook, status, started_at, duration_seconds, parameters,
+    scrap_values)`` tuples, the last two JSON text.
+    """
+    import pandas as pd
+
+    count = len(rows)
+    ids, notebooks, statuses, starts, durations, parameters, scraps = (
+        [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in range(7)]
+    )
+    columns: dict[str, list[Any]] = {
+        "notebook": notebooks,
+        "status": statuses,
+        "started_at": starts,
+        "duration_seconds": durations,
+    }
+    for prefix, texts in (("parameters.", parameters), ("scraps.", scraps)):
+        found: dict[str, list[Any]] = {}
+        # One parse of one JSON array is several times faster than a json.loads per row.
+        for index, mapping in enumerate(json.loads("[" + ",".join(texts) + "]")):
+            for name, value in mapping.items():
+                column = found.get(name)
+                if column is None:
+                    column = found[name] = [None] * count
+                column[index] = value
+        columns.update((prefix + name, column) for name, column in found.items())
+    frame: pd.DataFrame = pd.DataFrame(columns, index=pd.Index(ids, name="run_id", dtype=object))
+    return frame
+
+
+# -- times ---------------------------------------------------------------------------------------
+
+
+def parse_time(text: str) -> datetime | None:
+    """An ISO-8601 date or datetime (a trailing ``Z`` allowed); None when unparsable."""
+    text = text.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def canonical_time(value: Any) -> str | None:
+    """``value`` as the catalog's sortable ``YYYY-MM-DDTHH:MM:SS.fffZ`` (as is if unparsable)."""
+    if not isinstance(value, str):
+        return None
+    parsed = parse_time(value)
+    if parsed is None:
+        return value
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return _records.iso(parsed.astimezone(timezone.utc))
+
+
+def epoch(value: Any) -> float | None:
+    """An ISO time string as epoch seconds (naive taken as UTC); None when not one."""
+    parsed = parse_time(value) if isinstance(value, str) else None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+# -- values --------------------------------------------------------------------------------------
+
+
+def _is_summary(value: Any) -> bool:
+    # How the result dict shows a scrap that is not JSON (see _scraps.summarize_scrap).
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("encoder"), str)
+        and value["encoder"] not in JSON_ENCODERS
+    )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)
+
+
+def _dumps(value: Any) -> str:
+    # Sorted like nbformat writes the run files, so a row reads the same after a reindex.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)

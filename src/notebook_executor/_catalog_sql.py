@@ -1,0 +1,261 @@
+"""The catalog's SQLite side: the ``runs`` table, its statements, transactions and filters.
+
+One table, one row per run (see :mod:`notebook_executor._catalog_rows` for what a row holds),
+indexed by start time, notebook name and status. ``PRAGMA user_version`` holds
+:data:`SCHEMA_VERSION`; an older catalog is dropped and rebuilt, a newer one refused. Every
+write is one short ``BEGIN IMMEDIATE`` transaction (:func:`write`), so a busy database waits
+out its busy timeout instead of failing on a read-to-write upgrade.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import date, datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from . import _records
+from ._catalog_rows import STATUSES, parse_time
+from ._errors import CatalogError, NotebookExecutorError
+
+__all__ = [
+    "NEWEST_FIRST",
+    "SCHEMA_VERSION",
+    "SELECT_RESULT",
+    "UPSERT",
+    "check_limit",
+    "connect",
+    "filters",
+    "healthy",
+    "is_corruption",
+    "upsert",
+    "write",
+]
+
+#: Bumped whenever the table changes; an older catalog is rebuilt from the run files.
+SCHEMA_VERSION = 1
+
+_COLUMNS = (
+    *_records.RESULT_KEYS,
+    "notebook_name",
+    "scrap_values",
+    "source_path",
+    "source_sha256",
+    "uuid",
+    "kernel",
+    "host",
+    "pid",
+)
+_SCHEMA = (
+    "DROP TABLE IF EXISTS runs",
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY NOT NULL,
+        status TEXT NOT NULL,
+        error_kind TEXT,
+        notebook TEXT NOT NULL,
+        output_path TEXT,
+        parameters TEXT NOT NULL,
+        request TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        duration_seconds REAL,
+        cells_total INTEGER,
+        cells_executed INTEGER,
+        failed_cell TEXT,
+        scraps TEXT NOT NULL,
+        notebook_name TEXT NOT NULL,
+        scrap_values TEXT NOT NULL,
+        source_path TEXT,
+        source_sha256 TEXT,
+        uuid TEXT,
+        kernel TEXT,
+        host TEXT,
+        pid INTEGER
+    )""",
+    "CREATE INDEX runs_by_start ON runs (started_at, run_id)",
+    "CREATE INDEX runs_by_name ON runs (notebook_name, started_at)",
+    "CREATE INDEX runs_by_status ON runs (status, started_at)",
+)
+# A "running" record never replaces a finished row: begin, finish and reindex may land in any
+# order when several processes share the catalog.
+UPSERT = (
+    f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({', '.join(':' + c for c in _COLUMNS)}) "
+    f"ON CONFLICT(run_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+    + " WHERE excluded.status != 'running' OR runs.status = 'running'"
+)
+SELECT_RESULT = f"SELECT {', '.join(_records.RESULT_KEYS)} FROM runs"
+NEWEST_FIRST = " ORDER BY started_at DESC, run_id DESC"
+
+
+# -- connection and transactions -----------------------------------------------------------------
+
+
+def connect(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
+    """Open the catalog at ``path``, its schema ensured.
+
+    Parameters
+    ----------
+    path : Path
+        The database file (created when missing).
+    busy_timeout : float
+        Seconds a write waits for another process's transaction.
+
+    Returns
+    -------
+    tuple of (sqlite3.Connection, bool)
+        The connection (autocommit, usable from any thread) and whether this call created the
+        schema, in which case the table is still empty.
+    """
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.create_function("path_matches", 2, _path_matches, deterministic=True)
+        created = _ensure_schema(conn, str(path))
+    except BaseException:
+        conn.close()
+        raise
+    return conn, created
+
+
+@contextlib.contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[None]:
+    """One short write transaction; IMMEDIATE takes the write lock up front, so a busy
+    database waits (busy_timeout) instead of failing on a read-to-write upgrade."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def upsert(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Upsert ``rows`` in one transaction; a ``running`` row never replaces a final one."""
+    with write(conn):
+        conn.executemany(UPSERT, rows)
+
+
+def _ensure_schema(conn: sqlite3.Connection, where: str) -> bool:
+    """Create (or rebuild an older) schema; True when this call created it."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return False
+    conn.execute("PRAGMA journal_mode = WAL")
+    with write(conn):
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:  # another process got there first
+            return False
+        if version > SCHEMA_VERSION:
+            raise CatalogError(where, f"written by a newer notebook-executor (schema {version})")
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return True
+
+
+# -- corruption ----------------------------------------------------------------------------------
+
+
+def is_corruption(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the database file is damaged (rather than busy or misused)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def healthy(path: Path) -> bool:
+    """Whether the database at ``path`` passes ``PRAGMA quick_check`` (or does not exist)."""
+    if not path.exists():
+        return True
+    try:
+        conn = sqlite3.connect(path, timeout=5.0)
+        try:
+            return bool(conn.execute("PRAGMA quick_check").fetchone()[0] == "ok")
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+
+
+# -- filters -------------------------------------------------------------------------------------
+
+
+def filters(
+    notebook: str | os.PathLike[str] | None, status: str | None, since: str | date | None
+) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause (empty when no filter is given) and its values; see ``Catalog``.
+
+    Raises
+    ------
+    NotebookExecutorError
+        ``status`` or ``since`` is not a valid value.
+    """
+    clauses: list[str] = []
+    values: list[Any] = []
+    if notebook is not None:
+        given = _records.display_path(os.fspath(notebook))
+        clauses.append("notebook_name = ? AND path_matches(notebook, ?)")
+        values += [PurePosixPath(given).name, given]
+    if status is not None:
+        if status not in STATUSES:
+            raise NotebookExecutorError(
+                f"status must be one of {', '.join(STATUSES)}, got {status!r}"
+            )
+        clauses.append("status = ?")
+        values.append(status)
+    if since is not None:
+        clauses.append("started_at >= ?")
+        values.append(_records.iso(_since(since)))
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
+
+
+def check_limit(limit: Any) -> int:
+    """``limit`` when it is a positive int.
+
+    Raises
+    ------
+    NotebookExecutorError
+        It is not.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise NotebookExecutorError(f"limit must be a positive int, got {limit!r}")
+    return limit
+
+
+def _path_matches(stored: str | None, given: str) -> bool:
+    if stored is None:
+        return False
+    return stored == given or stored.endswith("/" + given) or given.endswith("/" + stored)
+
+
+def _since(value: Any) -> datetime:
+    moment: datetime
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        parsed = parse_time(value)
+        if parsed is None:
+            raise NotebookExecutorError(
+                f"since must be an ISO date or datetime, got {value!r} "
+                "(for example 2026-01-31 or 2026-01-31T12:00:00Z)"
+            )
+        moment = parsed
+    else:
+        raise NotebookExecutorError(
+            f"since must be an ISO date/datetime string or a datetime, got {type(value).__name__}"
+        )
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)

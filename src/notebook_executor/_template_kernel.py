@@ -1,0 +1,222 @@
+"""The template process of the fork server: imports a kernel's heavy modules once, forks kernels.
+
+This file runs in its own interpreter (``python -c`` + ``runpy``), never imported by the
+library, and imports nothing from ``notebook_executor``. It loads ipykernel, IPython and the
+usual data modules (scrapbook, pandas, numpy) but creates no zmq context and no thread, then
+answers requests on a Unix socket, one JSON line per request and per reply:
+
+``{"op": "fork", "connection_file": ..., "cwd": ..., "env": {...}, "stderr": ...}``
+    fork a kernel; reply ``{"pid": N}``. The child starts a new session (its own process
+    group), asks the OS to kill it when the template dies (``PR_SET_PDEATHSIG``), moves to
+    ``cwd``, takes ``env`` as its whole environment, sends its stderr to the file ``stderr``,
+    reseeds random generators, and runs ``IPKernelApp`` on ``connection_file``.
+``{"op": "reap", "pid": N}``
+    reply ``{"status": code}`` (``subprocess`` convention: negative for a signal) once the
+    child has exited, ``{"status": null}`` while it runs. Children stay zombies until reaped,
+    so a pid is never reused while the host may still signal it.
+
+The template exits, killing its children, when the socket closes (the host closed or died);
+``PR_SET_PDEATHSIG`` on the template itself covers a host killed outright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+#: Modules a kernel (and the notebooks of this project) nearly always import.
+PRELOAD = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.comm",
+    "ipykernel.debugger",
+    "IPython.core.interactiveshell",
+    "IPython.core.completer",
+    "IPython.core.history",
+    "IPython.core.debugger",
+    "IPython.core.completerlib",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "traitlets.config.argcomplete_config",
+    "tornado.platform.asyncio",
+    "tornado.queues",
+    "tornado.locks",
+    "sqlite3",
+    "jupyter_client.session",
+    "scrapbook",
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "pyarrow.parquet",
+)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent exits; exit now if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _preload() -> list[str]:
+    loaded = []
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except Exception:  # a missing optional module only makes kernels start slower
+            continue
+        loaded.append(name)
+    return loaded
+
+
+def _fork_unsafe_state() -> str | None:
+    """Why forking from this process would be unsafe now, or None."""
+    if threading.active_count() != 1:
+        return f"{threading.active_count()} Python threads"
+    zmq = sys.modules.get("zmq")
+    if zmq is not None and getattr(zmq.Context, "_instance", None) is not None:
+        return "a zmq context exists"
+    return None
+
+
+def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> None:
+    """Become a kernel. Never returns."""
+    code = 1
+    try:
+        control.close()
+        os.setsid()
+        die_with_parent(template_pid)
+        null = os.open(os.devnull, os.O_RDWR)
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.dup2(err, 2)
+        os.close(null)
+        os.close(err)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].seed()
+        # A fresh ``python -m ipykernel_launcher`` has no cwd entry here; IPython adds "" back.
+        while sys.path and sys.path[0] in ("", request["cwd"]):
+            del sys.path[0]
+        sys.argv = [request.get("launcher", "ipykernel_launcher"), "-f", request["connection_file"]]
+        from ipykernel import kernelapp
+
+        app = kernelapp.IPKernelApp.instance()
+        argv = ["-f", request["connection_file"], f"--IPKernelApp.parent_handle={template_pid}"]
+        app.initialize(argv)  # type: ignore[no-untyped-call]
+        app.start()  # type: ignore[no-untyped-call]
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            import atexit
+
+            atexit._run_exitfuncs()
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _status(pid: int) -> int | None:
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return -signal.SIGKILL
+    if done == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def serve(control: socket.socket) -> None:
+    """Answer requests until the host closes the socket; then kill every child."""
+    children: set[int] = set()
+    template_pid = os.getpid()
+    reader = control.makefile("rb")
+    try:
+        for line in reader:
+            request = json.loads(line)
+            op = request.get("op")
+            reply: dict[str, Any]
+            if op == "fork":
+                unsafe = _fork_unsafe_state()
+                if unsafe is not None:
+                    reply = {"error": f"cannot fork safely: {unsafe}"}
+                else:
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(request, control, template_pid)
+                    children.add(pid)
+                    reply = {"pid": pid}
+            elif op == "reap":
+                pid = int(request["pid"])
+                code = _status(pid)
+                if code is not None:
+                    children.discard(pid)
+                reply = {"status": code}
+            else:
+                reply = {"error": f"unknown op {op!r}"}
+            control.sendall(json.dumps(reply).encode() + b"\n")
+    finally:
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+
+
+def main(argv: list[str]) -> None:
+    """``main([control_fd, host_pid])``: preload, report readiness, serve."""
+    control_fd, host_pid = int(argv[0]), int(argv[1])
+    die_with_parent(host_pid)
+    # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=control_fd)
+    # ``python -c`` put the working directory first on sys.path: imports come from packages only.
+    while sys.path and sys.path[0] == "":
+        del sys.path[0]
+    loaded = _preload()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Objects that exist now are shared with every child; keep the collector off their pages.
+    gc.collect()
+    gc.freeze()
+    hello = {
+        "ready": True,
+        "pid": os.getpid(),
+        "preloaded": loaded,
+        "modules": sorted({name.partition(".")[0] for name in sys.modules}),
+        "unsafe": _fork_unsafe_state(),
+    }
+    control.sendall(json.dumps(hello).encode() + b"\n")
+    serve(control)
+
+
+if __name__ == "__nbx_template__":
+    main(sys.argv[2:])

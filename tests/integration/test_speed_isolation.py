@@ -1,0 +1,222 @@
+"""Warm and forked kernels stay fresh, bounded and accounted for.
+
+Every test here runs real kernels. They prove that speed costs nothing in isolation: a warm or
+forked kernel carries nothing over from an earlier run, timeouts and kernel deaths are reported
+as with a launched kernel, and no kernel or template process outlives ``close()`` or a host
+killed outright.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from notebook_executor import NotebookExecutor
+from notebook_executor._engine import KernelEngine
+
+pytestmark = pytest.mark.kernel
+
+PROBE = """# %% tags=["parameters"]
+mark: str = "none"
+
+# %%
+import os
+import random
+import scrapbook as sb
+
+sb.glue("leaked", "leak" in globals())
+sb.glue("pid", os.getpid())
+sb.glue("cwd", os.getcwd())
+sb.glue("env", os.environ.get("NBX_PROBE", ""))
+sb.glue("random", random.random())
+leak = mark
+"""
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Live (non-zombie) descendants of ``root`` as {pid: command line}."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        commands[int(entry.name)] = cmdline.strip()
+    found: dict[int, str] = {}
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found[child] = commands.get(child, "")
+            stack.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "probe.py").write_text(PROBE)
+    return tmp_path
+
+
+@pytest.fixture
+def engine() -> Iterator[KernelEngine]:
+    engine = KernelEngine(warm_kernels=2)
+    yield engine
+    engine.close()
+
+
+def _warm_up(ex: NotebookExecutor, workdir: Path, runs: int = 3) -> list[dict[str, object]]:
+    return [ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"]) for _ in range(runs)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_warm_kernels_are_fresh_processes(workdir: Path, engine: KernelEngine) -> None:
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        scraps = [
+            ex.collect_outputs(
+                ex.execute(workdir / "probe.py", parameters={"mark": f"run{i}"})["run_id"]
+            )
+            for i in range(5)
+        ]
+        pool = engine.pool
+        assert pool is not None
+        stats = dict(pool.stats)
+    assert [s["leaked"] for s in scraps] == [False] * 5
+    assert len({s["pid"] for s in scraps}) == 5
+    assert len({s["random"] for s in scraps}) == 5
+    assert {s["cwd"] for s in scraps} == {str(workdir.resolve())}
+    assert stats["taken_warm"] >= 1, stats
+
+
+def test_kernels_match_the_run_environment(workdir: Path, engine: KernelEngine) -> None:
+    other = workdir / "other"
+    other.mkdir()
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        seen = []
+        for value, cwd in [("a", workdir), ("a", workdir), ("b", workdir), ("b", other)]:
+            result = ex.execute(workdir / "probe.py", env={"NBX_PROBE": value}, cwd=cwd)
+            scraps = ex.collect_outputs(result["run_id"])
+            seen.append((scraps["env"], scraps["cwd"]))
+    assert seen == [
+        ("a", str(workdir.resolve())),
+        ("a", str(workdir.resolve())),
+        ("b", str(workdir.resolve())),
+        ("b", str(other.resolve())),
+    ]
+
+
+def test_forked_kernels_time_out_and_die_as_launched_ones_do(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    (workdir / "slow.py").write_text("# %%\nx = 1\n\n# %%\nimport time\ntime.sleep(60)\n")
+    (workdir / "die.py").write_text("# %%\nx = 1\n\n# %%\nimport os\nos._exit(7)\n")
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        _warm_up(ex, workdir)
+        began = time.monotonic()
+        slow = ex.execute(workdir / "slow.py", cell_timeout=1)
+        assert time.monotonic() - began < 20
+        whole = ex.execute(workdir / "slow.py", timeout=2)
+        died = ex.execute(workdir / "die.py")
+        pool = engine.pool
+        assert pool is not None
+        assert pool.stats["forked"] >= 1 or not sys.platform.startswith("linux")
+    assert (slow["error_kind"], slow["failed_cell"]["index"]) == ("timeout", 1)
+    assert "cell_timeout" in slow["failed_cell"]["evalue"]
+    assert (whole["error_kind"], whole["failed_cell"]["index"]) == ("timeout", 1)
+    assert (died["error_kind"], died["failed_cell"]["index"]) == ("kernel_died", 1)
+    assert "exit status 7" in died["failed_cell"]["evalue"]
+    assert died["cells_executed"] == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_no_process_outlives_close(workdir: Path) -> None:
+    before = set(_descendants(os.getpid()))
+    with NotebookExecutor(runs_dir=workdir / "runs", warm_kernels=2) as ex:
+        ex.execute_many(workdir / "probe.py", [{"mark": str(i)} for i in range(4)])
+        during = set(_descendants(os.getpid())) - before
+        assert during, "warm kernels should be running"
+    leftover = {pid for pid in during if _alive(pid)}
+    assert leftover == set()
+
+
+HOST = r"""
+import json, os, sys, time
+from pathlib import Path
+from notebook_executor import NotebookExecutor
+
+workdir = Path(sys.argv[1])
+ex = NotebookExecutor(runs_dir=workdir / "runs", warm_kernels=2)
+for _ in range(3):
+    ex.execute(workdir / "probe.py")
+time.sleep(1.0)
+print(json.dumps(os.getpid()), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
+def test_kernels_die_with_a_killed_host(workdir: Path) -> None:
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(workdir)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert host.stdout is not None
+        line = host.stdout.readline()
+        assert json.loads(line) == host.pid
+        kernels = _descendants(host.pid)
+        assert any("ipykernel" in cmd or "_template_kernel" in cmd for cmd in kernels.values())
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in kernels):
+        time.sleep(0.1)
+    assert [pid for pid in kernels if _alive(pid)] == []
+
+
+def test_execute_many_keeps_order_and_isolation(workdir: Path) -> None:
+    with NotebookExecutor(runs_dir=workdir / "runs") as ex:
+        results = ex.execute_many(
+            workdir / "probe.py", [{"mark": str(i)} for i in range(6)], max_workers=2
+        )
+        scraps = [ex.collect_outputs(r["run_id"]) for r in results]
+    assert [r["parameters"]["mark"] for r in results] == [str(i) for i in range(6)]
+    assert all(r["status"] == "success" for r in results)
+    assert [s["leaked"] for s in scraps] == [False] * 6
+    assert len({s["pid"] for s in scraps}) == 6
+
+
+def test_a_local_module_shadows_a_preloaded_one_as_on_a_launched_kernel(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    local = workdir / "local"
+    local.mkdir()
+    (local / "probe.py").write_text(PROBE)
+    (local / "scrapbook.py").write_text("raise ImportError('the local scrapbook.py')\n")
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        _warm_up(ex, workdir)
+        results = [ex.execute(local / "probe.py") for _ in range(3)]
+    assert [r["failed_cell"]["evalue"] for r in results] == ["the local scrapbook.py"] * 3
