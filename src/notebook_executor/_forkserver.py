@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ._kernels import KERNEL_OPTIONS
+
 __all__ = ["ForkServer", "ForkedProcess", "fork_supported"]
 
 logger = logging.getLogger(__name__)
@@ -200,6 +202,7 @@ class ForkServer:
             "cwd": cwd,
             "env": env,
             "stderr": stderr_path,
+            "options": list(KERNEL_OPTIONS),
         }
         reply = self._call(request)
         if "pid" not in reply:

@@ -89,11 +89,23 @@ def choose_kernel(
     return KernelChoice(name, spec.language or "python", native=False)
 
 
+#: Options of every native kernel. IPython's history database is off: a run's cells (and the
+#: parameters injected into them) never land in ``~/.ipython``, and no thread writes it.
+KERNEL_OPTIONS = ("--HistoryManager.enabled=False",)
+
+
 def _native_spec() -> KernelSpec:
     from jupyter_client.kernelspec import KernelSpec
 
     return KernelSpec(
-        argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        argv=[
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            *KERNEL_OPTIONS,
+        ],
         display_name=f"Python {sys.version_info.major}.{sys.version_info.minor}",
         language="python",
         resource_dir="",
@@ -166,13 +178,16 @@ async def start_kernel(
     ready_timeout: float,
     forkserver: ForkServer | None = None,
     context: Any = None,
+    warm_up: bool = False,
 ) -> RunningKernel:
     """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers.
 
     With ``forkserver`` (native kernels only), the kernel process is forked from its template
     rather than launched: the same fresh kernel, without paying for the imports again. With
     ``context`` (a ``zmq.asyncio.Context``), the kernel's sockets share it instead of each
-    manager and client creating, and tearing down, a context of its own.
+    manager and client creating, and tearing down, a context of its own. With ``warm_up``
+    (kernels started ahead of a run), the kernel also runs one silent, history-less ``pass``,
+    so the run's first cell does not pay for the kernel's first execution.
     """
     from jupyter_client.manager import AsyncKernelManager
 
@@ -199,6 +214,8 @@ async def start_kernel(
         client.start_channels(hb=False)
         try:
             await wait_until_ready(client, manager, timeout=ready_timeout)
+            if warm_up:
+                await _warm_up(client, timeout=ready_timeout)
         except BaseException:
             client.stop_channels()
             raise
@@ -250,6 +267,29 @@ async def wait_until_ready(
             raise RuntimeError("the kernel died before answering")
         if time.monotonic() >= deadline:
             raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+
+async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
+    """Run a silent ``pass`` (no execution count, no history) and wait until it is done."""
+    from queue import Empty
+
+    msg_id = client.execute("pass", silent=True, store_history=False)
+    deadline = time.monotonic() + timeout
+    replied = idle = False
+    while not (replied and idle) and (left := deadline - time.monotonic()) > 0:
+        channel = client.iopub_channel if replied else client.shell_channel
+        try:
+            message = await channel.get_msg(timeout=left)
+        except Empty:
+            break
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        if replied:
+            idle = message.get("content", {}).get("execution_state") == "idle"
+        else:
+            replied = message.get("msg_type") == "execute_reply"
+    if not (replied and idle):
+        raise RuntimeError(f"the kernel did not finish its warm-up within {timeout:g} s")
 
 
 def kernel_environment(extra: dict[str, str] | None) -> dict[str, str]:

@@ -393,10 +393,19 @@ def inject_parameters(
     """
     if not values:
         return None
-    import nbformat
+    from nbformat import NotebookNode
+    from nbformat.v4.nbbase import random_cell_id
 
     source = _injection_source(values, language)
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
+    # Built directly: nbformat's constructor validates against the schema (a millisecond).
+    cell = NotebookNode(
+        id=random_cell_id(),
+        cell_type="code",
+        metadata=NotebookNode(tags=[INJECTED_TAG]),
+        execution_count=None,
+        source=source,
+        outputs=[],
+    )
     index = parameters_cell_index(notebook)
     position = 0 if index is None else index + 1
     notebook.cells.insert(position, cell)

@@ -147,7 +147,7 @@ class KernelPool:
             self._refill()
         if kernel is None:
             self.stats["started_cold"] += 1
-            kernel = await self._start(choice, cwd, env, ready_timeout)
+            kernel = await self._start(choice, cwd, env, ready_timeout, ahead=False)
         return kernel
 
     def prestart(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
@@ -273,7 +273,9 @@ class KernelPool:
         ready_timeout: float,
         *,
         warm: bool = False,
+        ahead: bool = True,
     ) -> RunningKernel:
+        """Start a kernel; ``ahead`` when no run is waiting for it (it then warms up too)."""
         server = await self._fork_server(env, cwd, wait=warm) if choice.native else None
         if self._context is None:
             import zmq
@@ -290,6 +292,7 @@ class KernelPool:
             ready_timeout=ready_timeout,
             forkserver=server,
             context=self._context,
+            warm_up=ahead,
         )
         self.stats["forked" if server is not None else "launched"] += 1
         return kernel

@@ -148,12 +148,14 @@ def write_run_files(
     runs_dir: Path, run_id: str, notebook: NotebookNode, record: Mapping[str, Any], *, final: bool
 ) -> Path:
     """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically."""
-    import nbformat
+    from nbformat.v4.nbjson import writes
 
     path = run_notebook_path(runs_dir, run_id)
     notebook.metadata[RECORD_KEY] = dict(record)
     _cap_streams(notebook)
-    atomic_write_text(path, nbformat.writes(notebook))
+    # nbformat.writes would validate the whole document against the schema on every write;
+    # the source was validated when read and the kernel's outputs come from nbclient.
+    atomic_write_text(path, writes(notebook))
     if final:
         atomic_write_text(path.with_suffix(".md"), render_markdown(notebook, record))
     return path
@@ -225,7 +227,15 @@ def render_markdown(notebook: NotebookNode, record: Mapping[str, Any]) -> str:
         "error_kind": record.get("error_kind"),
         "output_path": record.get("output_path"),
     }
-    parts = ["---", yaml.safe_dump(_plain(front), sort_keys=False, allow_unicode=True).rstrip()]
+    parts = [
+        "---",
+        yaml.dump(
+            _plain(front),
+            Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),  # libyaml when built with it
+            sort_keys=False,
+            allow_unicode=True,
+        ).rstrip(),
+    ]
     parts += ["---", ""]
     title = Path(str(record.get("notebook") or "notebook")).name
     parts.append(f"# Run of `{title}`: {record.get('status')}")

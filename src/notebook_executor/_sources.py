@@ -9,11 +9,14 @@ package sees one shape of notebook whatever the source format.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import re
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,13 +124,31 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         ) from None
     if "\x00" in text:
         raise NotebookSourceError(shown, "not a text file (it contains NUL bytes)")
-    notebook = _parse(shown, text, fmt)
-    return LoadedSource(
-        path=source_path,
-        notebook=notebook,
-        sha256=hashlib.sha256(data).hexdigest(),
-        format=fmt,
-    )
+    digest = hashlib.sha256(data).hexdigest()
+    notebook = _parse_cached(shown, text, fmt, digest)
+    return LoadedSource(path=source_path, notebook=notebook, sha256=digest, format=fmt)
+
+
+#: Parsed sources by (extension, sha256): a sweep or a warm loop parses its notebook once.
+_PARSED: OrderedDict[tuple[str, str], NotebookNode] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_MAX = 32
+
+
+def _parse_cached(shown: str, text: str, fmt: SourceFormat, digest: str) -> NotebookNode:
+    """``_parse`` memoised on the bytes; every caller gets its own copy to change."""
+    key = (fmt.extension, digest)
+    with _PARSED_LOCK:
+        cached = _PARSED.get(key)
+        if cached is not None:
+            _PARSED.move_to_end(key)
+    if cached is None:
+        cached = _parse(shown, text, fmt)
+        with _PARSED_LOCK:
+            _PARSED[key] = cached
+            while len(_PARSED) > _PARSED_MAX:
+                _PARSED.popitem(last=False)
+    return copy.deepcopy(cached)
 
 
 def _parse(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
@@ -182,12 +203,12 @@ def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
 
 def _normalised(notebook: NotebookNode) -> NotebookNode:
-    # Every cell gets a list of tags and an id, so later stages need no special cases.
-    import nbformat
+    # Every cell gets an id, so later stages need no special cases.
+    from nbformat.v4.nbbase import random_cell_id
 
     for cell in notebook.cells:
         if "id" not in cell:
-            cell["id"] = nbformat.v4.new_code_cell().id
+            cell["id"] = random_cell_id()
     return notebook
 
 

@@ -119,7 +119,12 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         from ipykernel import kernelapp
 
         app = kernelapp.IPKernelApp.instance()
-        argv = ["-f", request["connection_file"], f"--IPKernelApp.parent_handle={template_pid}"]
+        argv = [
+            "-f",
+            request["connection_file"],
+            f"--IPKernelApp.parent_handle={template_pid}",
+            *request.get("options", ()),
+        ]
         app.initialize(argv)  # type: ignore[no-untyped-call]
         app.start()  # type: ignore[no-untyped-call]
         code = 0

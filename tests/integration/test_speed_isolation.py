@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from notebook_executor import NotebookExecutor
@@ -109,6 +110,33 @@ def test_warm_kernels_are_fresh_processes(workdir: Path, engine: KernelEngine) -
     assert len({s["random"] for s in scraps}) == 5
     assert {s["cwd"] for s in scraps} == {str(workdir.resolve())}
     assert stats["taken_warm"] >= 1, stats
+
+
+def test_warm_kernels_count_from_one_and_keep_no_history(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    """A kernel warmed up ahead of its run shows no trace of the warm-up, and writes no history."""
+    (workdir / "hist.py").write_text(
+        "# %%\nfirst = 1\n\n# %%\nimport scrapbook as sb\n"
+        "hm = get_ipython().history_manager\n"
+        "sb.glue('history', [hm.enabled, len(In)])\n"
+    )
+    ipython_dir = workdir / "ipython"
+    env = {"IPYTHONDIR": str(ipython_dir)}
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        for _ in range(3):
+            result = ex.execute(workdir / "hist.py", env=env)
+        time.sleep(1.0)  # the pool refills and warms up its next kernels
+        result = ex.execute(workdir / "hist.py", env=env)
+        pool = engine.pool
+        assert pool is not None
+        assert pool.stats["taken_warm"] >= 1, pool.stats
+    notebook = nbformat.read(result["output_path"], as_version=4)
+    counts = [cell.execution_count for cell in notebook.cells if cell.cell_type == "code"]
+    assert counts == [1, 2]
+    # In holds "" then one entry per executed cell: the warm-up left none.
+    assert result["scraps"]["history"] == [False, 3]
+    assert not list(ipython_dir.rglob("history.sqlite*"))
 
 
 def test_kernels_match_the_run_environment(workdir: Path, engine: KernelEngine) -> None:
