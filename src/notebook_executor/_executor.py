@@ -21,7 +21,12 @@ from . import _records
 from ._engine import CellFailure, Engine, EngineOutcome, KernelEngine, RunJob
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels import choose_kernel, kernel_environment
-from ._parameters import declared_parameters, inject_parameters, validate_parameters
+from ._parameters import (
+    INJECTED_TAG,
+    declared_parameters,
+    inject_parameters,
+    validate_parameters,
+)
 from ._results import CellMap, annotate_cells, build_result, redact
 from ._scraps import decode_scrap, find_scraps
 from ._sources import load_source
@@ -331,6 +336,7 @@ class NotebookExecutor:
         else:
             workdir = loaded.path.parent
         notebook = loaded.notebook
+        _start_afresh(notebook)
         injected_at = inject_parameters(
             notebook, {name: effective[name] for name in given}, kernel.language
         )
@@ -389,7 +395,9 @@ class NotebookExecutor:
             "started_at": _records.iso(started),
             **provenance,
         }
-        _records.write_run_files(self.runs_dir, run_id, plan.notebook, record, final=False)
+        # The injected parameters may hold a secret's value too: the first write is redacted.
+        started_notebook = redact(plan.notebook, plan.secrets)
+        _records.write_run_files(self.runs_dir, run_id, started_notebook, record, final=False)
         self._catalog_call("begin", record)
         interrupted: BaseException | None = None
         try:
@@ -528,6 +536,25 @@ def _check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
         checked[name] = value
     return checked
+
+
+def _start_afresh(notebook: NotebookNode) -> None:
+    """Drop what an executed ``.ipynb`` source carries over from an earlier run.
+
+    Its outputs and execution counts would pass for this run's in cells that never run (and
+    its scraps for this run's scraps); its injected parameters would override this run's.
+    Cells are kept, so indices still match ``read_notebook(source).cells``.
+    """
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = []
+        cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        tags = cell.metadata.get("tags", [])
+        if INJECTED_TAG in tags:
+            cell.metadata["tags"] = [tag for tag in tags if tag != INJECTED_TAG]
+            cell.source = "# Parameters injected by an earlier run: not applied to this run."
 
 
 def _cancelled_cell(notebook: NotebookNode, outcome: EngineOutcome) -> int:

@@ -394,7 +394,7 @@ def inject_parameters(
     if not values:
         return None
     from nbformat import NotebookNode
-    from nbformat.v4.nbbase import random_cell_id
+    from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
     source = _injection_source(values, language)
     # Built directly: nbformat's constructor validates against the schema (a millisecond).

@@ -47,13 +47,25 @@ def find_scraps(cells: Iterable[Mapping[str, Any]]) -> dict[str, RawScrap]:
                     found[scrap.name] = scrap
             name = _display_name(output.get("metadata") or {})
             if name is not None:
-                bundle = {k: v for k, v in data.items() if not k.startswith(SCRAP_PREFIX)}
+                bundle = {
+                    k: _joined(k, v) for k, v in data.items() if not k.startswith(SCRAP_PREFIX)
+                }
                 previous = found.get(name)
                 if previous is not None and previous.encoder != "display":
                     found[name] = RawScrap(name, previous.encoder, previous.data, bundle)
                 else:
                     found[name] = RawScrap(name, "display", None, bundle)
     return found
+
+
+def _joined(mime: str, value: Any) -> Any:
+    """A bundle value as nbformat reads it: on disk, text mime types are lists of lines."""
+    is_json = mime == "application/json" or (
+        mime.startswith("application/") and mime.endswith("+json")
+    )
+    if not is_json and isinstance(value, list) and all(isinstance(x, str) for x in value):
+        return "".join(value)
+    return value
 
 
 def _display_name(metadata: Mapping[str, Any]) -> str | None:

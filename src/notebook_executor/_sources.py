@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import keyword
 import os
 import re
 import tempfile
@@ -204,7 +205,7 @@ def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
 def _normalised(notebook: NotebookNode) -> NotebookNode:
     # Every cell gets an id, so later stages need no special cases.
-    from nbformat.v4.nbbase import random_cell_id
+    from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
     for cell in notebook.cells:
         if "id" not in cell:
@@ -246,7 +247,7 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
     helps = _front_matter_helps(body)
     lines = []
     for name, default in declared.items():
-        if not isinstance(name, str) or not name.isidentifier():
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise NotebookSourceError(
                 shown, f"front matter parameter {name!r} is not a valid Python name"
             )
