@@ -178,7 +178,14 @@ def _text(value: Any) -> str | None:
 def _number(value: Any, kind: type[int] | type[float]) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return kind(value)
+    # A damaged record may hold any JSON number: what SQLite cannot store is unknown.
+    try:
+        number = kind(value)
+    except (OverflowError, ValueError):
+        return None
+    if kind is int and not -(2**63) <= number < 2**63:
+        return None
+    return number
 
 
 def _dumps(value: Any) -> str:

@@ -170,17 +170,26 @@ def is_corruption(exc: sqlite3.Error) -> bool:
     if isinstance(code, int) and code & 0xFF in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
         return True
     text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
+    # A catalog whose version is right but whose table is not (another program's database)
+    # is damaged too: reindex could never mend it in place.
+    return any(
+        sign in text for sign in ("malformed", "not a database", "no such table", "no such column")
+    )
 
 
 def healthy(path: Path) -> bool:
-    """Whether the database at ``path`` passes ``PRAGMA quick_check`` (or does not exist)."""
+    """Whether the database at ``path`` passes ``PRAGMA quick_check`` and, once it claims
+    this schema version, has the table (or does not exist)."""
     if not path.exists():
         return True
     try:
         conn = sqlite3.connect(path, timeout=5.0)
         try:
-            return bool(conn.execute("PRAGMA quick_check").fetchone()[0] == "ok")
+            if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return False
+            if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs LIMIT 0")
+            return True
         finally:
             conn.close()
     except sqlite3.Error:

@@ -31,6 +31,11 @@ class NotebookExecutorError(Exception):
     """Base class of every error raised by notebook_executor."""
 
 
+def _printable(name: str) -> str:
+    # A message is one line: a name holding a line break (or other control) is shown escaped.
+    return name if str(name).isprintable() else repr(name)
+
+
 class NotebookSourceError(NotebookExecutorError):
     """A notebook source is missing, unreadable, malformed or of an unsupported format.
 
@@ -45,7 +50,7 @@ class NotebookSourceError(NotebookExecutorError):
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"{path}: {reason}")
+        super().__init__(f"{_printable(path)}: {reason}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason))
@@ -105,7 +110,7 @@ class RunNotFoundError(NotebookExecutorError, LookupError):
     def __init__(self, run_id: str, reason: str = "no such run") -> None:
         self.run_id = run_id
         self.reason = reason
-        super().__init__(f"{run_id}: {reason}")
+        super().__init__(f"{_printable(run_id)}: {reason}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.run_id, self.reason))

@@ -62,7 +62,7 @@ RESULT_KEYS = (
 
 RECORD_VERSION = 1
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z-[A-Za-z0-9_.-]{1,80}$")
-#: Longest stream text kept per output in the run files; the rest is cut with a visible marker.
+#: Longest text kept per stream of a cell in the run files; the rest is cut with a visible marker.
 MAX_STREAM_CHARS = 1_000_000
 
 
@@ -162,19 +162,37 @@ def write_run_files(
 
 
 def _cap_streams(notebook: NotebookNode) -> None:
+    # A kernel sends a long stream in many messages: the cap holds for each stream (stdout,
+    # stderr) of a cell as a whole; what follows the cut is dropped and counted in the marker.
     for cell in notebook.cells:
+        kept: dict[str, int] = {}
+        cut: dict[str, Any] = {}
+        dropped: dict[str, int] = {}
+        outputs = []
         for output in cell.get("outputs", ()):
             if output.get("output_type") != "stream":
+                outputs.append(output)
                 continue
+            name = str(output.get("name", ""))
             text = output.get("text", "")
             if isinstance(text, list):
                 text = "".join(text)
-            if len(text) > MAX_STREAM_CHARS:
-                cut = len(text) - MAX_STREAM_CHARS
-                output["text"] = (
-                    text[:MAX_STREAM_CHARS]
-                    + f"\n[notebook-executor: output truncated, {cut} more characters not kept]\n"
-                )
+            if name in cut:
+                dropped[name] += len(text)
+                continue
+            room = MAX_STREAM_CHARS - kept.get(name, 0)
+            if len(text) > room:
+                output["text"] = text[:room]
+                cut[name], dropped[name] = output, len(text) - room
+            kept[name] = kept.get(name, 0) + len(text)
+            outputs.append(output)
+        for name, output in cut.items():
+            output["text"] += (
+                f"\n[notebook-executor: output truncated, {dropped[name]} more characters "
+                "not kept]\n"
+            )
+        if cut:
+            cell["outputs"] = outputs
 
 
 def read_record(path: Path) -> dict[str, Any]:

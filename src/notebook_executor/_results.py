@@ -149,14 +149,33 @@ def _cell_source(notebook: NotebookNode, index: int) -> str:
 
 
 def redact(value: Any, secrets: Mapping[str, str]) -> Any:
-    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively."""
+    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively.
+
+    A value is also found as a notebook commonly prints it: in a repr or in JSON.
+    """
     pairs = sorted(
-        ((name, text) for name, text in secrets.items() if text),
+        {(name, form) for name, text in secrets.items() if text for form in _printed(text)},
         key=lambda pair: -len(pair[1]),
     )
     if not pairs:
         return value
     return _redact(value, pairs)
+
+
+def _printed(text: str) -> set[str]:
+    """``text`` plain, and as the inside of a repr (either quoting) and of a JSON string."""
+    import json
+
+    both = "'\""  # a repr of a text holding both quotes escapes its single quotes
+    return {
+        text,
+        repr(text)[1:-1],
+        repr(text + both)[1:-4],
+        ascii(text)[1:-1],
+        ascii(text + both)[1:-4],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        json.dumps(text)[1:-1],
+    }
 
 
 def _redact(value: Any, pairs: list[tuple[str, str]]) -> Any:
