@@ -37,3 +37,10 @@ def bench(session: nox.Session) -> None:
     """Speed against papermill and ploomber-engine (issue 4 targets); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_speed.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_catalog(session: nox.Session) -> None:
+    """The run catalog against scrapbook (issue 3 targets); not run by default."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/bench_catalog.py", *session.posargs)

@@ -90,8 +90,10 @@ def choose_kernel(
 
 
 #: Options of every native kernel. IPython's history database is off: a run's cells (and the
-#: parameters injected into them) never land in ``~/.ipython``, and no thread writes it.
-KERNEL_OPTIONS = ("--HistoryManager.enabled=False",)
+#: parameters injected into them) never land in ``~/.ipython``, and no thread writes it. The
+#: kernel's fixed pause before each execute reply is off: we read a cell's outputs up to the
+#: kernel's idle status, which comes after them on the same channel, never up to the reply.
+KERNEL_OPTIONS = ("--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0")
 
 
 def _native_spec() -> KernelSpec:

@@ -42,6 +42,10 @@ DEFAULT_WARM_KERNELS = 2
 #: Pause between the end of an engine's first run and the first warm kernel start.
 FIRST_REFILL_DELAY = 0.3
 
+#: Pause between the end of a run and the stop of its kernel and the refill of the pool, so
+#: that the caller's own finishing work (run files, catalog) does not compete with them.
+SETTLE_DELAY = 0.05
+
 #: Longest a pooled kernel may take to start in the background.
 POOL_READY_TIMEOUT = 120.0
 
@@ -167,13 +171,15 @@ class KernelPool:
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
         """Stop a used kernel in the background (it never serves another run), then refill."""
         self._released += 1
-        self._spawn(self._stop(kernel, now=not clean))
+        # A kernel left running a cell (timeout, cancel) is stopped at once, a clean one
+        # after the caller has had its moment.
+        self._spawn(self._stop(kernel, now=not clean, after=SETTLE_DELAY if clean else 0.0))
         if self._released == 1 and self._acquired == 1:
             # A one-shot caller (the command line) closes right after its run: give it the
             # time to do so before starting kernels it would never use.
             asyncio.get_running_loop().call_later(FIRST_REFILL_DELAY, self._refill)
         else:
-            self._refill()
+            asyncio.get_running_loop().call_later(SETTLE_DELAY, self._refill)
 
     async def close(self) -> None:
         """Stop every kernel, pending start and the fork server; wait until they are gone."""
@@ -259,7 +265,10 @@ class KernelPool:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _stop(self, kernel: RunningKernel, *, now: bool) -> None:
+    async def _stop(self, kernel: RunningKernel, *, now: bool, after: float = 0.0) -> None:
+        if after > 0 and not self._closed:
+            # close() waits for this task, so the kernel is stopped either way.
+            await asyncio.sleep(after)
         try:
             await kernel.stop(now=now)
         except Exception as exc:

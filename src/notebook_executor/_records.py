@@ -147,18 +147,86 @@ def environment_record() -> dict[str, Any]:
 def write_run_files(
     runs_dir: Path, run_id: str, notebook: NotebookNode, record: Mapping[str, Any], *, final: bool
 ) -> Path:
-    """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically."""
-    from nbformat.v4.nbjson import writes
+    """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically.
 
+    The record written when a run starts (``final`` false) is replaced when it ends: it is the
+    same document in compact JSON, the fastest form to write. The final one has nbformat's
+    layout (sorted keys, one-space indent, text split into lines).
+    """
     path = run_notebook_path(runs_dir, run_id)
     notebook.metadata[RECORD_KEY] = dict(record)
     _cap_streams(notebook)
-    # nbformat.writes would validate the whole document against the schema on every write;
-    # the source was validated when read and the kernel's outputs come from nbclient.
-    atomic_write_text(path, writes(notebook))
-    if final:
-        atomic_write_text(path.with_suffix(".md"), render_markdown(notebook, record))
+    if not final:
+        atomic_write_text(path, _json(notebook, indent=None))
+        return path
+    atomic_write_text(path, _json(_split_lines(notebook), indent=1) + "\n")
+    atomic_write_text(path.with_suffix(".md"), render_markdown(notebook, record))
     return path
+
+
+def _json(document: Any, *, indent: int | None) -> str:
+    # nbformat.writes would also validate the whole document against the schema and deep-copy
+    # it: the source was validated when read and the kernel's outputs come from nbclient.
+    separators = (",", ": ") if indent is not None else (",", ":")
+    return json.dumps(
+        document,
+        indent=indent,
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=separators,
+        default=_bytes_as_base64,
+    )
+
+
+def _bytes_as_base64(value: Any) -> str:
+    if isinstance(value, bytes):
+        import base64
+
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+#: Mime types besides ``text/*`` whose values nbformat stores split into lines.
+_SPLIT_MIMES = frozenset({"application/javascript", "image/svg+xml"})
+
+
+def _split_lines(notebook: NotebookNode) -> dict[str, Any]:
+    """nbformat's file layout of ``notebook`` (text split into lines), sharing what it can."""
+    from nbformat.v4.rwbase import strip_transient
+
+    strip_transient(notebook)
+    cells = []
+    for cell in notebook.cells:
+        copied = dict(cell)
+        if isinstance(cell.get("source"), str):
+            copied["source"] = cell["source"].splitlines(True)
+        if cell.get("attachments"):
+            copied["attachments"] = {
+                name: _split_bundle(bundle) for name, bundle in cell["attachments"].items()
+            }
+        if cell.get("cell_type") == "code":
+            copied["outputs"] = [_split_output(output) for output in cell.get("outputs", [])]
+        cells.append(copied)
+    return {**notebook, "cells": cells}
+
+
+def _split_output(output: Mapping[str, Any]) -> dict[str, Any]:
+    copied = dict(output)
+    kind = output.get("output_type")
+    if kind in ("execute_result", "display_data") and isinstance(output.get("data"), dict):
+        copied["data"] = _split_bundle(output["data"])
+    elif kind == "stream" and isinstance(output.get("text"), str):
+        copied["text"] = output["text"].splitlines(True)
+    return copied
+
+
+def _split_bundle(bundle: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        key: value.splitlines(True)
+        if isinstance(value, str) and (key.startswith("text/") or key in _SPLIT_MIMES)
+        else value
+        for key, value in bundle.items()
+    }
 
 
 def _cap_streams(notebook: NotebookNode) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -225,6 +226,53 @@ def test_write_run_files_not_final_writes_no_markdown(tmp_path: Path) -> None:
     assert not path.with_suffix(".md").exists()
     assert json.loads(path.read_text())["metadata"]["notebook_executor"] == {"a": 1}
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def _layout_notebook() -> Any:
+    nb = _run_notebook()
+    nb.cells[0].source = "# Title\n\nTwo\nlines ![x](attachment:x.svg)"
+    nb.cells[0].attachments = {"x.svg": {"image/svg+xml": "<svg>\n</svg>\n"}}
+    nb.cells[3].source = "print(x)\nprint(x)\n"
+    nb.cells[3].outputs += [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "text/html": "<b>a</b>\n<i>b</i>",
+                "application/json": {"k": ["v\nw"]},
+                "application/javascript": "x = 1;\ny = 2;",
+                "application/vnd.custom+json": "keep\nwhole",
+            },
+            metadata={"isolated": True},
+        ),
+        nbformat.v4.new_output("stream", name="stderr", text="e1\ne2\n"),
+    ]
+    nb.metadata["orig_nbformat"] = 3  # transient: never stored
+    return nb
+
+
+def test_final_run_file_has_nbformats_own_layout(tmp_path: Path) -> None:
+    from nbformat.v4.nbjson import writes
+
+    notebook = _layout_notebook()
+    expected = copy.deepcopy(notebook)
+    expected.metadata["notebook_executor"] = {"a": 1}
+    path = write_run_files(tmp_path, RECORD["run_id"], notebook, {"a": 1}, final=True)
+    assert path.read_text(encoding="utf-8") == writes(expected) + "\n"
+    stored = nbformat.read(path, as_version=4)
+    nbformat.validate(stored)
+    assert "orig_nbformat" not in json.loads(path.read_text())["metadata"]
+
+
+def test_running_run_file_is_the_same_notebook_compact(tmp_path: Path) -> None:
+    notebook = _layout_notebook()
+    again = copy.deepcopy(notebook)
+    path = write_run_files(tmp_path, RECORD["run_id"], notebook, {"a": 1}, final=False)
+    text = path.read_text(encoding="utf-8")
+    assert "\n" not in text
+    stored = nbformat.reads(text, as_version=4)
+    nbformat.validate(stored)
+    final = write_run_files(tmp_path, RECORD["run_id"], again, {"a": 1}, final=True)
+    assert stored == nbformat.read(final, as_version=4)
 
 
 def test_environment_record_has_versions_and_no_values() -> None:
