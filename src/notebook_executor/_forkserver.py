@@ -38,14 +38,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._kernels import KERNEL_OPTIONS
+from ._kernels import KERNEL_OPTIONS, script_command
 
 __all__ = ["ForkServer", "ForkedProcess", "fork_supported"]
 
 logger = logging.getLogger(__name__)
 
-_TEMPLATE = Path(__file__).with_name("_template_kernel.py")
-_BOOTSTRAP = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__nbx_template__')"
 
 #: Environment variables read when an interpreter or its imported libraries start: a run that
 #: sets them differently from the template cannot be forked from it.
@@ -146,10 +144,7 @@ class ForkServer:
             try:
                 self._process = subprocess.Popen(
                     [
-                        sys.executable,
-                        "-c",
-                        _BOOTSTRAP,
-                        str(_TEMPLATE),
+                        *script_command("__nbx_template__"),
                         str(child.fileno()),
                         str(os.getpid()),
                     ],

@@ -1,7 +1,7 @@
 """Where kernels come from: which kernelspec a run uses, and starting and stopping kernels.
 
-A run with no kernel name, or the generic ``python3``, runs on the interpreter that runs the
-executor (``sys.executable -m ipykernel_launcher``), so a venv or ``uv run`` just works without
+A run with no kernel name, or the generic ``python3``, runs on ipykernel in the interpreter that
+runs the executor (``sys.executable``), so a venv or ``uv run`` just works without
 ``jupyter kernelspec install``. Other names are looked up as Jupyter kernelspecs.
 
 Kernels talk over IPC sockets in a private temporary folder rather than TCP: nothing listens on
@@ -96,14 +96,22 @@ def choose_kernel(
 KERNEL_OPTIONS = ("--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0")
 
 
+#: The kernel-side script: native kernels run it (see :mod:`._template_kernel`).
+KERNEL_SCRIPT = Path(__file__).with_name("_template_kernel.py")
+
+
+def script_command(role: str) -> list[str]:
+    """The command that runs :data:`KERNEL_SCRIPT` as ``role`` with this interpreter."""
+    bootstrap = f"import runpy, sys; runpy.run_path(sys.argv[1], run_name={role!r})"
+    return [sys.executable, "-c", bootstrap, str(KERNEL_SCRIPT)]
+
+
 def _native_spec() -> KernelSpec:
     from jupyter_client.kernelspec import KernelSpec
 
     return KernelSpec(
         argv=[
-            sys.executable,
-            "-m",
-            "ipykernel_launcher",
+            *script_command("__nbx_kernel__"),
             "-f",
             "{connection_file}",
             *KERNEL_OPTIONS,
@@ -145,14 +153,15 @@ class RunningKernel:
             return ""
         return data.decode("utf-8", errors="replace").strip()
 
-    async def stop(self, *, now: bool) -> None:
+    async def stop(self, *, now: bool) -> bool:
         """Stop the kernel process and release its sockets and files.
 
         Unless ``now``, the kernel is asked to shut down and given :data:`SHUTDOWN_GRACE`
         seconds to exit on its own (watched closely: jupyter_client polls every 0.1 s); then,
-        or at once with ``now``, it is killed.
+        or at once with ``now``, it is killed. True when it exited on its own when asked.
         """
         manager = self.manager
+        exited = False
         try:
             self.client.stop_channels()
             if not now and await manager.is_alive():
@@ -160,6 +169,7 @@ class RunningKernel:
                 ends = time.monotonic() + SHUTDOWN_GRACE
                 while time.monotonic() < ends and await manager.is_alive():
                     await asyncio.sleep(0.01)
+                exited = not await manager.is_alive()
             if await manager.is_alive():
                 await manager.shutdown_kernel(now=True)
             else:
@@ -170,6 +180,7 @@ class RunningKernel:
             if self._stderr is not None:
                 self._stderr.close()
             shutil.rmtree(self.workdir, ignore_errors=True)
+        return exited
 
 
 async def start_kernel(

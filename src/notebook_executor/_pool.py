@@ -129,7 +129,17 @@ class KernelPool:
         self._released = 0
         self._closed = False
         #: How the kernels of this pool were started, for tests and benchmarks.
-        self.stats = {"taken_warm": 0, "started_cold": 0, "forked": 0, "launched": 0}
+        #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
+        #: the used kernels asked to shut down, those that exited and those killed after
+        #: the grace period.
+        self.stats = {
+            "taken_warm": 0,
+            "started_cold": 0,
+            "forked": 0,
+            "launched": 0,
+            "exited": 0,
+            "killed": 0,
+        }
 
     # -- runs ------------------------------------------------------------------------------
 
@@ -171,12 +181,15 @@ class KernelPool:
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
         """Stop a used kernel in the background (it never serves another run), then refill."""
         self._released += 1
-        # A kernel left running a cell (timeout, cancel) is stopped at once, a clean one
-        # after the caller has had its moment.
-        self._spawn(self._stop(kernel, now=not clean, after=SETTLE_DELAY if clean else 0.0))
-        if self._released == 1 and self._acquired == 1:
-            # A one-shot caller (the command line) closes right after its run: give it the
-            # time to do so before starting kernels it would never use.
+        one_shot = self._released == 1 and self._acquired == 1
+        # A kernel left running a cell (timeout, cancel) is killed at once. A clean one is asked
+        # to shut down, after the caller has had its moment, unless this may be a one-shot
+        # caller (the command line): it waits for the kernel to go, so the sooner the better.
+        settle = SETTLE_DELAY if clean and not one_shot else 0.0
+        self._spawn(self._stop(kernel, now=not clean, after=settle))
+        if one_shot:
+            # A one-shot caller closes right after its run: give it the time to do so before
+            # starting kernels it would never use.
             asyncio.get_running_loop().call_later(FIRST_REFILL_DELAY, self._refill)
         else:
             asyncio.get_running_loop().call_later(SETTLE_DELAY, self._refill)
@@ -270,7 +283,9 @@ class KernelPool:
             # close() waits for this task, so the kernel is stopped either way.
             await asyncio.sleep(after)
         try:
-            await kernel.stop(now=now)
+            exited = await kernel.stop(now=now)
+            if not now:
+                self.stats["exited" if exited else "killed"] += 1
         except Exception as exc:
             logger.warning("could not stop a kernel cleanly: %s", exc)
 

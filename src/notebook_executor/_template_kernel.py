@@ -1,7 +1,9 @@
-"""The template process of the fork server: imports a kernel's heavy modules once, forks kernels.
+"""The kernel side: the native kernel's entry point, and the fork server's template process.
 
 This file runs in its own interpreter (``python -c`` + ``runpy``), never imported by the
-library, and imports nothing from ``notebook_executor``. It loads ipykernel, IPython and the
+library, and imports nothing from ``notebook_executor``. Run as ``__nbx_kernel__`` it is a
+native kernel: ipykernel's ``IPKernelApp`` (see :func:`kernel_app`). Run as
+``__nbx_template__`` it is the template of the fork server: it loads ipykernel, IPython and the
 usual data modules (scrapbook, pandas, numpy) but creates no zmq context and no thread, then
 answers requests on a Unix socket, one JSON line per request and per reply:
 
@@ -9,7 +11,7 @@ answers requests on a Unix socket, one JSON line per request and per reply:
     fork a kernel; reply ``{"pid": N}``. The child starts a new session (its own process
     group), asks the OS to kill it when the template dies (``PR_SET_PDEATHSIG``), moves to
     ``cwd``, takes ``env`` as its whole environment, sends its stderr to the file ``stderr``,
-    reseeds random generators, and runs ``IPKernelApp`` on ``connection_file``.
+    reseeds random generators, and runs the kernel app on ``connection_file``.
 ``{"op": "reap", "pid": N}``
     reply ``{"status": code}`` (``subprocess`` convention: negative for a signal) once the
     child has exited, ``{"status": null}`` while it runs. Children stay zombies until reaped,
@@ -30,7 +32,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 #: Modules a kernel (and the notebooks of this project) nearly always import.
 PRELOAD = (
@@ -61,6 +63,34 @@ PRELOAD = (
 )
 
 _PR_SET_PDEATHSIG = 1
+
+#: Longest a closing kernel waits for its control thread to finish its last message.
+_CONTROL_JOIN_TIMEOUT = 5.0
+
+
+def kernel_app() -> Any:
+    """ipykernel's ``IPKernelApp``, with a shutdown that cannot stall on its own threads.
+
+    After a shutdown request, ipykernel 7 returns from ``start()`` while its control thread may
+    still be flushing to the IOPub thread, which the interpreter's exit handlers then stop:
+    the flush waits out its 10 s timeout, so a kernel asked to shut down often looks hung and
+    gets killed, losing the interpreter's own exit. Waiting for the control thread as soon as
+    ``start()`` returns, while IOPub still runs, keeps the order safe and changes nothing else.
+    """
+    from ipykernel.kernelapp import IPKernelApp
+
+    class KernelApp(IPKernelApp):  # type: ignore[misc]
+        def start(self) -> None:
+            try:
+                super().start()  # type: ignore[no-untyped-call]
+            finally:
+                control = getattr(self, "control_thread", None)
+                if control is not None and control.is_alive():
+                    with contextlib.suppress(Exception):
+                        control.stop()
+                    control.join(_CONTROL_JOIN_TIMEOUT)
+
+    return KernelApp.instance()
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -93,9 +123,8 @@ def _fork_unsafe_state() -> str | None:
     return None
 
 
-def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> None:
+def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> NoReturn:
     """Become a kernel. Never returns."""
-    code = 1
     try:
         control.close()
         os.setsid()
@@ -115,18 +144,31 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         # A fresh ``python -m ipykernel_launcher`` has no cwd entry here; IPython adds "" back.
         while sys.path and sys.path[0] in ("", request["cwd"]):
             del sys.path[0]
-        sys.argv = [request.get("launcher", "ipykernel_launcher"), "-f", request["connection_file"]]
-        from ipykernel import kernelapp
-
-        app = kernelapp.IPKernelApp.instance()
         argv = [
             "-f",
             request["connection_file"],
             f"--IPKernelApp.parent_handle={template_pid}",
             *request.get("options", ()),
         ]
-        app.initialize(argv)  # type: ignore[no-untyped-call]
-        app.start()  # type: ignore[no-untyped-call]
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        _exit(1)
+    run_kernel(argv)
+
+
+def run_kernel(argv: list[str]) -> NoReturn:
+    """Be a kernel on ``argv`` (``["-f", connection_file, *options]``) until shut down; exit."""
+    code = 1
+    try:
+        sys.argv = ["ipykernel_launcher", *argv]
+        app = kernel_app()
+        app.initialize(argv)
+        # The kernel's own objects live as long as it does: keep the collector to the user's
+        # (the last collection, at exit, then has little to look through).
+        gc.freeze()
+        app.start()
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -134,15 +176,27 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         import traceback
 
         traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            import atexit
+    _exit(code)
 
-            atexit._run_exitfuncs()
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+
+def _exit(code: int) -> NoReturn:
+    """End the kernel process: exit handlers, then garbage, then out, without the teardown.
+
+    The exit handlers include IPython's, which clears the user namespace (closing, and so
+    flushing, the files a notebook left open); a collection then reaches those held in
+    reference cycles. What remains, the interpreter's module-by-module teardown, takes a
+    fraction of a second with pandas loaded, and would only free memory.
+    """
+    with contextlib.suppress(BaseException):
+        import atexit
+
+        atexit._run_exitfuncs()
+    with contextlib.suppress(BaseException):
+        gc.collect()
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _status(pid: int) -> int | None:
@@ -223,5 +277,15 @@ def main(argv: list[str]) -> None:
     serve(control)
 
 
+def launched(argv: list[str]) -> NoReturn:
+    """The native kernel launched on its own (not forked): ``launched(["-f", file, ...])``."""
+    # As ``python -m ipykernel_launcher``: no cwd entry while loading; IPython adds "" back.
+    while sys.path and sys.path[0] == "":
+        del sys.path[0]
+    run_kernel(argv)
+
+
 if __name__ == "__nbx_template__":
     main(sys.argv[2:])
+elif __name__ == "__nbx_kernel__":
+    launched(sys.argv[2:])

@@ -248,3 +248,50 @@ def test_a_local_module_shadows_a_preloaded_one_as_on_a_launched_kernel(
         _warm_up(ex, workdir)
         results = [ex.execute(local / "probe.py") for _ in range(3)]
     assert [r["failed_cell"]["evalue"] for r in results] == ["the local scrapbook.py"] * 3
+
+
+FILES = """# %% tags=["parameters"]
+tag = "x"
+
+# %%
+import scrapbook as sb
+
+plain = open(f"plain-{tag}.txt", "w")
+plain.write("plain " + tag)
+
+
+class Node:
+    pass
+
+
+node = Node()
+node.self = node
+node.file = open(f"cycle-{tag}.txt", "w")
+node.file.write("cycle " + tag)
+sb.glue("tag", tag)
+"""
+
+
+def test_used_kernels_exit_when_asked_and_flush_the_files_left_open(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    """A finished run's kernel exits on its own when asked (it is not killed after the grace
+    period), and what its notebook wrote to files it never closed, even files held in
+    reference cycles, reaches the disk: on launched and forked kernels alike."""
+    (workdir / "files.py").write_text(FILES)
+    runs = 6
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        for i in range(runs):
+            assert ex.execute(workdir / "files.py", parameters={"tag": str(i)})["status"] == (
+                "success"
+            )
+            time.sleep(0.3)  # the pool refills; later kernels come from the fork server
+        pool = engine.pool
+        assert pool is not None
+    stats = dict(pool.stats)
+    assert stats["launched"] >= 1, stats
+    assert stats["forked"] >= 1 or not sys.platform.startswith("linux"), stats
+    assert (stats["exited"], stats["killed"]) == (runs, 0), stats
+    for i in range(runs):
+        assert (workdir / f"plain-{i}.txt").read_text() == f"plain {i}"
+        assert (workdir / f"cycle-{i}.txt").read_text() == f"cycle {i}"
