@@ -309,6 +309,11 @@ class NotebookExecutor:
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
     ) -> _Plan:
+        _check_path("input_path", input_path)
+        if output_path is not None:
+            _check_path("output_path", output_path)
+        if cwd is not None:
+            _check_path("cwd", cwd)
         shown = os.fspath(input_path)
         if parameters is not None and not isinstance(parameters, Mapping):
             raise NotebookExecutorError(
@@ -521,6 +526,13 @@ def _check_seconds(name: str, value: float | None) -> float | None:
     if math.isinf(value):
         return None
     return float(value)
+
+
+def _check_path(name: str, value: object) -> None:
+    if isinstance(value, (str, os.PathLike)):
+        return
+    hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
+    raise NotebookExecutorError(f"{name} must be a path, got {type(value).__name__}{hint}")
 
 
 def _check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
