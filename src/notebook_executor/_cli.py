@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -73,6 +74,14 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cell-timeout", type=_seconds, metavar="S", help="limit for each cell")
     run.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
     run.add_argument("--cwd", metavar="DIR", help="kernel working directory (default: notebook's)")
+    run.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass environment variable NAME to the kernel as a secret: its value is written "
+        "nowhere and masked in outputs (repeatable)",
+    )
     _add_runs_dir(run)
     run.add_argument("--json", action="store_true", help="print the result dict as JSON")
     run.set_defaults(handler=_cmd_run)
@@ -212,6 +221,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         values[name] = convert_text_value(declared.get(name), text)
     for name, text in args.parameters_raw:
         values[name] = text
+    secrets: dict[str, str] = {}
+    for name in args.secret:
+        if name not in os.environ:
+            raise _UsageError(f"--secret {name}: no environment variable {name!r} is set")
+        secrets[name] = os.environ[name]
     with _executor(args, kernel_name=args.kernel) as ex:
         result = ex.execute(
             args.notebook,
@@ -221,6 +235,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cell_timeout=args.cell_timeout,
             request=args.request,
             cwd=args.cwd,
+            secrets=secrets or None,
         )
     if args.json:
         _print_json(result)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -302,6 +303,46 @@ def test_secrets_reach_the_kernel_and_nothing_else(workdir: Path) -> None:
     ]
     assert record["secret_names"] == ["API_TOKEN", "DB_PASSWORD"]
     assert record["env_names"] == []
+
+
+def test_command_line_secrets_come_from_the_environment_and_are_written_nowhere(
+    workdir: Path,
+) -> None:
+    """``--secret NAME`` hands the caller's variable to the kernel as a secret: masked in what
+    the command prints, absent from every file under runs/; an unset name is bad input."""
+    runs_dir = workdir / "cli-secret-runs"
+    env = {**os.environ, **SECRETS}
+    command = [*CLI, "run", "leaky.py", "--runs-dir", str(runs_dir), "-p", "runs_dir"]
+    done = subprocess.run(
+        [*command, str(runs_dir), "--secret", "API_TOKEN", "--secret", "DB_PASSWORD", "--json"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["error_kind"], result["failed_cell"]["index"]) == ("cell_error", 3)
+    assert result["scraps"]["token"] == "[secret API_TOKEN]"
+    assert _leaks(done.stdout + done.stderr, SECRETS) == []
+    assert _scan_runs(runs_dir, SECRETS) == {}
+    record = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))
+    assert record["metadata"]["notebook_executor"]["secret_names"] == ["API_TOKEN", "DB_PASSWORD"]
+
+    unset = {key: value for key, value in env.items() if key != "NBX_UNSET_SECRET"}
+    missing = subprocess.run(
+        [*command, str(runs_dir), "--secret", "NBX_UNSET_SECRET"],
+        cwd=workdir,
+        env=unset,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert missing.returncode == 2
+    assert missing.stdout == ""
+    assert missing.stderr.strip().count("\n") == 0
+    assert "NBX_UNSET_SECRET" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
