@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import NotebookSourceError
+from ._workdirs import Workdir, make_workdir
 
 if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
@@ -141,7 +140,7 @@ class RunningKernel:
 
     manager: AsyncKernelManager
     client: AsyncKernelClient
-    workdir: Path
+    workdir: Workdir
     stderr_path: Path
     _stderr: Any = field(repr=False, default=None)
 
@@ -179,7 +178,7 @@ class RunningKernel:
         finally:
             if self._stderr is not None:
                 self._stderr.close()
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir.remove()
         return exited
 
 
@@ -204,17 +203,17 @@ async def start_kernel(
     """
     from jupyter_client.manager import AsyncKernelManager
 
-    workdir = Path(tempfile.mkdtemp(prefix="nbx-"))
-    stderr_path = workdir / "stderr.log"
+    workdir = make_workdir()
+    stderr_path = workdir.path / "stderr.log"
     stderr = stderr_path.open("wb")
     manager = AsyncKernelManager(
         kernel_name=choice.name,
         kernel_spec_manager=_spec_manager(choice),
         transport="ipc",
-        connection_file=str(workdir / "connection.json"),
+        connection_file=str(workdir.path / "connection.json"),
         **({} if context is None else {"context": context}),
     )
-    manager.ip = str(workdir / "k")
+    manager.ip = str(workdir.path / "k")
     if forkserver is not None:
         from ._forkserver import make_fork_provisioner
 
@@ -236,7 +235,7 @@ async def start_kernel(
         if manager.has_kernel:
             await manager.shutdown_kernel(now=True)
         stderr.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.remove()
         raise
     return RunningKernel(manager, client, workdir, stderr_path, stderr)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._kernels import KernelChoice, RunningKernel, kernel_environment, start_kernel
+from ._workdirs import sweep_stale
 
 if TYPE_CHECKING:
     from ._forkserver import ForkServer
@@ -197,6 +198,8 @@ class KernelPool:
     async def close(self) -> None:
         """Stop every kernel, pending start and the fork server; wait until they are gone."""
         self._closed = True
+        # Meanwhile, remove the kernel folders that hosts killed outright left behind.
+        sweep = asyncio.get_running_loop().create_task(asyncio.to_thread(sweep_stale))
         idle = [task for entries in self._idle.values() for task in entries]
         self._idle.clear()
         for task in idle:
@@ -211,6 +214,13 @@ class KernelPool:
         if self._context is not None:
             self._context.destroy(linger=0)
             self._context = None
+        try:
+            swept = await sweep
+        except Exception as exc:
+            logger.debug("could not sweep stale kernel folders: %s", exc)
+        else:
+            if swept:
+                logger.info("removed %d kernel folders left by killed hosts", len(swept))
 
     # -- internals -------------------------------------------------------------------------
 

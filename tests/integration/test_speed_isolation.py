@@ -205,10 +205,26 @@ time.sleep(600)
 """
 
 
+NEXT_HOST = r"""
+import sys
+from pathlib import Path
+from notebook_executor import NotebookExecutor
+
+workdir = Path(sys.argv[1])
+with NotebookExecutor(runs_dir=workdir / "runs") as ex:
+    assert ex.execute(workdir / "probe.py")["status"] == "success"
+"""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
-def test_kernels_die_with_a_killed_host(workdir: Path) -> None:
+def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
+    workdir: Path,
+) -> None:
+    tmp = workdir / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST, str(workdir)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOST, str(workdir)], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
         assert host.stdout is not None
@@ -223,6 +239,16 @@ def test_kernels_die_with_a_killed_host(workdir: Path) -> None:
     while time.monotonic() < deadline and any(_alive(pid) for pid in kernels):
         time.sleep(0.1)
     assert [pid for pid in kernels if _alive(pid)] == []
+
+    # The killed host could not remove its kernels' folders; the next host to close does.
+    left = sorted(tmp.glob("nbx-*"))
+    assert left, "the killed host's warm kernels had folders"
+    for folder in left:
+        os.utime(folder, (time.time() - 3600, time.time() - 3600))
+    subprocess.run(
+        [sys.executable, "-c", NEXT_HOST, str(workdir)], env=env, check=True, timeout=120
+    )
+    assert sorted(tmp.glob("nbx-*")) == []
 
 
 def test_execute_many_keeps_order_and_isolation(workdir: Path) -> None:
