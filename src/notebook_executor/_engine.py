@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,6 +59,9 @@ class RunJob:
     env: dict[str, str]
     cell_timeout: float | None = None
     timeout: float | None = None
+    #: Called with a code cell's index each time one completes (from the engine's thread);
+    #: for progress display only: what it raises is logged and ignored.
+    on_cell: Callable[[int], None] | None = None
 
 
 @dataclass
@@ -297,8 +301,19 @@ class KernelEngine:
                 # After a cell error the kernel is healthy: stop it politely.
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
+            notify_cell(job, index)
         state.current = None
         return True
+
+
+def notify_cell(job: RunJob, index: int) -> None:
+    """Tell ``job.on_cell`` that cell ``index`` completed; never fails the run."""
+    if job.on_cell is None:
+        return
+    try:
+        job.on_cell(index)
+    except Exception as exc:
+        logger.debug("the cell progress callback failed: %s", exc)
 
 
 @dataclass

@@ -68,6 +68,10 @@ class NotebookExecutor:
         Kernels the default engine keeps started and ready once it has run a notebook, so the
         next run pays only for its own cells (default 2; 0 disables). Every run still gets a
         fresh kernel process: a kernel never serves two runs.
+    progress : bool, optional
+        Show a progress bar of cells on stderr while :meth:`execute` runs a notebook for longer
+        than a second. By default only when stderr is a terminal. (:meth:`execute_many` shows
+        one of runs instead.)
 
     Examples
     --------
@@ -84,8 +88,10 @@ class NotebookExecutor:
         cell_timeout: float | None = None,
         engine: Engine | None = None,
         warm_kernels: int | None = None,
+        progress: bool | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self.progress = progress
         self.kernel_name = kernel_name
         self.timeout = _check_seconds("timeout", timeout)
         self.cell_timeout = _check_seconds("cell_timeout", cell_timeout)
@@ -183,7 +189,14 @@ class NotebookExecutor:
         prestart = getattr(self._engine, "prestart", None)
         if prestart is not None:
             prestart(plan.job)
-        return self._run(plan)
+        bar = _cell_progress_bar(plan, self.progress)
+        if bar is None:
+            return self._run(plan)
+        plan.job.on_cell = lambda _index: bar.update()
+        try:
+            return self._run(plan)
+        finally:
+            bar.close()
 
     def execute_many(
         self,
@@ -504,6 +517,29 @@ def _run_all(
     finally:
         if progress is not None:
             progress.close()
+
+
+def _cell_progress_bar(plan: _Plan, wanted: bool | None) -> Any:
+    """A bar of ``plan``'s code cells on stderr, shown once the run has lasted a second."""
+    import sys
+
+    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+        return None
+    cells = sum(1 for cell in plan.notebook.cells if cell.cell_type == "code")
+    if cells < 1:
+        return None
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    return tqdm(
+        total=cells,
+        unit="cell",
+        desc=Path(plan.shown).name,
+        file=sys.stderr,
+        delay=1.0,
+        leave=False,
+    )
 
 
 def _progress_bar(total: int) -> Any:

@@ -1049,3 +1049,20 @@ def test_execute_many_keeps_order(ex: NotebookExecutor, nbdir: Path) -> None:
     assert [r["failed_cell"]["evalue"] for r in results if r["failed_cell"]] == ["odd 1", "odd 3"]
     assert all(r["failed_cell"]["index"] == 1 for r in results if r["failed_cell"])
     assert len({r["run_id"] for r in results}) == len(sets)
+
+
+def test_cell_progress_on_a_real_kernel(
+    tmp_path: Path, runs_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kernel engine reports each completed cell: the bar counts them on stderr."""
+    (tmp_path / "slow.py").write_text(
+        "# %%\nx = 1\n\n# %%\nimport time\ntime.sleep(1.3)\n\n# %%\ny = 2\n\n# %%\n1 / 0\n"
+    )
+    with NotebookExecutor(runs_dir=runs_dir, progress=True) as executor:
+        result = executor.execute(tmp_path / "slow.py")
+    assert (result["status"], result["failed_cell"]["index"]) == ("error", 3)
+    shown = capsys.readouterr()
+    assert "slow.py" in shown.err
+    assert "2/4" in shown.err
+    assert "4/4" not in shown.err
+    assert shown.out == ""

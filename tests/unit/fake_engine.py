@@ -40,7 +40,7 @@ from typing import Any
 import nbformat
 
 from notebook_executor import EngineOutcome, RunJob
-from notebook_executor._engine import CellFailure, ErrorKind, RunCancelled
+from notebook_executor._engine import CellFailure, ErrorKind, RunCancelled, notify_cell
 
 __all__ = [
     "FakeEngine",
@@ -163,6 +163,7 @@ class FakeEngine:
                     outcome.failure = failure
                     return outcome
                 outcome.completed.append(index)
+                notify_cell(job, index)
         return outcome
 
     def close(self) -> None:

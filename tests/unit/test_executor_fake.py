@@ -512,3 +512,58 @@ def test_importing_the_package_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+SLOW = """# %%
+x = 1
+
+# %%
+import time
+time.sleep(1.3)
+
+# %%
+y = 2
+"""
+
+
+def test_a_cell_progress_bar_shows_for_a_slow_run_when_asked(
+    workdir: Path, engine: FakeEngine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workdir / "slow.py").write_text(SLOW)
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine, progress=True) as ex:
+        assert ex.execute("slow.py")["status"] == "success"
+        shown = capsys.readouterr()
+        assert "slow.py" in shown.err
+        assert "2/3" in shown.err
+        assert shown.out == ""
+        # A quick run shows nothing: the bar waits a second before it appears.
+        ex.execute("nb.py")
+        assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("progress", [False, None])
+def test_no_cell_progress_bar_unless_asked_or_on_a_terminal(
+    workdir: Path,
+    engine: FakeEngine,
+    capsys: pytest.CaptureFixture[str],
+    progress: bool | None,
+) -> None:
+    (workdir / "slow.py").write_text(SLOW)
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine, progress=progress) as ex:
+        assert ex.execute("slow.py")["status"] == "success"
+    assert capsys.readouterr().err == ""
+
+
+def test_the_engine_reports_each_completed_code_cell(workdir: Path, engine: FakeEngine) -> None:
+    """What the progress bar counts: completed code cells, up to a failing one."""
+    (workdir / "fails.py").write_text("# %%\nx = 1\n\n# %% [markdown]\n# note\n\n# %%\n1 / 0\n")
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        ex.execute("fails.py")
+    job = engine.jobs[-1]
+    assert job.on_cell is None
+    seen: list[int] = []
+    job.on_cell = seen.append
+    engine.run(job)
+    assert seen == [0]
