@@ -69,9 +69,9 @@ class NotebookExecutor:
         next run pays only for its own cells (default 2; 0 disables). Every run still gets a
         fresh kernel process: a kernel never serves two runs.
     progress : bool, optional
-        Show a progress bar of cells on stderr while :meth:`execute` runs a notebook for longer
-        than a second. By default only when stderr is a terminal. (:meth:`execute_many` shows
-        one of runs instead.)
+        Show progress bars on stderr: of cells while :meth:`execute` runs a notebook for longer
+        than a second, of runs in :meth:`execute_many`. By default only when stderr is a
+        terminal.
 
     Examples
     --------
@@ -223,7 +223,7 @@ class NotebookExecutor:
             for values in list(parameter_sets)
         ]
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
-        return _run_all(self._run, plans, workers)
+        return _run_all(self._run, plans, workers, self.progress)
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -490,10 +490,13 @@ class _Plan:
 
 
 def _run_all(
-    run: Callable[[_Plan], dict[str, Any]], plans: list[_Plan], workers: int
+    run: Callable[[_Plan], dict[str, Any]],
+    plans: list[_Plan],
+    workers: int,
+    wanted: bool | None,
 ) -> list[dict[str, Any]]:
     """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar."""
-    progress = _progress_bar(len(plans))
+    progress = _progress_bar(len(plans), wanted)
     try:
         if workers <= 1:
             results = []
@@ -542,10 +545,10 @@ def _cell_progress_bar(plan: _Plan, wanted: bool | None) -> Any:
     )
 
 
-def _progress_bar(total: int) -> Any:
+def _progress_bar(total: int, wanted: bool | None) -> Any:
     import sys
 
-    if total < 2 or not sys.stderr.isatty():
+    if total < 2 or wanted is False or (wanted is None and not sys.stderr.isatty()):
         return None
     try:
         from tqdm import tqdm  # type: ignore[import-untyped]

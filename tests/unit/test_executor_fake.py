@@ -567,3 +567,15 @@ def test_the_engine_reports_each_completed_code_cell(workdir: Path, engine: Fake
     job.on_cell = seen.append
     engine.run(job)
     assert seen == [0]
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_execute_many_shows_a_bar_of_runs_when_asked(
+    workdir: Path, engine: FakeEngine, capsys: pytest.CaptureFixture[str], progress: bool
+) -> None:
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine, progress=progress) as ex:
+        results = ex.execute_many("nb.py", [{"x": i} for i in range(3)], max_workers=1)
+    assert [r["status"] for r in results] == ["success"] * 3
+    shown = capsys.readouterr()
+    assert ("3/3" in shown.err) is progress
+    assert shown.out == ""
