@@ -9,6 +9,7 @@ package sees one shape of notebook whatever the source format.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -17,6 +18,7 @@ import os
 import re
 import tempfile
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,16 +193,56 @@ def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
     jupytext_format = fmt.jupytext_format
     assert jupytext_format is not None
+    mixed_lexers = False
     if fmt.extension == ".md" and "```{code-cell}" in text:
         jupytext_format = "md:myst"
+        mixed_lexers = _check_one_language(shown, text)
     try:
-        notebook = jupytext.reads(text, fmt=jupytext_format)
+        with warnings.catch_warnings() if mixed_lexers else contextlib.nullcontext():
+            if mixed_lexers:
+                # Names of one language (python, ipython3): checked, nothing to warn about.
+                warnings.filterwarnings("ignore", "All code cells in a MyST notebook")
+            notebook = jupytext.reads(text, fmt=jupytext_format)
     except Exception as exc:  # jupytext raises many types for malformed text
         raise NotebookSourceError(
             shown, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
     _translate_front_matter(shown, notebook)
     return _normalised(notebook)
+
+
+#: A MyST code cell's opening fence at the start of a line, and its language.
+_MYST_CODE_CELL = re.compile(r"^(?:`{3,}|~{3,})\{code-cell\}[ \t]*(\S*)", re.MULTILINE)
+
+
+def _check_one_language(shown: str, text: str) -> bool:
+    """Refuse a MyST notebook whose code cells name different languages: one kernel runs them
+    all, so a ``bash`` cell among ``python`` ones would fail at run time (jupytext only warns).
+    True when its cells use several names of one language (``python``, ``ipython3``)."""
+    first: str | None = None
+    several = False
+    for match in _MYST_CODE_CELL.finditer(text):
+        language = match.group(1)
+        if not language or language == first:
+            continue
+        if first is None:
+            first = language
+            continue
+        several = True
+        if _language_family(language) != _language_family(first):
+            line = text.count("\n", 0, match.start()) + 1
+            raise NotebookSourceError(
+                shown,
+                f"line {line}: a {language} code cell after {first} ones; a notebook runs on "
+                "one kernel, so all its code cells need the same language",
+            )
+    return several
+
+
+def _language_family(lexer: str) -> str:
+    # ``python``, ``python3``, ``ipython3``... all run on a Python kernel.
+    name = lexer.lower().rstrip("0123456789")
+    return "python" if name in ("python", "ipython", "py") else name
 
 
 def _normalised(notebook: NotebookNode) -> NotebookNode:

@@ -2,11 +2,11 @@
 
 Every input generated here is bad by construction (random bytes, truncated or non-notebook JSON,
 invalid nbformat 4, nbformat 3, wrong types in cells, UTF-16 / latin-1 / Shift-JIS bytes, broken
-logbook front matter, unsupported extensions, parameters that do not fit), under file names
-with spaces, accents and emoji. Through the API, ``execute`` raises NotebookSourceError or
-ParameterError with a one-line message; through the installed command line (a real
-subprocess), ``run`` exits 2 with exactly one line on stderr and no traceback. Either way the
-runs directory gains no run file and the catalog no row.
+logbook front matter, MyST cells in two languages, unsupported extensions, parameters that do
+not fit), under file names with spaces, accents and emoji. Through the API, ``execute`` raises
+NotebookSourceError or ParameterError with a one-line message; through the installed command
+line (a real subprocess), ``run`` exits 2 with exactly one line on stderr and no traceback.
+Either way the runs directory gains no run file and the catalog no row.
 
 ``tests/unit/test_sources_fuzz.py`` fuzzes the readers alone; this module goes through
 ``NotebookExecutor.execute`` and the ``notebook-executor`` process. Subprocesses are slow, so
@@ -309,6 +309,19 @@ def _bad_front_matter() -> st.SearchStrategy[tuple[str, bytes, str]]:
     )
 
 
+def _mixed_languages() -> st.SearchStrategy[tuple[str, bytes, str]]:
+    """MyST notebooks whose code cells name two languages: one kernel could not run them."""
+    pythons = st.sampled_from(["ipython3", "python", "python3", "ipython"])
+    others = st.sampled_from(["bash", "r", "julia", "javascript", "sql", "ir"])
+
+    def build(first: str, other: str, before: int, other_first: bool) -> tuple[str, bytes, str]:
+        languages = [first] * before + [other] if not other_first else [other, first]
+        cells = "".join(f"```{{code-cell}} {lang}\nx = 1\n```\n\ntext\n\n" for lang in languages)
+        return ".md", f"# Mixed\n\n{cells}".encode(), "mixed-languages"
+
+    return st.builds(build, pythons, others, st.integers(1, 3), st.booleans())
+
+
 def _unsupported_suffix() -> st.SearchStrategy[tuple[str, bytes, str]]:
     return st.builds(
         lambda suffix, text: (suffix, text.encode(), "unsupported-format"),
@@ -327,6 +340,7 @@ BAD_SOURCES = {
     "wrong-types": _wrong_types(),
     "odd-encoding": _odd_encodings(),
     "bad-front-matter": _bad_front_matter(),
+    "mixed-languages": _mixed_languages(),
     "unsupported-format": _unsupported_suffix(),
 }
 

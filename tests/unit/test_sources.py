@@ -156,6 +156,31 @@ def test_malformed_logbook_front_matter(tmp_path: Path, front: str, fragment: st
     assert "\n" not in str(info.value)
 
 
+MYST_CELLS = "---\nkernelspec:\n  name: python3\n  display_name: Python 3\n---\n\n{cells}"
+
+
+def _myst_cell(language: str, source: str) -> str:
+    return f"```{{code-cell}} {language}\n{source}\n```\n\n"
+
+
+def test_a_myst_notebook_in_two_languages_is_refused_naming_the_line(tmp_path: Path) -> None:
+    cells = _myst_cell("ipython3", "x = 1") + "Some text.\n\n" + _myst_cell("bash", "echo hi")
+    path = _md(tmp_path, MYST_CELLS.format(cells=cells), "mixed.md")
+    with pytest.raises(NotebookSourceError) as info:
+        read_notebook(path)
+    assert info.value.reason.startswith("line 13: a bash code cell after ipython3 ones")
+    assert "\n" not in str(info.value)
+
+
+def test_python_lexer_names_count_as_one_language(tmp_path: Path) -> None:
+    cells = "".join(
+        _myst_cell(lexer, f"x{i} = {i}")
+        for i, lexer in enumerate(["ipython3", "python", "python3", "ipython"])
+    )
+    notebook = read_notebook(_md(tmp_path, MYST_CELLS.format(cells=cells), "pythons.md"))
+    assert [cell.source for cell in notebook.cells] == ["x0 = 0", "x1 = 1", "x2 = 2", "x3 = 3"]
+
+
 # -- round trips ---------------------------------------------------------------------------------
 
 EXTENSIONS = [fmt.extension for fmt in FORMATS]
