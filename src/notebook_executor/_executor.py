@@ -27,6 +27,7 @@ from ._parameters import (
     inject_parameters,
     validate_parameters,
 )
+from ._progress import cell_progress, run_progress
 from ._results import CellMap, annotate_cells, build_result, redact
 from ._scraps import decode_scrap, find_scraps
 from ._sources import load_source
@@ -189,14 +190,10 @@ class NotebookExecutor:
         prestart = getattr(self._engine, "prestart", None)
         if prestart is not None:
             prestart(plan.job)
-        bar = _cell_progress_bar(plan, self.progress)
-        if bar is None:
+        cells = sum(1 for cell in plan.notebook.cells if cell.cell_type == "code")
+        with cell_progress(cells, Path(plan.shown).name, self.progress) as on_cell:
+            plan.job.on_cell = on_cell
             return self._run(plan)
-        plan.job.on_cell = lambda _index: bar.update()
-        try:
-            return self._run(plan)
-        finally:
-            bar.close()
 
     def execute_many(
         self,
@@ -496,7 +493,7 @@ def _run_all(
     wanted: bool | None,
 ) -> list[dict[str, Any]]:
     """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar."""
-    progress = _progress_bar(len(plans), wanted)
+    progress = run_progress(len(plans), wanted)
     try:
         if workers <= 1:
             results = []
@@ -520,41 +517,6 @@ def _run_all(
     finally:
         if progress is not None:
             progress.close()
-
-
-def _cell_progress_bar(plan: _Plan, wanted: bool | None) -> Any:
-    """A bar of ``plan``'s code cells on stderr, shown once the run has lasted a second."""
-    import sys
-
-    if wanted is False or (wanted is None and not sys.stderr.isatty()):
-        return None
-    cells = sum(1 for cell in plan.notebook.cells if cell.cell_type == "code")
-    if cells < 1:
-        return None
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return tqdm(
-        total=cells,
-        unit="cell",
-        desc=Path(plan.shown).name,
-        file=sys.stderr,
-        delay=1.0,
-        leave=False,
-    )
-
-
-def _progress_bar(total: int, wanted: bool | None) -> Any:
-    import sys
-
-    if total < 2 or wanted is False or (wanted is None and not sys.stderr.isatty()):
-        return None
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="run", file=sys.stderr)
 
 
 def _check_seconds(name: str, value: float | None) -> float | None:

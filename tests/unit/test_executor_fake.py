@@ -543,6 +543,20 @@ def test_a_cell_progress_bar_shows_for_a_slow_run_when_asked(
         assert capsys.readouterr().err == ""
 
 
+def test_the_cell_bar_shows_while_one_long_cell_runs(
+    workdir: Path, engine: FakeEngine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cells report only when they complete: the bar is redrawn meanwhile, so a single long
+    cell shows a bar (still at 0 of 1) instead of nothing."""
+    (workdir / "long.py").write_text("# %%\nimport time\ntime.sleep(1.6)\n")
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine, progress=True) as ex:
+        assert ex.execute("long.py")["status"] == "success"
+    shown = capsys.readouterr()
+    assert "long.py:   0%" in shown.err
+    assert "0/1" in shown.err
+    assert shown.out == ""
+
+
 @pytest.mark.parametrize("progress", [False, None])
 def test_no_cell_progress_bar_unless_asked_or_on_a_terminal(
     workdir: Path,
