@@ -211,22 +211,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ._parameters import convert_text_value, declared_parameters
     from ._sources import load_source
 
-    declared = declared_parameters(load_source(args.notebook).notebook)
-    values: dict[str, Any] = {}
-    if args.parameters_file:
-        values.update(_yaml_mapping(_read_text(args.parameters_file), args.parameters_file))
-    if args.parameters_yaml:
-        values.update(_yaml_mapping(args.parameters_yaml, "-y"))
-    for name, text in args.parameters:
-        values[name] = convert_text_value(declared.get(name), text)
-    for name, text in args.parameters_raw:
-        values[name] = text
-    secrets: dict[str, str] = {}
-    for name in args.secret:
-        if name not in os.environ:
-            raise _UsageError(f"--secret {name}: no environment variable {name!r} is set")
-        secrets[name] = os.environ[name]
     with _executor(args, kernel_name=args.kernel) as ex:
+        if args.kernel in (None, "python3"):
+            # A template imports ipykernel while the source is read and checked; the kernel
+            # is forked from it once the run is known to be good (bad input: none starts).
+            ex._prepare_first_kernel()
+        declared = declared_parameters(load_source(args.notebook).notebook)
+        values: dict[str, Any] = {}
+        if args.parameters_file:
+            values.update(_yaml_mapping(_read_text(args.parameters_file), args.parameters_file))
+        if args.parameters_yaml:
+            values.update(_yaml_mapping(args.parameters_yaml, "-y"))
+        for name, text in args.parameters:
+            values[name] = convert_text_value(declared.get(name), text)
+        for name, text in args.parameters_raw:
+            values[name] = text
+        secrets: dict[str, str] = {}
+        for name in args.secret:
+            if name not in os.environ:
+                raise _UsageError(f"--secret {name}: no environment variable {name!r} is set")
+            secrets[name] = os.environ[name]
         result = ex.execute(
             args.notebook,
             output_path=args.output,

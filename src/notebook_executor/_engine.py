@@ -185,6 +185,18 @@ class KernelEngine:
 
         loop.submit(prestart())
 
+    def anticipate(self) -> None:
+        """Prepare the first kernel start before the first run is known (see
+        :meth:`KernelPool.anticipate <notebook_executor._pool.KernelPool.anticipate>`)."""
+        if not self.fork:
+            return
+        loop, pool = self._kernel_loop()
+
+        async def anticipate() -> None:
+            pool.anticipate()
+
+        loop.submit(anticipate())
+
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""
         with self._lock:

@@ -128,6 +128,19 @@ class NotebookExecutor:
 
     # -- running ---------------------------------------------------------------------------
 
+    def _prepare_first_kernel(self) -> None:
+        """Let the engine prepare the first kernel start now, before any run is known.
+
+        For the command line, which runs one notebook and has the source to read and check
+        meanwhile. The default engine starts a template that imports ipykernel and forks the
+        first kernel once a run asks for one; no kernel starts before that. An engine without
+        ``anticipate`` does nothing.
+        """
+        self._check_open()
+        anticipate = getattr(self._engine, "anticipate", None)
+        if anticipate is not None:
+            anticipate()
+
     def execute(
         self,
         input_path: PathLike,

@@ -90,10 +90,14 @@ class ForkServer:
     env : dict
         The environment the template starts with; runs whose start-up variables differ from it
         are not forked (see :meth:`compatible`).
+    data_modules : bool, default True
+        Preload the common data modules (scrapbook, pandas, numpy) besides ipykernel's own;
+        without them the template is ready in about half the time.
     """
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, data_modules: bool = True) -> None:
         self._env = dict(env)
+        self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -147,6 +151,7 @@ class ForkServer:
                         *script_command("__nbx_template__"),
                         str(child.fileno()),
                         str(os.getpid()),
+                        self._preload,
                     ],
                     env=self._env,
                     stdin=subprocess.DEVNULL,
@@ -243,9 +248,10 @@ class ForkServer:
         process, self._process = self._process, None
         if process is not None:
             # The template holds no state worth a polite exit, and may be busy importing for
-            # a while yet before it would notice the closed socket.
+            # a while yet before it would notice the closed socket. Once ready, it may have
+            # children, whose process groups it kills on its way out: give it a moment.
             try:
-                process.wait(timeout=0.2)
+                process.wait(timeout=0.2 if self.pid is not None else 0)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

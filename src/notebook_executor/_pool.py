@@ -10,6 +10,9 @@ stopped in the background and the pool starts a new one.
 The pool starts filling only once the engine has run something (a one-shot command pays for
 nothing it does not use), and from then on new kernels are forked from a template process
 (:mod:`._forkserver`) where the platform allows it, which costs a small fraction of a launch.
+A caller that knows a run is coming (the command line) may :meth:`KernelPool.anticipate` it:
+a lighter template, of ipykernel alone, then imports while the caller reads and checks the
+run, and the first kernel is forked from it once the run is known to be good.
 """
 
 from __future__ import annotations
@@ -125,6 +128,9 @@ class KernelPool:
         self._background: set[asyncio.Task[Any]] = set()
         self._server: ForkServer | None = None
         self._server_ready: asyncio.Task[None] | None = None
+        #: A template of ipykernel alone, started by :meth:`anticipate` for the first kernel.
+        self._first: ForkServer | None = None
+        self._first_ready: asyncio.Task[None] | None = None
         self._context: Any = None
         self._acquired = 0
         self._released = 0
@@ -179,6 +185,22 @@ class KernelPool:
         task.add_done_callback(_ignore_result)
         entries.append(task)
 
+    def anticipate(self) -> None:
+        """Get ready to start the first kernel sooner, before anyone knows what it will run.
+
+        Starts a template process that imports ipykernel (no kernel, no sockets, nothing of
+        any run): the first native kernel is then forked from it instead of launched, which
+        saves the caller the import time it spends meanwhile, reading and checking its run.
+        """
+        if self._closed or self._first is not None or self._server is not None:
+            return
+        server = self._new_server(data_modules=False)
+        if server is not None:
+            self._first = server
+            self._first_ready = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(server.wait_ready)
+            )
+
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
         """Stop a used kernel in the background (it never serves another run), then refill."""
         self._released += 1
@@ -204,13 +226,15 @@ class KernelPool:
         self._idle.clear()
         for task in idle:
             self._discard(task)
-        if self._server_ready is not None:
-            self._server_ready.cancel()
+        for ready in (self._server_ready, self._first_ready):
+            if ready is not None:
+                ready.cancel()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        if self._server is not None:
-            server, self._server = self._server, None
-            await asyncio.get_running_loop().run_in_executor(None, server.close)
+        for server in (self._server, self._first):
+            if server is not None:
+                await asyncio.get_running_loop().run_in_executor(None, server.close)
+        self._server = self._first = None
         if self._context is not None:
             self._context.destroy(linger=0)
             self._context = None
@@ -337,38 +361,61 @@ class KernelPool:
         """The fork server when it can fork for ``env``; starts it after the first run."""
         if not self._fork or self._closed:
             return None
-        from ._forkserver import ForkServer, ForkServerError, fork_supported
-
-        if not fork_supported():
-            return None
         if self._server is None:
-            # The first run starts its kernel the ordinary way; the template comes after it.
             if self._released < 1 and self._acquired < 2:
-                return None
-            self._server = ForkServer(kernel_environment(None))
-            # Spawned from the loop thread, which lives as long as the engine: the template's
-            # parent-death signal is tied to the thread that created it.
-            try:
-                self._server.spawn()
-            except (OSError, ForkServerError) as exc:
-                logger.info("kernels will be launched, not forked: %s", exc)
-                self._fork = False
+                # The first run starts its kernel the ordinary way, or from the template of
+                # :meth:`anticipate`, started earlier than any launch could be: wait for it.
+                # The template of the warm kernels comes after it.
+                if self._first is None or self._first_ready is None:
+                    return None
+                return await self._usable(self._first, self._first_ready, env, cwd, wait=True)
+            self._server = self._new_server(data_modules=True)
+            if self._server is None:
                 return None
             self._server_ready = asyncio.get_running_loop().create_task(
                 asyncio.to_thread(self._server.wait_ready)
             )
         assert self._server_ready is not None
-        if not self._server_ready.done() and wait:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(self._server_ready)
-        if not self._server_ready.done():
+        return await self._usable(self._server, self._server_ready, env, cwd, wait=wait)
+
+    def _new_server(self, *, data_modules: bool) -> ForkServer | None:
+        """A spawned template, or None where kernels cannot be forked."""
+        from ._forkserver import ForkServer, ForkServerError, fork_supported
+
+        if not self._fork or not fork_supported():
             return None
-        if self._server_ready.cancelled() or self._server_ready.exception() is not None:
-            if self._fork:
-                logger.info("kernels will be launched, not forked: %s", self._server_ready)
+        server = ForkServer(kernel_environment(None), data_modules=data_modules)
+        # Spawned from the loop thread, which lives as long as the engine: the template's
+        # parent-death signal is tied to the thread that created it.
+        try:
+            server.spawn()
+        except (OSError, ForkServerError) as exc:
+            logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
-        return self._server if self._server.compatible(env, cwd) else None
+        return server
+
+    async def _usable(
+        self,
+        server: ForkServer,
+        ready: asyncio.Task[None],
+        env: dict[str, str],
+        cwd: Path,
+        *,
+        wait: bool,
+    ) -> ForkServer | None:
+        """``server`` if it is ready (after waiting, with ``wait``) and can fork for ``env``."""
+        if not ready.done() and wait:
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(ready)
+        if not ready.done():
+            return None
+        if ready.cancelled() or ready.exception() is not None:
+            if self._fork:
+                logger.info("kernels will be launched, not forked: %s", ready)
+            self._fork = False
+            return None
+        return server if server.compatible(env, cwd) else None
 
 
 def _ignore_result(task: asyncio.Task[Any]) -> None:

@@ -34,7 +34,7 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-#: Modules a kernel (and the notebooks of this project) nearly always import.
+#: Modules every kernel imports: the template preloads them.
 PRELOAD = (
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -55,6 +55,10 @@ PRELOAD = (
     "tornado.locks",
     "sqlite3",
     "jupyter_client.session",
+)
+
+#: Modules the notebooks of this project often import, preloaded too unless ``kernel`` only.
+DATA_PRELOAD = (
     "scrapbook",
     "pandas",
     "numpy",
@@ -102,9 +106,9 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _preload() -> list[str]:
+def _preload(data: bool) -> list[str]:
     loaded = []
-    for name in PRELOAD:
+    for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
         try:
             __import__(name)
         except Exception:  # a missing optional module only makes kernels start slower
@@ -252,8 +256,13 @@ def serve(control: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``main([control_fd, host_pid])``: preload, report readiness, serve."""
+    """``main([control_fd, host_pid, preload])``: preload, report readiness, serve.
+
+    ``preload`` is ``all`` (:data:`PRELOAD` and :data:`DATA_PRELOAD`) or ``kernel``
+    (:data:`PRELOAD` only: ready sooner).
+    """
     control_fd, host_pid = int(argv[0]), int(argv[1])
+    data = (argv[2] if len(argv) > 2 else "all") != "kernel"
     die_with_parent(host_pid)
     # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -261,7 +270,7 @@ def main(argv: list[str]) -> None:
     # ``python -c`` put the working directory first on sys.path: imports come from packages only.
     while sys.path and sys.path[0] == "":
         del sys.path[0]
-    loaded = _preload()
+    loaded = _preload(data)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # Objects that exist now are shared with every child; keep the collector off their pages.
     gc.collect()

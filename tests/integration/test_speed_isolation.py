@@ -321,3 +321,48 @@ def test_used_kernels_exit_when_asked_and_flush_the_files_left_open(
     for i in range(runs):
         assert (workdir / f"plain-{i}.txt").read_text() == f"plain {i}"
         assert (workdir / f"cycle-{i}.txt").read_text() == f"cycle {i}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
+def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    """What the command line does: a template importing ipykernel starts before the source is
+    read; the first kernel is forked from it, fresh, in the run's cwd and environment; the
+    warm kernels after it come from the full template; close() leaves nothing behind."""
+    before = set(_descendants(os.getpid()))
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        ex._prepare_first_kernel()
+        pool = engine.pool
+        assert pool is not None
+        first = ex.execute(workdir / "probe.py", parameters={"mark": "1"}, env={"NBX_PROBE": "e"})
+        assert (pool.stats["forked"], pool.stats["launched"]) == (1, 0)
+        scraps = ex.collect_outputs(first["run_id"])
+        assert (scraps["leaked"], scraps["env"]) == (False, "e")
+        assert scraps["cwd"] == str(workdir.resolve())
+        assert pool._first is not None and scraps["pid"] != pool._first.pid
+        # The forked kernel of the first run exits like any other; so does a later one.
+        second = ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"])
+        assert second["leaked"] is False and second["pid"] != scraps["pid"]
+        during = set(_descendants(os.getpid())) - before
+    assert {pid for pid in during if _alive(pid)} == set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
+def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    from notebook_executor import ParameterError
+
+    before = set(_descendants(os.getpid()))
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        ex._prepare_first_kernel()
+        with pytest.raises(ParameterError, match="unknown parameter 'nope'"):
+            ex.execute(workdir / "probe.py", parameters={"nope": 1})
+        pool = engine.pool
+        assert pool is not None
+        assert (pool.stats["forked"], pool.stats["launched"]) == (0, 0)
+        during = set(_descendants(os.getpid())) - before
+        assert all("_template_kernel" in _descendants(os.getpid())[pid] for pid in during)
+    assert {pid for pid in during if _alive(pid)} == set()
+    assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))

@@ -123,7 +123,13 @@ class FakeEngine:
         self.jobs: list[RunJob] = []
         self.outcomes: list[EngineOutcome] = []
         self.closed = 0
+        #: Calls of :meth:`anticipate`, with the number of jobs run before each.
+        self.anticipated: list[int] = []
         self.before_cell = before_cell
+
+    def anticipate(self) -> None:
+        """Record that the caller asked to prepare the first kernel start."""
+        self.anticipated.append(len(self.jobs))
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job.notebook`` in place and return what happened."""
