@@ -362,7 +362,8 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
         pool = engine.pool
         assert pool is not None
         assert (pool.stats["forked"], pool.stats["launched"]) == (0, 0)
-        during = set(_descendants(os.getpid())) - before
-        assert all("_template_kernel" in _descendants(os.getpid())[pid] for pid in during)
+        now = _descendants(os.getpid())
+        during = set(now) - before
+        assert all("_template_kernel" in now[pid] for pid in during)
     assert {pid for pid in during if _alive(pid)} == set()
     assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))
