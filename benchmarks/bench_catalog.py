@@ -28,8 +28,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from notebook_executor import NotebookExecutor, _records
-from notebook_executor._catalog import Catalog
+from notebook_executor import NotebookExecutor
+from notebook_executor._catalog.store import Catalog
+from notebook_executor._run import records as _records
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "dataframe.py"

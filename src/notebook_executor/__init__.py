@@ -7,7 +7,6 @@
 Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
 """
 
-from ._engine import Engine, EngineOutcome, RunJob
 from ._errors import (
     CatalogError,
     NotebookExecutorError,
@@ -16,7 +15,8 @@ from ._errors import (
     RunNotFoundError,
 )
 from ._executor import NotebookExecutor
-from ._sources import read_notebook, write_notebook
+from ._run.sources import read_notebook, write_notebook
+from .engine import Engine, EngineOutcome, RunJob
 
 __version__ = "0.1.0"
 

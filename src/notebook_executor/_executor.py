@@ -7,44 +7,33 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import socket
-import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _records
-from ._engine import CellFailure, Engine, EngineOutcome, KernelEngine, RunJob
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
-from ._kernels import choose_kernel, kernel_environment
-from ._parameters import (
-    INJECTED_TAG,
-    declared_parameters,
-    inject_parameters,
-    validate_parameters,
-)
+from ._kernels.kernel_engine import KernelEngine
 from ._progress import cell_progress, run_progress
-from ._results import CellMap, annotate_cells, build_result, redact
-from ._scraps import decode_scrap, find_scraps
-from ._sources import load_source
-from ._sources import read_notebook as _read_notebook
-from ._sources import write_notebook as _write_notebook
+from ._run import records as _records
+from ._run.parameters import declared_parameters
+from ._run.plan import PathLike, Plan, check_seconds, plan_run
+from ._run.runner import run_plan
+from ._run.scraps import decode_scrap, find_scraps
+from ._run.sources import load_source
+from ._run.sources import read_notebook as _read_notebook
+from ._run.sources import write_notebook as _write_notebook
+from .engine import Engine
 
 if TYPE_CHECKING:
     import pandas as pd
     from nbformat import NotebookNode
 
-    from ._catalog import Catalog
+    from ._catalog.store import Catalog
 
 __all__ = ["NotebookExecutor"]
 
 logger = logging.getLogger(__name__)
-
-PathLike = str | os.PathLike[str]
 
 
 class NotebookExecutor:
@@ -94,8 +83,8 @@ class NotebookExecutor:
         self.runs_dir = Path(runs_dir)
         self.progress = progress
         self.kernel_name = kernel_name
-        self.timeout = _check_seconds("timeout", timeout)
-        self.cell_timeout = _check_seconds("cell_timeout", cell_timeout)
+        self.timeout = check_seconds("timeout", timeout)
+        self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
         if engine is not None and warm_kernels is not None:
             raise NotebookExecutorError("warm_kernels applies to the default engine only")
         if warm_kernels is not None and (
@@ -203,8 +192,8 @@ class NotebookExecutor:
         prestart = getattr(self._engine, "prestart", None)
         if prestart is not None:
             prestart(plan.job)
-        cells = sum(1 for cell in plan.notebook.cells if cell.cell_type == "code")
-        with cell_progress(cells, Path(plan.shown).name, self.progress) as on_cell:
+        cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
+        with cell_progress(cells, Path(plan.notebook).name, self.progress) as on_cell:
             plan.job.on_cell = on_cell
             return self._run(plan)
 
@@ -314,164 +303,22 @@ class NotebookExecutor:
     def _open_catalog(self) -> Catalog:
         self._check_open()
         if self._catalog is None:
-            from ._catalog import Catalog
+            from ._catalog.store import Catalog
 
             self._catalog = Catalog(self.runs_dir)
         return self._catalog
 
-    def _plan(
-        self,
-        input_path: PathLike,
-        *,
-        output_path: PathLike | None,
-        parameters: Mapping[str, Any] | None,
-        timeout: float | None = None,
-        cell_timeout: float | None = None,
-        request: str | None = None,
-        cwd: PathLike | None = None,
-        env: Mapping[str, str] | None = None,
-        secrets: Mapping[str, str] | None = None,
-    ) -> _Plan:
-        _check_path("input_path", input_path)
-        if output_path is not None:
-            _check_path("output_path", output_path)
-        if cwd is not None:
-            _check_path("cwd", cwd)
-        shown = os.fspath(input_path)
-        if parameters is not None and not isinstance(parameters, Mapping):
-            raise NotebookExecutorError(
-                f"parameters must be a mapping of name to value, got {type(parameters).__name__}"
-            )
-        if request is not None and not isinstance(request, str):
-            raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
-        extra_env = _check_env("env", env)
-        secret_env = _check_env("secrets", secrets)
-        if output_path is not None and Path(output_path).suffix.lower() != ".ipynb":
-            raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
-        run_timeout = _check_seconds("timeout", timeout if timeout is not None else self.timeout)
-        per_cell = _check_seconds(
-            "cell_timeout", cell_timeout if cell_timeout is not None else self.cell_timeout
-        )
-        loaded = load_source(input_path)
-        declared = declared_parameters(loaded.notebook)
-        given = dict(parameters or {})
-        effective = validate_parameters(declared, given)
-        kernel = choose_kernel(shown, self.kernel_name, loaded.notebook.metadata.get("kernelspec"))
-        if cwd is not None:
-            workdir = Path(cwd)
-            if not workdir.is_dir():
-                raise NotebookExecutorError(f"cwd {os.fspath(cwd)!r} is not a directory")
-        else:
-            workdir = loaded.path.parent
-        notebook = loaded.notebook
-        _start_afresh(notebook)
-        injected_at = inject_parameters(
-            notebook, {name: effective[name] for name in given}, kernel.language
-        )
-        environment = kernel_environment({**extra_env, **secret_env})
-        return _Plan(
-            shown=shown,
-            loaded_path=loaded.path,
-            sha256=loaded.sha256,
-            source_format=loaded.format.name,
-            notebook=notebook,
-            cell_map=CellMap(injected_at),
-            parameters=effective,
-            request=request,
-            output_path=None if output_path is None else Path(output_path),
-            job=RunJob(
-                notebook=notebook,
-                kernel=kernel,
-                cwd=workdir.resolve(),
-                env=environment,
-                cell_timeout=per_cell,
-                timeout=run_timeout,
-            ),
-            env_names=sorted(extra_env),
-            secrets=secret_env,
-        )
+    def _run(self, plan: Plan) -> dict[str, Any]:
+        return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
-    def _run(self, plan: _Plan) -> dict[str, Any]:
-        started = _records.now_utc()
-        clock = time.perf_counter()
-        run_id = _records.new_run_id(plan.loaded_path, started)
-        run_path = _records.run_notebook_path(self.runs_dir, run_id)
-        output_path = plan.output_path or run_path
-        provenance = {
-            "record_version": _records.RECORD_VERSION,
-            "uuid": str(uuid.uuid4()),
-            "source": {
-                "path": _records.display_path(plan.loaded_path),
-                "sha256": plan.sha256,
-                "format": plan.source_format,
-            },
-            "kernel": {"name": plan.job.kernel.name, "language": plan.job.kernel.language},
-            "environment": _records.environment_record(),
-            "env_names": plan.env_names,
-            "secret_names": sorted(plan.secrets),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-        }
-        record: dict[str, Any] = {
-            "run_id": run_id,
-            "status": "running",
-            "error_kind": None,
-            "notebook": _records.display_path(plan.shown),
-            "output_path": _records.display_path(output_path),
-            "parameters": redact(plan.parameters, plan.secrets),
-            "request": redact(plan.request, plan.secrets),
-            "started_at": _records.iso(started),
-            **provenance,
-        }
-        # The injected parameters may hold a secret's value too: the first write is redacted.
-        started_notebook = redact(plan.notebook, plan.secrets)
-        _records.write_run_files(self.runs_dir, run_id, started_notebook, record, final=False)
-        self._catalog_call("begin", record)
-        interrupted: BaseException | None = None
-        try:
-            outcome = self._engine.run(plan.job)
-        except KeyboardInterrupt as exc:
-            interrupted = exc
-            partial = getattr(exc, "outcome", None)
-            outcome = partial if isinstance(partial, EngineOutcome) else EngineOutcome()
-            if outcome.failure is None:
-                outcome.failure = CellFailure(
-                    _cancelled_cell(plan.notebook, outcome),
-                    "cancelled",
-                    "KeyboardInterrupt",
-                    "the run was cancelled",
-                    [],
-                )
-        finished = _records.now_utc()
-        annotate_cells(plan.notebook, outcome)
-        result = build_result(
-            run_id=run_id,
-            notebook_path=plan.shown,
-            output_path=os.fspath(output_path),
-            parameters=plan.parameters,
-            request=plan.request,
-            started_at=_records.iso(started),
-            finished_at=_records.iso(finished),
-            duration_seconds=time.perf_counter() - clock,
-            executed=plan.notebook,
-            outcome=outcome,
-            cell_map=plan.cell_map,
+    def _plan(self, input_path: PathLike, **options: Any) -> Plan:
+        return plan_run(
+            input_path,
+            kernel_name=self.kernel_name,
+            default_timeout=self.timeout,
+            default_cell_timeout=self.cell_timeout,
+            **options,
         )
-        result = dict(redact(result, plan.secrets))
-        executed = redact(plan.notebook, plan.secrets)
-        stored = {
-            **result,
-            "notebook": record["notebook"],
-            "output_path": record["output_path"],
-            **provenance,
-        }
-        _records.write_run_files(self.runs_dir, run_id, executed, stored, final=True)
-        if plan.output_path is not None:
-            _write_notebook(executed, plan.output_path)
-        self._catalog_call("finish", stored)
-        if interrupted is not None:
-            raise interrupted
-        return result
 
     def _catalog_call(self, method: str, record: Mapping[str, Any]) -> None:
         # The files are the truth; a catalog that cannot be written is rebuilt by reindex.
@@ -481,27 +328,9 @@ class NotebookExecutor:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
 
 
-@dataclass
-class _Plan:
-    """A checked run, ready to start: everything validated, nothing started."""
-
-    shown: str
-    loaded_path: Path
-    sha256: str
-    source_format: str
-    notebook: NotebookNode
-    cell_map: CellMap
-    parameters: dict[str, Any]
-    request: str | None
-    output_path: Path | None
-    job: RunJob
-    env_names: list[str]
-    secrets: dict[str, str]
-
-
 def _run_all(
-    run: Callable[[_Plan], dict[str, Any]],
-    plans: list[_Plan],
+    run: Callable[[Plan], dict[str, Any]],
+    plans: list[Plan],
     workers: int,
     wanted: bool | None,
 ) -> list[dict[str, Any]]:
@@ -530,61 +359,3 @@ def _run_all(
     finally:
         if progress is not None:
             progress.close()
-
-
-def _check_seconds(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise NotebookExecutorError(f"{name} must be a positive number of seconds, got {value!r}")
-    if math.isinf(value):
-        return None
-    return float(value)
-
-
-def _check_path(name: str, value: object) -> None:
-    if isinstance(value, (str, os.PathLike)):
-        return
-    hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
-    raise NotebookExecutorError(f"{name} must be a path, got {type(value).__name__}{hint}")
-
-
-def _check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
-    if values is None:
-        return {}
-    if not isinstance(values, Mapping):
-        raise NotebookExecutorError(f"{kind} must be a mapping of names to strings")
-    checked: dict[str, str] = {}
-    for name, value in values.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise NotebookExecutorError(f"{kind}: {name!r} is not a valid environment name")
-        if not isinstance(value, str) or "\x00" in value:
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
-        checked[name] = value
-    return checked
-
-
-def _start_afresh(notebook: NotebookNode) -> None:
-    """Drop what an executed ``.ipynb`` source carries over from an earlier run.
-
-    Its outputs and execution counts would pass for this run's in cells that never run (and
-    its scraps for this run's scraps); its injected parameters would override this run's.
-    Cells are kept, so indices still match ``read_notebook(source).cells``.
-    """
-    for cell in notebook.cells:
-        if cell.cell_type != "code":
-            continue
-        cell.outputs = []
-        cell.execution_count = None
-        cell.metadata.pop("execution", None)
-        tags = cell.metadata.get("tags", [])
-        if INJECTED_TAG in tags:
-            cell.metadata["tags"] = [tag for tag in tags if tag != INJECTED_TAG]
-            cell.source = "# Parameters injected by an earlier run: not applied to this run."
-
-
-def _cancelled_cell(notebook: NotebookNode, outcome: EngineOutcome) -> int:
-    """The code cell that was running when the run was cancelled: the first not completed."""
-    done = set(outcome.completed)
-    codes = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
-    return next((i for i in codes if i not in done), codes[-1] if codes else 0)

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
-from notebook_executor._sources import MAX_SOURCE_BYTES
+from notebook_executor._run.sources import MAX_SOURCE_BYTES
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:nbformat.validator")
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from notebook_executor import _records
-from notebook_executor._catalog import Catalog
-from notebook_executor._records import RESULT_KEYS
+from notebook_executor._catalog.store import Catalog
+from notebook_executor._run import records as _records
+from notebook_executor._run.records import RESULT_KEYS
 
 NOTEBOOK = """# %% tags=["parameters"]
 x: int = 0
@@ -39,7 +39,7 @@ from notebook_executor import EngineOutcome, NotebookExecutor
 class FakeEngine:
     def run(self, job):
         outcome, namespace = EngineOutcome(), {}
-        for index, cell in enumerate(job.notebook.cells):
+        for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
             def glue(name, value, cell=cell):
@@ -68,7 +68,7 @@ print(json.dumps(ids))
 READER = r"""
 import json, math, sys, time
 from pathlib import Path
-from notebook_executor._catalog import Catalog
+from notebook_executor._catalog.store import Catalog
 
 runs_dir, stop = sys.argv[1], Path(sys.argv[2])
 problems, snapshots, largest = [], 0, 0

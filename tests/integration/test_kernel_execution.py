@@ -21,13 +21,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from notebook_executor import (
-    NotebookExecutor,
-    NotebookExecutorError,
-    ParameterError,
-    read_notebook,
-)
-from notebook_executor._engine import KernelEngine
+from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError, read_notebook
+from notebook_executor._kernels.kernel_engine import KernelEngine
 
 pytestmark = pytest.mark.kernel
 

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._engine import KernelEngine
+from notebook_executor._kernels.kernel_engine import KernelEngine
 
 pytestmark = pytest.mark.kernel
 

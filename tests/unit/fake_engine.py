@@ -40,7 +40,8 @@ from typing import Any
 import nbformat
 
 from notebook_executor import EngineOutcome, RunJob
-from notebook_executor._engine import CellFailure, ErrorKind, RunCancelled, notify_cell
+from notebook_executor._kernels.kernel_engine import notify_cell
+from notebook_executor.engine import CellFailure, ErrorKind, RunCancelled
 
 __all__ = [
     "FakeEngine",
@@ -132,7 +133,7 @@ class FakeEngine:
         self.anticipated.append(len(self.jobs))
 
     def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job.notebook`` in place and return what happened."""
+        """Execute ``job.nb`` in place and return what happened."""
         self.jobs.append(job)
         outcome = EngineOutcome()
         self.outcomes.append(outcome)
@@ -146,7 +147,7 @@ class FakeEngine:
         }
         count = 0
         with _environ(job.env):
-            for index, cell in enumerate(job.notebook.cells):
+            for index, cell in enumerate(job.nb.cells):
                 if cell.cell_type != "code":
                     continue
                 if self.before_cell is not None:

@@ -32,12 +32,12 @@ from notebook_executor import (
     NotebookExecutorError,
     RunJob,
     RunNotFoundError,
-    _catalog,
-    _records,
 )
-from notebook_executor._catalog import Catalog
-from notebook_executor._cli import main
-from notebook_executor._engine import CellFailure
+from notebook_executor._catalog import store as _catalog
+from notebook_executor._catalog.store import Catalog
+from notebook_executor._faces.cli import main
+from notebook_executor._run import records as _records
+from notebook_executor.engine import CellFailure
 
 ALPHA = """# %% tags=["parameters"]
 x: int = 1
@@ -82,7 +82,7 @@ class FakeEngine:
     def run(self, job: RunJob) -> EngineOutcome:
         outcome = EngineOutcome()
         namespace: dict[str, Any] = {}
-        for index, cell in enumerate(job.notebook.cells):
+        for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from fake_engine import FakeEngine
 
-from notebook_executor import NotebookExecutor, _cli, read_notebook
-from notebook_executor._cli import main
+from notebook_executor import NotebookExecutor, read_notebook
+from notebook_executor._faces.cli import common as _cli_common
+from notebook_executor._faces.cli import main
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1  # how many
@@ -42,7 +43,7 @@ def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeE
     def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
         return NotebookExecutor(runs_dir=args.runs_dir, engine=engine, **options)
 
-    monkeypatch.setattr(_cli, "_executor", factory)
+    monkeypatch.setattr(_cli_common, "executor", factory)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -141,7 +141,7 @@ def test_run_files_are_written_under_the_start_date(ex: NotebookExecutor, workdi
     record = executed.metadata["notebook_executor"]
     assert record["run_id"] == result["run_id"]
     assert record["source"]["path"] == "nb.py"
-    assert record["source"]["sha256"] == notebook_executor._sources.load_source("nb.py").sha256
+    assert record["source"]["sha256"] == notebook_executor._run.sources.load_source("nb.py").sha256
     assert record["kernel"]["name"] == "python3"
     assert "nbformat" in record["environment"]["packages"]
     stdout = executed.cells[2].outputs[0]

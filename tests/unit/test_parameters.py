@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import ParameterError
-from notebook_executor._literals import is_literal_value, to_literal
-from notebook_executor._parameters import (
+from notebook_executor._run.literals import is_literal_value, to_literal
+from notebook_executor._run.parameters import (
     INJECTED_TAG,
     Parameter,
     convert_text_value,

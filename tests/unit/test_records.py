@@ -17,8 +17,9 @@ from fake_engine import scrap_output
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from notebook_executor import RunNotFoundError, _records
-from notebook_executor._records import (
+from notebook_executor import RunNotFoundError
+from notebook_executor._run import records as _records
+from notebook_executor._run.records import (
     display_path,
     new_run_id,
     read_record,

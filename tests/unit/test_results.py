@@ -10,8 +10,7 @@ import pytest
 from fake_engine import scrap_output
 
 from notebook_executor import EngineOutcome
-from notebook_executor._engine import CellFailure
-from notebook_executor._results import (
+from notebook_executor._run.results import (
     MAX_ERROR_CHARS,
     CellMap,
     annotate_cells,
@@ -19,6 +18,7 @@ from notebook_executor._results import (
     redact,
     strip_ansi,
 )
+from notebook_executor.engine import CellFailure
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor import _workdirs
-from notebook_executor._workdirs import make_workdir, sweep_stale
+from notebook_executor._kernels import workdirs as _workdirs
+from notebook_executor._kernels.workdirs import make_workdir, sweep_stale
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX locks")
 
@@ -74,7 +74,7 @@ def test_an_abandoned_workdir_is_swept_once_old_enough(tmp_root: Path) -> None:
 
 HOLDER = """
 import sys, time
-from notebook_executor._workdirs import make_workdir
+from notebook_executor._kernels.workdirs import make_workdir
 workdir = make_workdir()
 print(workdir.path, flush=True)
 time.sleep(600)

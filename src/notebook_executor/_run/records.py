@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import NotebookSourceError, RunNotFoundError
-from ._results import strip_ansi
-from ._scraps import find_scraps, summarize_scrap
-from ._sources import atomic_write_text
+from .._errors import NotebookSourceError, RunNotFoundError
+from .results import strip_ansi
+from .scraps import find_scraps, summarize_scrap
+from .sources import atomic_write_text
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

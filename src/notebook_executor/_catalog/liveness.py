@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._catalog_rows import epoch
+from .rows import epoch
 
 __all__ = ["LOCKS_DIR", "RunLocks", "flocked"]
 
@@ -35,7 +35,7 @@ _CLOCK_SLACK_SECONDS = 2.0
 class RunLocks:
     """This process's liveness locks on runs under ``runs_dir``, and the test for dead runs.
 
-    Not thread-safe on its own: the :class:`~notebook_executor._catalog.Catalog` owning it
+    Not thread-safe on its own: the :class:`~notebook_executor._catalog.store.Catalog` owning it
     serialises every call.
 
     Parameters

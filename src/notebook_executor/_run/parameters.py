@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ParameterError
-from ._literals import is_literal_value, to_literal
+from .._errors import ParameterError
+from .literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

@@ -21,19 +21,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import NotebookSourceError
-from ._workdirs import Workdir, make_workdir
+from .._errors import NotebookSourceError
+from ..engine import KernelChoice
+from .options import KERNEL_OPTIONS, NATIVE_KERNEL_NAME, script_command
+from .workdirs import Workdir, make_workdir
 
 if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import AsyncKernelManager
 
-    from ._forkserver import ForkServer
+    from .forkserver import ForkServer
 
 __all__ = [
-    "NATIVE_KERNEL_NAME",
-    "KernelChoice",
     "RunningKernel",
     "choose_kernel",
     "kernel_environment",
@@ -43,20 +43,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-NATIVE_KERNEL_NAME = "python3"
-
 #: Seconds a kernel asked to shut down has to exit before it is killed.
 SHUTDOWN_GRACE = 3.0
-
-
-@dataclass(frozen=True)
-class KernelChoice:
-    """The kernel a run will use."""
-
-    name: str
-    language: str
-    #: True when the kernel is this interpreter's ipykernel rather than an installed kernelspec.
-    native: bool
 
 
 def choose_kernel(
@@ -86,23 +74,6 @@ def choose_kernel(
             shown_path, f"kernel {name!r} is not installed (available: {available})"
         ) from None
     return KernelChoice(name, spec.language or "python", native=False)
-
-
-#: Options of every native kernel. IPython's history database is off: a run's cells (and the
-#: parameters injected into them) never land in ``~/.ipython``, and no thread writes it. The
-#: kernel's fixed pause before each execute reply is off: we read a cell's outputs up to the
-#: kernel's idle status, which comes after them on the same channel, never up to the reply.
-KERNEL_OPTIONS = ("--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0")
-
-
-#: The kernel-side script: native kernels run it (see :mod:`._template_kernel`).
-KERNEL_SCRIPT = Path(__file__).with_name("_template_kernel.py")
-
-
-def script_command(role: str) -> list[str]:
-    """The command that runs :data:`KERNEL_SCRIPT` as ``role`` with this interpreter."""
-    bootstrap = f"import runpy, sys; runpy.run_path(sys.argv[1], run_name={role!r})"
-    return [sys.executable, "-c", bootstrap, str(KERNEL_SCRIPT)]
 
 
 def _native_spec() -> KernelSpec:
@@ -215,7 +186,7 @@ async def start_kernel(
     )
     manager.ip = str(workdir.path / "k")
     if forkserver is not None:
-        from ._forkserver import make_fork_provisioner
+        from .forkserver import make_fork_provisioner
 
         manager.kernel_id = str(uuid.uuid4())
         manager.provisioner = make_fork_provisioner(manager, forkserver, str(stderr_path))

@@ -1,10 +1,10 @@
 """How one notebook runs on one kernel: the only module that talks to kernels.
 
-:class:`Engine` is the seam. :class:`KernelEngine` executes cells through nbclient on a fresh
-kernel per run, with a per-cell timeout, a whole-run deadline (nbclient has none: each cell gets
-the smaller of its own limit and what is left of the run), and a truthful account of what ran:
-cells that never ran keep no execution count and no outputs. Tests of everything around the
-engine can hand the executor any object with the same ``run`` method.
+The seam is :mod:`notebook_executor.engine`. :class:`KernelEngine` executes cells through
+nbclient on a fresh kernel per run, with a per-cell timeout, a whole-run deadline (nbclient has
+none: each cell gets the smaller of its own limit and what is left of the run), and a truthful
+account of what ran: cells that never ran keep no execution count and no outputs. Tests of
+everything around the engine can hand the executor any object with the same ``run`` method.
 """
 
 from __future__ import annotations
@@ -14,105 +14,24 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING
 
-from ._kernels import KernelChoice, RunningKernel
+from ..engine import CellFailure, EngineOutcome, RunCancelled, RunJob
+from .launch import RunningKernel
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from ._pool import KernelLoop, KernelPool
+    from .pool import KernelLoop, KernelPool
 
-__all__ = [
-    "CellFailure",
-    "Engine",
-    "EngineOutcome",
-    "ErrorKind",
-    "KernelEngine",
-    "RunCancelled",
-    "RunJob",
-]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "notify_cell"]
 
 logger = logging.getLogger(__name__)
 
-ErrorKind = Literal["cell_error", "timeout", "kernel_died", "cancelled", "interrupted"]
-
 #: Longest a kernel may take to start and answer, when the run itself has no deadline.
 KERNEL_READY_TIMEOUT = 60.0
-
-
-@dataclass
-class RunJob:
-    """Everything an engine needs to run one notebook.
-
-    The engine executes ``notebook`` in place: outputs and execution counts are written into
-    its cells.
-    """
-
-    notebook: NotebookNode
-    kernel: KernelChoice
-    cwd: Path
-    env: dict[str, str]
-    cell_timeout: float | None = None
-    timeout: float | None = None
-    #: Called with a code cell's index each time one completes (from the engine's thread);
-    #: for progress display only: what it raises is logged and ignored.
-    on_cell: Callable[[int], None] | None = None
-
-
-@dataclass
-class CellFailure:
-    """Why and where a run stopped."""
-
-    index: int
-    kind: ErrorKind
-    ename: str
-    evalue: str
-    traceback: list[str]
-
-
-@dataclass
-class EngineOutcome:
-    """What happened during a run; indices are positions in the job's notebook."""
-
-    completed: list[int] = field(default_factory=list)
-    failure: CellFailure | None = None
-    cell_seconds: dict[int, float] = field(default_factory=dict)
-    cell_started: dict[int, str] = field(default_factory=dict)
-    kernel_seconds: float = 0.0
-
-
-class RunCancelled(KeyboardInterrupt):
-    """The caller interrupted a run; ``outcome`` says what ran before it stopped.
-
-    An engine that is interrupted raises this (any ``KeyboardInterrupt`` with an ``outcome``
-    attribute will do) so the run record keeps the cells that completed and names the one that
-    was running.
-    """
-
-    def __init__(self, outcome: EngineOutcome) -> None:
-        super().__init__("the run was cancelled")
-        self.outcome = outcome
-
-
-class Engine(Protocol):
-    """Runs one job and reports what happened; never raises for a failure in the notebook.
-
-    The one exception is Ctrl-C: the engine stops its kernel and raises :class:`RunCancelled`
-    carrying the partial outcome.
-    """
-
-    def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job.notebook`` in place and return the outcome."""
-        ...
-
-    def close(self) -> None:
-        """Release whatever the engine holds (kernels, processes)."""
-        ...
 
 
 def _now_iso() -> str:
@@ -126,7 +45,7 @@ class KernelEngine:
     ----------
     warm_kernels : int, optional
         Ready kernels to keep once the engine has run something (default
-        :data:`~notebook_executor._pool.DEFAULT_WARM_KERNELS`); 0 starts a kernel when a run
+        :data:`~notebook_executor._kernels.pool.DEFAULT_WARM_KERNELS`); 0 starts a kernel when a run
         asks for it. Either way no kernel ever serves two runs.
     fork : bool, default True
         Fork kernels from a template process that has already imported ipykernel and the
@@ -134,7 +53,7 @@ class KernelEngine:
     """
 
     def __init__(self, *, warm_kernels: int | None = None, fork: bool = True) -> None:
-        from ._pool import DEFAULT_WARM_KERNELS
+        from .pool import DEFAULT_WARM_KERNELS
 
         size = DEFAULT_WARM_KERNELS if warm_kernels is None else warm_kernels
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -176,7 +95,7 @@ class KernelEngine:
 
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will need now, while the caller still prepares the run."""
-        if not any(cell.cell_type == "code" for cell in job.notebook.cells):
+        if not any(cell.cell_type == "code" for cell in job.nb.cells):
             return
         loop, pool = self._kernel_loop()
 
@@ -187,7 +106,7 @@ class KernelEngine:
 
     def anticipate(self) -> None:
         """Prepare the first kernel start before the first run is known (see
-        :meth:`KernelPool.anticipate <notebook_executor._pool.KernelPool.anticipate>`)."""
+        :meth:`KernelPool.anticipate <notebook_executor._kernels.pool.KernelPool.anticipate>`)."""
         if not self.fork:
             return
         loop, pool = self._kernel_loop()
@@ -219,7 +138,7 @@ class KernelEngine:
         return self._pool
 
     def _kernel_loop(self) -> tuple[KernelLoop, KernelPool]:
-        from ._pool import KernelLoop, KernelPool
+        from .pool import KernelLoop, KernelPool
 
         with self._lock:
             if self._closed:
@@ -234,7 +153,7 @@ class KernelEngine:
     ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
-        code_cells = [i for i, c in enumerate(job.notebook.cells) if c.cell_type == "code"]
+        code_cells = [i for i, c in enumerate(job.nb.cells) if c.cell_type == "code"]
         first = code_cells[0] if code_cells else None
         if first is None:
             return
@@ -276,7 +195,7 @@ class KernelEngine:
 
         limit: dict[str, float | None] = {"seconds": None}
         client = NotebookClient(
-            job.notebook,
+            job.nb,
             km=kernel.manager,
             timeout_func=lambda cell: limit["seconds"],
             allow_errors=False,
@@ -285,7 +204,7 @@ class KernelEngine:
             raise_on_iopub_timeout=False,
         )
         client.kc = kernel.client
-        for index, cell in enumerate(job.notebook.cells):
+        for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
             state.current = index

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from . import _records
-from ._scraps import JSON_ENCODERS
+from .._run import records as _records
+from .._run.scraps import JSON_ENCODERS
 
 if TYPE_CHECKING:
     import pandas as pd

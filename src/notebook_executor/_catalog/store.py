@@ -22,9 +22,9 @@ truncated file) is moved aside as ``catalog.sqlite.corrupt-<timestamp>`` and reb
 fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. No
 raw ``sqlite3`` error leaves this module.
 
-This module holds :class:`Catalog`; the table and its SQL are in ``_catalog_sql``, the
-record <-> row conversion in ``_catalog_rows``, and the lock files and process checks in
-``_liveness``.
+This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
+record <-> row conversion in ``rows``, and the lock files and process checks in
+``liveness``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,12 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import _records
-from ._catalog_rows import mark_interrupted, result, row_from_record, scrap_frame
-from ._catalog_sql import (
+from .._errors import CatalogError, NotebookExecutorError, RunNotFoundError
+from .._run import records as _records
+from .._run.scraps import decode_scrap, find_scraps
+from .liveness import LOCKS_DIR, RunLocks, flocked
+from .rows import mark_interrupted, result, row_from_record, scrap_frame
+from .sql import (
     NEWEST_FIRST,
     SCHEMA_VERSION,
     SELECT_RESULT,
@@ -56,9 +59,6 @@ from ._catalog_sql import (
     upsert,
     write,
 )
-from ._errors import CatalogError, NotebookExecutorError, RunNotFoundError
-from ._liveness import LOCKS_DIR, RunLocks, flocked
-from ._scraps import decode_scrap, find_scraps
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -9,7 +9,7 @@ stopped in the background and the pool starts a new one.
 
 The pool starts filling only once the engine has run something (a one-shot command pays for
 nothing it does not use), and from then on new kernels are forked from a template process
-(:mod:`._forkserver`) where the platform allows it, which costs a small fraction of a launch.
+(:mod:`.forkserver`) where the platform allows it, which costs a small fraction of a launch.
 A caller that knows a run is coming (the command line) may :meth:`KernelPool.anticipate` it:
 a lighter template, of ipykernel alone, then imports while the caller reads and checks the
 run, and the first kernel is forked from it once the run is known to be good.
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._kernels import KernelChoice, RunningKernel, kernel_environment, start_kernel
-from ._workdirs import sweep_stale
+from ..engine import KernelChoice
+from .launch import RunningKernel, kernel_environment, start_kernel
+from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
-    from ._forkserver import ForkServer
+    from .forkserver import ForkServer
 
 __all__ = ["DEFAULT_WARM_KERNELS", "KernelLoop", "KernelPool"]
 
@@ -380,7 +381,7 @@ class KernelPool:
 
     def _new_server(self, *, data_modules: bool) -> ForkServer | None:
         """A spawned template, or None where kernels cannot be forked."""
-        from ._forkserver import ForkServer, ForkServerError, fork_supported
+        from .forkserver import ForkServer, ForkServerError, fork_supported
 
         if not self._fork or not fork_supported():
             return None

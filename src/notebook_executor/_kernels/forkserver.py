@@ -2,7 +2,7 @@
 
 Starting ``python -m ipykernel_launcher`` costs about a second of CPU, nearly all of it imports
 (IPython, ipykernel, zmq, tornado; pandas and scrapbook once the notebook runs). A
-:class:`ForkServer` starts, once, a template interpreter (:mod:`._template_kernel`) that imports
+:class:`ForkServer` starts, once, a template interpreter (:mod:`.template_kernel`) that imports
 those modules and then forks one child per kernel; each child is still a separate, fresh kernel
 process (its own pid, session, sockets, cwd and environment), it just skips the imports.
 
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._kernels import KERNEL_OPTIONS, script_command
+from .options import KERNEL_OPTIONS, script_command
 
 __all__ = ["ForkServer", "ForkedProcess", "fork_supported"]
 

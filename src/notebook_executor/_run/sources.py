@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._errors import NotebookSourceError
-from ._literals import to_literal
+from .._errors import NotebookSourceError
+from .literals import to_literal
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

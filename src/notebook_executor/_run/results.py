@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._engine import EngineOutcome
-from ._scraps import find_scraps, summarize_scrap
+from ..engine import EngineOutcome
+from .scraps import find_scraps, summarize_scrap
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

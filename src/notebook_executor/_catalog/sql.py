@@ -1,6 +1,6 @@
 """The catalog's SQLite side: the ``runs`` table, its statements, transactions and filters.
 
-One table, one row per run (see :mod:`notebook_executor._catalog_rows` for what a row holds),
+One table, one row per run (see :mod:`notebook_executor._catalog.rows` for what a row holds),
 indexed by start time, notebook name and status. ``PRAGMA user_version`` holds
 :data:`SCHEMA_VERSION`; an older catalog is dropped and rebuilt, a newer one refused. Every
 write is one short ``BEGIN IMMEDIATE`` transaction (:func:`write`), so a busy database waits
@@ -17,9 +17,9 @@ from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import _records
-from ._catalog_rows import STATUSES, parse_time
-from ._errors import CatalogError, NotebookExecutorError
+from .._errors import CatalogError, NotebookExecutorError
+from .._run import records as _records
+from .rows import STATUSES, parse_time
 
 __all__ = [
     "NEWEST_FIRST",

@@ -1,0 +1,1 @@
+"""The catalog: the SQLite index of run records, its rows, its queries and run liveness."""

@@ -1,0 +1,69 @@
+"""The ``notebook-executor`` command line; ``main(argv=None) -> int``.
+
+Exit status: 0 success, 1 the notebook failed (the result is still printed), 2 bad input or
+usage (one line on stderr naming the problem, no traceback). ``--json`` prints exactly one JSON
+document on stdout and nothing else there. This is the only package that configures logging.
+
+Each module here registers its commands (``register(commands)``); :data:`COMMAND_MODULES` lists
+them in the order ``--help`` shows them. A new command goes in a module of its own, named there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+from ..._errors import NotebookExecutorError
+from .common import EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, configure_logging, fail
+
+__all__ = ["main"]
+
+#: The modules of this package that add commands, in ``--help`` order.
+COMMAND_MODULES = ("run", "catalog")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=PROG,
+        description="Run Jupyter notebooks (.ipynb, percent .py, markdown .md) as "
+        "reproducible, parameterized tasks.",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(commands)
+    return parser
+
+
+def _version() -> str:
+    from ... import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        fail(str(exc))
+        return EXIT_USAGE
+    configure_logging(args.verbose)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except (NotebookExecutorError, UsageError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        fail("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`); nothing more to say.
+        sys.stderr.close()
+        return EXIT_OK

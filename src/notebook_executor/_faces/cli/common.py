@@ -1,0 +1,134 @@
+"""What every command shares: the parser type, usage errors, argument types and printers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "PROG",
+    "Parser",
+    "UsageError",
+    "add_runs_dir",
+    "add_table_format",
+    "executor",
+    "fail",
+    "positive_int",
+    "print_json",
+    "print_result",
+    "read_text",
+    "seconds",
+    "yaml_mapping",
+]
+
+PROG = "notebook-executor"
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line usage, reported as one line with exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def add_runs_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runs-dir", default="runs", metavar="DIR", help="where run records live (default: runs)"
+    )
+
+
+def add_table_format(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--json", action="store_true", help="print JSON")
+    group.add_argument("--csv", action="store_true", help="print CSV")
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def fail(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def configure_logging(verbosity: int) -> None:
+    level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format=f"{PROG}: %(levelname)s: %(message)s")
+
+
+def executor(args: argparse.Namespace, **options: Any) -> Any:
+    from ..._executor import NotebookExecutor
+
+    return NotebookExecutor(runs_dir=args.runs_dir, **options)
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read parameters file {path!r}: {exc}") from None
+
+
+def yaml_mapping(text: str, origin: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        raise UsageError(f"{origin}: not valid YAML ({first})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise UsageError(f"{origin}: parameters must be a YAML mapping of names to values")
+    return data
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, default=str) + "\n")
+
+
+def print_result(result: dict[str, Any]) -> None:
+    out = sys.stdout
+    status = result["status"]
+    out.write(
+        f"{status}: {result['notebook']} ({result['cells_executed']}/{result['cells_total']} "
+        f"code cells, {result['duration_seconds']:.2f} s)\n"
+    )
+    out.write(f"run: {result['run_id']}\noutput: {result['output_path']}\n")
+    failed = result.get("failed_cell")
+    if failed:
+        out.write(
+            f"failed cell {failed['index']} ({result['error_kind']}): "
+            f"{failed['ename']}: {failed['evalue']}\n"
+        )
+        for line in failed["traceback"][-15:]:
+            out.write(f"  {line}\n")
+    for name, value in result.get("scraps", {}).items():
+        out.write(f"scrap {name} = {json.dumps(value, ensure_ascii=False, default=str)}\n")

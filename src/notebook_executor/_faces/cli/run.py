@@ -1,0 +1,142 @@
+"""``run``, ``inspect`` and ``convert``: one notebook at a time."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import common
+from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
+
+__all__ = ["register"]
+
+
+def register(commands: Any) -> None:
+    """Add this module's commands to the ``commands`` subparsers."""
+    run = commands.add_parser("run", help="run a notebook and record the run")
+    run.add_argument("notebook", metavar="NOTEBOOK")
+    run.add_argument(
+        "-p",
+        "--parameters",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter, converted like papermill's -p then to the declared type",
+    )
+    run.add_argument(
+        "-r",
+        "--parameters-raw",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "RAW"),
+        help="a parameter passed as the raw string",
+    )
+    run.add_argument("-f", "--parameters-file", metavar="PARAMS.yaml", help="YAML parameters file")
+    run.add_argument("-y", "--parameters-yaml", metavar="YAML", help="parameters as a YAML string")
+    run.add_argument("--request", metavar="TEXT", help="why this run is made (kept in the record)")
+    run.add_argument("--output", metavar="PATH", help="also write the executed notebook here")
+    run.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for the whole run")
+    run.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit for each cell")
+    run.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
+    run.add_argument("--cwd", metavar="DIR", help="kernel working directory (default: notebook's)")
+    run.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass environment variable NAME to the kernel as a secret: its value is written "
+        "nowhere and masked in outputs (repeatable)",
+    )
+    common.add_runs_dir(run)
+    run.add_argument("--json", action="store_true", help="print the result dict as JSON")
+    run.set_defaults(handler=_cmd_run)
+
+    inspect = commands.add_parser("inspect", help="list a notebook's parameters")
+    inspect.add_argument("notebook", metavar="NOTEBOOK")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.set_defaults(handler=_cmd_inspect)
+
+    convert = commands.add_parser("convert", help="convert between .ipynb, .py and .md")
+    convert.add_argument("src", metavar="SRC")
+    convert.add_argument("dst", metavar="DST")
+    convert.set_defaults(handler=_cmd_convert)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ..._run.parameters import convert_text_value, declared_parameters
+    from ..._run.sources import load_source
+
+    with common.executor(args, kernel_name=args.kernel) as ex:
+        if args.kernel in (None, "python3"):
+            # A template imports ipykernel while the source is read and checked; the kernel
+            # is forked from it once the run is known to be good (bad input: none starts).
+            ex._prepare_first_kernel()
+        declared = declared_parameters(load_source(args.notebook).notebook)
+        values: dict[str, Any] = {}
+        if args.parameters_file:
+            values.update(
+                common.yaml_mapping(common.read_text(args.parameters_file), args.parameters_file)
+            )
+        if args.parameters_yaml:
+            values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
+        for name, text in args.parameters:
+            values[name] = convert_text_value(declared.get(name), text)
+        for name, text in args.parameters_raw:
+            values[name] = text
+        secrets: dict[str, str] = {}
+        for name in args.secret:
+            if name not in os.environ:
+                raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
+            secrets[name] = os.environ[name]
+        result = ex.execute(
+            args.notebook,
+            output_path=args.output,
+            parameters=values,
+            timeout=args.timeout,
+            cell_timeout=args.cell_timeout,
+            request=args.request,
+            cwd=args.cwd,
+            secrets=secrets or None,
+        )
+    if args.json:
+        print_json(result)
+    else:
+        print_result(result)
+    return EXIT_OK if result["status"] == "success" else EXIT_FAILED
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from ..._run.parameters import declared_parameters
+    from ..._run.sources import load_source
+
+    declared = {
+        name: parameter.as_dict()
+        for name, parameter in declared_parameters(load_source(args.notebook).notebook).items()
+    }
+    if args.json:
+        print_json(declared)
+        return EXIT_OK
+    if not declared:
+        print("no parameters (no cell tagged 'parameters')")
+        return EXIT_OK
+    for info in declared.values():
+        default = "(required)" if info["required"] else f"= {info['default']!r}"
+        help_text = f"  # {info['help']}" if info["help"] else ""
+        print(f"{info['name']}: {info['type']} {default}{help_text}")
+    return EXIT_OK
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from ..._run.sources import format_for, read_notebook, write_notebook
+
+    format_for(args.dst)
+    if Path(args.src).resolve() == Path(args.dst).resolve():
+        raise UsageError("SRC and DST are the same file")
+    written = write_notebook(read_notebook(args.src), args.dst)
+    print(f"wrote {written}", file=sys.stderr)
+    return EXIT_OK

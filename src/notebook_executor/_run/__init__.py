@@ -1,0 +1,1 @@
+"""The run path: sources, parameters, results, scraps and run records of one run."""
