@@ -67,9 +67,7 @@ def edit_cell(
     return _change(path, "edit", index, source, None, expect)
 
 
-def insert_cell(
-    path: PathLike, index: int, source: str, cell_type: str = "code"
-) -> NotebookNode:
+def insert_cell(path: PathLike, index: int, source: str, cell_type: str = "code") -> NotebookNode:
     """Insert a new cell at position ``index`` (``len(cells)`` appends); return the notebook.
 
     Same rules as :func:`edit_cell`; ``cell_type`` is ``"code"``, ``"markdown"`` or ``"raw"``.
@@ -262,10 +260,7 @@ def _change_ipynb(shown: str, text: str, request: _Request) -> str:
     array_indent = _line_indent(text, located.open_at) or _line_indent(
         text, text.rfind('"cells"', 0, located.open_at)
     )
-    if elements:
-        element_indent = _line_indent(text, elements[0][0])
-    else:
-        element_indent = array_indent * 2 or " " * 2
+    element_indent = _line_indent(text, elements[0][0]) if elements else (array_indent * 2 or "  ")
     unit = len(element_indent) // 2 if element_indent else 1
     ensure_ascii = _ascii_only(text)
     dump: Callable[[dict[str, Any], bool], str] = lambda cell, sort: _dump_cell(  # noqa: E731
@@ -404,7 +399,7 @@ def _change_text(
             "markdown": nbformat.v4.new_markdown_cell,
             "raw": nbformat.v4.new_raw_cell,
         }[request.cell_type]
-        new_cell = maker(request.source)
+        new_cell = maker(request.source)  # type: ignore[no-untyped-call]
     if request.op == "insert":
         start = end = layout.spans[index][0] if index < len(cells) else len(lines)
         following = cells[index] if index < len(cells) else None
@@ -415,16 +410,11 @@ def _change_text(
     after = lines[end:]
     middle: list[str] = []
     if request.op == "edit":
-        span = lines[start:end]
-        leading = _leading_blank(span)
-        middle = leading
-        if len(leading) == len(span):  # pragma: no cover - a cell span holds its text
-            leading = []
+        # Blank lines that open the cell's span (before a MyST markdown cell) stay.
+        middle = _leading_blank(lines[start:end])
     if new_cell is not None:
         body = renderer.cell_text(previous, new_cell)
-        if not before or before[-1].endswith(("\n", "\r")):
-            pass
-        else:
+        if before and not before[-1].endswith(("\n", "\r")):
             before[-1] += "\n"
         if request.op == "insert" and previous is not None:
             blanks, _ = renderer.joint(previous, new_cell)
@@ -435,8 +425,6 @@ def _change_text(
     else:
         tail_blanks = []
         joined = previous
-        if previous is not None and following is not None:
-            pass
     if following is not None:
         blanks, marker = renderer.joint(joined, following)
         have = len(tail_blanks) if new_cell is not None else len(_trailing_blank(before))

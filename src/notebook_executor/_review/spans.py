@@ -88,7 +88,7 @@ def myst_spans(text: str) -> tuple[int, Spans]:
             markdown_from = token.map[1]
     flush(len(lines))
     ends = [*starts[1:], len(lines)]
-    spans = list(zip(starts, ends))
+    spans = list(zip(starts, ends, strict=True))
     return header_end, spans
 
 
