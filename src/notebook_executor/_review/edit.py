@@ -435,6 +435,10 @@ def _change_text(
             middle += tail_blanks + gap
         else:
             before += gap
+    elif new_cell is None:
+        # The last cell went: the cell now last ends the file, with no blank line after it.
+        while before and not before[-1].strip() and len(before) > 1:
+            before.pop()
     elif tail_blanks:
         middle += tail_blanks
     elif request.op == "edit" and end == len(lines) and not lines[-1].endswith(("\n", "\r")):
