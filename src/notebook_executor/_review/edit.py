@@ -428,6 +428,7 @@ def _change_text(
     if following is not None:
         blanks, marker = renderer.joint(joined, following)
         have = len(tail_blanks) if new_cell is not None else len(_trailing_blank(before))
+        have += len(_leading_blank(after))
         gap = ["\n"] * max(0, blanks - have)
         if marker and not _starts_with(after, marker):
             gap.append(marker)
