@@ -330,3 +330,14 @@ def test_an_edit_undone_gives_back_the_same_bytes(tmp_path: Path, name: str) -> 
         edit_cell(path, index, "changed = True", expect=cells[index].source)
         edit_cell(path, index, cells[index].source, expect="changed = True")
         assert path.read_bytes() == original
+
+
+@pytest.mark.parametrize("name", ["unit_basic.py", "unit_basic.md", "unit_myst.md"])
+def test_windows_line_ends_are_kept(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes((DATA / name).read_bytes().replace(b"\n", b"\r\n"))
+    nb = insert_cell(path, 2, "a = 1\nb = 2")
+    nb = edit_cell(path, 3, "c = 3\nd = 4")
+    assert [c.source for c in nb.cells[2:4]] == ["a = 1\nb = 2", "c = 3\nd = 4"]
+    data = path.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"")
