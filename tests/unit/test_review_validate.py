@@ -261,3 +261,15 @@ def test_check_usage_errors_exit_2(
     assert main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("notebook-executor: error: ")
+
+
+def test_import_loads_no_review_code() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, notebook_executor\n"
+        "print([m for m in sys.modules if '_review' in m or m.startswith('nbdime')])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
