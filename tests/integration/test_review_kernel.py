@@ -76,6 +76,8 @@ def _marked(tmp_path: Path, *, stored: str = "2\n", raising: str = "1 / 0") -> P
             ),
             _cell("# NBVAL_CHECK_OUTPUT\nprint(x + 1)", outputs=[_stream(stored)]),
             _cell("print('not compared')", outputs=[_stream("something else\n")]),
+            _cell("# NBVAL_RAISES_EXCEPTION\nraise KeyError('expected')"),
+            _cell("print('after the expected error')"),
         ]
     )
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "P"}
