@@ -273,3 +273,10 @@ def test_import_loads_no_review_code() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_validate_refuses_an_output_path(ex: NotebookExecutor) -> None:
+    from notebook_executor import NotebookExecutorError
+
+    with pytest.raises(NotebookExecutorError, match="output_path"):
+        ex.validate(DATA / "unit_basic.py", execute=True, output_path="out.ipynb")

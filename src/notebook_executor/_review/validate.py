@@ -88,6 +88,8 @@ def validate_notebook(
     from .._run.sources import format_for, load_source
 
     options = dict(options or {})
+    if "output_path" in options:
+        raise NotebookExecutorError("validate does not take output_path (its run is not kept)")
     shown = os.fspath(path)
     problems: list[Problem] = []
     try:
