@@ -332,7 +332,7 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
     warm kernels after it come from the full template; close() leaves nothing behind."""
     before = set(_descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
-        ex._prepare_first_kernel()
+        ex.prepare_kernel()
         pool = engine.pool
         assert pool is not None
         first = ex.execute(workdir / "probe.py", parameters={"mark": "1"}, env={"NBX_PROBE": "e"})
@@ -356,7 +356,7 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
 
     before = set(_descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
-        ex._prepare_first_kernel()
+        ex.prepare_kernel()
         with pytest.raises(ParameterError, match="unknown parameter 'nope'"):
             ex.execute(workdir / "probe.py", parameters={"nope": 1})
         pool = engine.pool

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .pool import KernelLoop, KernelPool
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "notify_cell"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,8 @@ class KernelEngine:
         return outcome
 
     def prestart(self, job: RunJob) -> None:
-        """Start the kernel ``job`` will need now, while the caller still prepares the run."""
+        """Start the kernel ``job`` will need now, while the caller still prepares the run
+        (see :class:`~notebook_executor.engine.SupportsPrestart`)."""
         if not any(cell.cell_type == "code" for cell in job.nb.cells):
             return
         loop, pool = self._kernel_loop()
@@ -104,17 +105,18 @@ class KernelEngine:
 
         loop.submit(prestart())
 
-    def anticipate(self) -> None:
+    def prepare_kernel(self) -> None:
         """Prepare the first kernel start before the first run is known (see
-        :meth:`KernelPool.anticipate <notebook_executor._kernels.pool.KernelPool.anticipate>`)."""
+        :class:`~notebook_executor.engine.SupportsPrepare` and :meth:`KernelPool.prepare
+        <notebook_executor._kernels.pool.KernelPool.prepare>`)."""
         if not self.fork:
             return
         loop, pool = self._kernel_loop()
 
-        async def anticipate() -> None:
-            pool.anticipate()
+        async def prepare() -> None:
+            pool.prepare()
 
-        loop.submit(anticipate())
+        loop.submit(prepare())
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""
@@ -232,19 +234,9 @@ class KernelEngine:
                 # After a cell error the kernel is healthy: stop it politely.
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
-            notify_cell(job, index)
+            job.cell_done(index)
         state.current = None
         return True
-
-
-def notify_cell(job: RunJob, index: int) -> None:
-    """Tell ``job.on_cell`` that cell ``index`` completed; never fails the run."""
-    if job.on_cell is None:
-        return
-    try:
-        job.on_cell(index)
-    except Exception as exc:
-        logger.debug("the cell progress callback failed: %s", exc)
 
 
 @dataclass

@@ -10,7 +10,7 @@ stopped in the background and the pool starts a new one.
 The pool starts filling only once the engine has run something (a one-shot command pays for
 nothing it does not use), and from then on new kernels are forked from a template process
 (:mod:`.forkserver`) where the platform allows it, which costs a small fraction of a launch.
-A caller that knows a run is coming (the command line) may :meth:`KernelPool.anticipate` it:
+A caller that knows a run is coming (the command line) may :meth:`KernelPool.prepare` for it:
 a lighter template, of ipykernel alone, then imports while the caller reads and checks the
 run, and the first kernel is forked from it once the run is known to be good.
 """
@@ -129,7 +129,7 @@ class KernelPool:
         self._background: set[asyncio.Task[Any]] = set()
         self._server: ForkServer | None = None
         self._server_ready: asyncio.Task[None] | None = None
-        #: A template of ipykernel alone, started by :meth:`anticipate` for the first kernel.
+        #: A template of ipykernel alone, started by :meth:`prepare` for the first kernel.
         self._first: ForkServer | None = None
         self._first_ready: asyncio.Task[None] | None = None
         self._context: Any = None
@@ -186,7 +186,7 @@ class KernelPool:
         task.add_done_callback(_ignore_result)
         entries.append(task)
 
-    def anticipate(self) -> None:
+    def prepare(self) -> None:
         """Get ready to start the first kernel sooner, before anyone knows what it will run.
 
         Starts a template process that imports ipykernel (no kernel, no sockets, nothing of
@@ -365,7 +365,7 @@ class KernelPool:
         if self._server is None:
             if self._released < 1 and self._acquired < 2:
                 # The first run starts its kernel the ordinary way, or from the template of
-                # :meth:`anticipate`, started earlier than any launch could be: wait for it.
+                # :meth:`prepare`, started earlier than any launch could be: wait for it.
                 # The template of the warm kernels comes after it.
                 if self._first is None or self._first_ready is None:
                     return None

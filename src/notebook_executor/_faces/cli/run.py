@@ -75,7 +75,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.kernel in (None, "python3"):
             # A template imports ipykernel while the source is read and checked; the kernel
             # is forked from it once the run is known to be good (bad input: none starts).
-            ex._prepare_first_kernel()
+            ex.prepare_kernel()
         declared = declared_parameters(load_source(args.notebook).notebook)
         values: dict[str, Any] = {}
         if args.parameters_file:
