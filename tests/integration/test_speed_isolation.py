@@ -231,7 +231,7 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
         kernels = _descendants(host.pid)
-        assert any("ipykernel" in cmd or "_template_kernel" in cmd for cmd in kernels.values())
+        assert any("ipykernel" in cmd or "template_kernel.py" in cmd for cmd in kernels.values())
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
@@ -364,6 +364,6 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
         assert (pool.stats["forked"], pool.stats["launched"]) == (0, 0)
         now = _descendants(os.getpid())
         during = set(now) - before
-        assert all("_template_kernel" in now[pid] for pid in during)
+        assert all("template_kernel.py" in now[pid] for pid in during)
     assert {pid for pid in during if _alive(pid)} == set()
     assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))
