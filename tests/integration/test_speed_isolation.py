@@ -340,12 +340,35 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
         scraps = ex.collect_outputs(first["run_id"])
         assert (scraps["leaked"], scraps["env"]) == (False, "e")
         assert scraps["cwd"] == str(workdir.resolve())
-        assert pool._first is not None and scraps["pid"] != pool._first.pid
+        assert pool._first_template is not None and scraps["pid"] != pool._first_template.pid
         # The forked kernel of the first run exits like any other; so does a later one.
         second = ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"])
         assert second["leaked"] is False and second["pid"] != scraps["pid"]
         during = set(_descendants(os.getpid())) - before
     assert {pid for pid in during if _alive(pid)} == set()
+
+
+def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) -> None:
+    """No pool until something runs; WARM once the first run (its kernel prestarted) has
+    ended, the pool then filled from the full template; CLOSED after close(), with nothing
+    left to take."""
+    from notebook_executor._kernels.pool import PoolState
+
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        assert engine.pool is None
+        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        pool = engine.pool
+        assert pool is not None
+        assert pool.state is PoolState.WARM
+        assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 1)
+        assert pool._first_template is None and pool._full_template is None
+        time.sleep(1.0)  # the pool fills after the first run
+        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        assert pool.state is PoolState.WARM
+        assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 2)
+        assert pool._full_template is not None or not sys.platform.startswith("linux")
+    assert pool.state is PoolState.CLOSED
+    assert pool._idle == {}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
