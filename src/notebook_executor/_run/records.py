@@ -16,14 +16,14 @@ import re
 import secrets as _secrets
 import sys
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError
-from .results import strip_ansi
+from .files import atomic_write_text
 from .scraps import find_scraps, summarize_scrap
-from .sources import atomic_write_text
+from .text import strip_ansi
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -284,16 +284,6 @@ def iter_run_notebooks(runs_dir: Path) -> Iterator[Path]:
     for day in sorted(runs_dir.iterdir()):
         if day.is_dir() and re.fullmatch(r"\d{4}-\d{2}-\d{2}", day.name):
             yield from sorted(p for p in day.glob("*.ipynb") if _RUN_ID.fullmatch(p.stem))
-
-
-def now_utc() -> datetime:
-    """The current time in UTC."""
-    return datetime.now(timezone.utc)
-
-
-def iso(moment: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and a ``Z``."""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def render_markdown(notebook: NotebookNode, record: Mapping[str, Any]) -> str:

@@ -7,25 +7,18 @@ source does not have. :class:`CellMap` translates back, so ``failed_cell.index``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine import EngineOutcome
 from .scraps import find_scraps, summarize_scrap
+from .text import strip_ansi
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["CellMap", "annotate_cells", "build_result", "redact", "strip_ansi"]
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
-
-
-def strip_ansi(text: str) -> str:
-    """Remove ANSI escape sequences (colours, cursor moves) from ``text``."""
-    return _ANSI.sub("", text)
+__all__ = ["CellMap", "annotate_cells", "build_result", "redact"]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import json
 import keyword
 import os
 import re
-import tempfile
 import threading
 import warnings
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .files import atomic_write_text
 from .literals import to_literal
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ __all__ = [
     "FORMATS",
     "LoadedSource",
     "SourceFormat",
-    "atomic_write_text",
     "format_for",
     "load_source",
     "notebook_to_text",
@@ -382,20 +381,6 @@ def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path
     target = Path(path)
     atomic_write_text(target, notebook_to_text(notebook, fmt))
     return target
-
-
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so readers see the old file or the new one, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        tmp.replace(target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _first_line(exc: BaseException) -> str:
