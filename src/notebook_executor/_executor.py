@@ -229,7 +229,7 @@ class NotebookExecutor:
     def inspect_parameters(self, notebook_path: PathLike) -> dict[str, dict[str, Any]]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``."""
-        declared = declared_parameters(load_source(notebook_path).notebook)
+        declared = declared_parameters(load_source(notebook_path).nb)
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
     @staticmethod

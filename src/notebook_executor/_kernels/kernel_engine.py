@@ -68,14 +68,14 @@ class KernelEngine:
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
         outcome = EngineOutcome()
-        state = _Progress()
+        current = _CurrentCell()
         finished = threading.Event()
 
         loop, pool = self._kernel_loop()
 
         async def guarded() -> None:
             try:
-                await self._run(pool, job, outcome, state)
+                await self._run(pool, job, outcome, current)
             finally:
                 finished.set()
 
@@ -86,9 +86,9 @@ class KernelEngine:
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
-            if outcome.failure is None and state.current is not None:
+            if outcome.failure is None and current.index is not None:
                 outcome.failure = CellFailure(
-                    state.current, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                    current.index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
                 )
             raise RunCancelled(outcome) from None
         return outcome
@@ -151,7 +151,7 @@ class KernelEngine:
             return self._loop, self._pool
 
     async def _run(
-        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, state: _Progress
+        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, current: _CurrentCell
     ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
@@ -180,7 +180,7 @@ class KernelEngine:
         outcome.kernel_seconds = time.monotonic() - started
         clean = False
         try:
-            clean = await self._execute_cells(job, kernel, deadline, outcome, state)
+            clean = await self._execute_cells(job, kernel, deadline, outcome, current)
         finally:
             pool.release(kernel, clean=clean)
 
@@ -190,7 +190,7 @@ class KernelEngine:
         kernel: RunningKernel,
         deadline: float | None,
         outcome: EngineOutcome,
-        state: _Progress,
+        current: _CurrentCell,
     ) -> bool:
         from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -209,7 +209,7 @@ class KernelEngine:
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
-            state.current = index
+            current.index = index
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 outcome.failure = _timeout_failure(index, job, whole_run=True)
@@ -235,13 +235,15 @@ class KernelEngine:
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
             job.cell_done(index)
-        state.current = None
+        current.index = None
         return True
 
 
 @dataclass
-class _Progress:
-    current: int | None = None
+class _CurrentCell:
+    """The index of the code cell the kernel is running, None between cells."""
+
+    index: int | None = None
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:

@@ -40,11 +40,11 @@ class CellMap:
         return job_index == self.injected_at
 
 
-def annotate_cells(notebook: NotebookNode, outcome: EngineOutcome) -> None:
+def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
     """Record in each code cell's metadata whether it ran, failed, or never ran."""
     completed = set(outcome.completed)
     failed = outcome.failure.index if outcome.failure else None
-    for index, cell in enumerate(notebook.cells):
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         if index in completed:
@@ -135,9 +135,9 @@ def _clip_lines(lines: list[str]) -> list[str]:
     return clipped[::-1]
 
 
-def _cell_source(notebook: NotebookNode, index: int) -> str:
-    if 0 <= index < len(notebook.cells):
-        return str(notebook.cells[index].source)
+def _cell_source(nb: NotebookNode, index: int) -> str:
+    if 0 <= index < len(nb.cells):
+        return str(nb.cells[index].source)
     return ""
 
 

@@ -121,8 +121,8 @@ def run_plan(
     return result
 
 
-def _cancelled_cell(notebook: NotebookNode, outcome: EngineOutcome) -> int:
+def _cancelled_cell(nb: NotebookNode, outcome: EngineOutcome) -> int:
     """The code cell that was running when the run was cancelled: the first not completed."""
     done = set(outcome.completed)
-    codes = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    codes = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     return next((i for i in codes if i not in done), codes[-1] if codes else 0)
