@@ -141,9 +141,10 @@ class PoolState(enum.Enum):
     IDLE = "idle"
     #: The first template imports ipykernel; no run known yet.
     PREPARED = "prepared"
-    #: The first run has asked for its kernel; the caller may run nothing else.
+    #: The first run has asked for its kernel; the caller may be one-shot (the command line).
     FIRST_RUN = "first run"
-    #: More than one run: the pool keeps ``size`` kernels ready, forked from the full template.
+    #: The first run has ended or a second has begun: the pool keeps ``size`` kernels ready,
+    #: forked from the full template.
     WARM = "warm"
     #: Stopped, with every kernel and template; nothing starts any more.
     CLOSED = "closed"
