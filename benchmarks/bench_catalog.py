@@ -31,6 +31,7 @@ from typing import Any
 from notebook_executor import NotebookExecutor
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._run import records as _records
+from notebook_executor._times import iso
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "dataframe.py"
@@ -67,8 +68,8 @@ def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
             **record,
             "run_id": run_id,
             "uuid": str(uuid.uuid4()),
-            "started_at": _records.iso(started),
-            "finished_at": _records.iso(started + timedelta(seconds=record["duration_seconds"])),
+            "started_at": iso(started),
+            "finished_at": iso(started + timedelta(seconds=record["duration_seconds"])),
             "output_path": path.as_posix(),
         }
         text = json.dumps(

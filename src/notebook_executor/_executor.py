@@ -23,7 +23,7 @@ from ._run.scraps import decode_scrap, find_scraps
 from ._run.sources import load_source
 from ._run.sources import read_notebook as _read_notebook
 from ._run.sources import write_notebook as _write_notebook
-from .engine import Engine
+from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -117,18 +117,19 @@ class NotebookExecutor:
 
     # -- running ---------------------------------------------------------------------------
 
-    def _prepare_first_kernel(self) -> None:
-        """Let the engine prepare the first kernel start now, before any run is known.
+    def prepare_kernel(self) -> None:
+        """Give the engine a head start on the first run, before that run is known.
 
-        For the command line, which runs one notebook and has the source to read and check
-        meanwhile. The default engine starts a template that imports ipykernel and forks the
-        first kernel once a run asks for one; no kernel starts before that. An engine without
-        ``anticipate`` does nothing.
+        For a caller that runs one notebook and has work to do before :meth:`execute`: the
+        command line calls this, then reads and checks the source and the parameters. The
+        default engine starts a template process that imports ipykernel meanwhile, and forks
+        the first kernel from it once :meth:`execute` asks for one. No kernel starts here, so
+        bad input still starts none. Does nothing with an engine that has no
+        :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook.
         """
         self._check_open()
-        anticipate = getattr(self._engine, "anticipate", None)
-        if anticipate is not None:
-            anticipate()
+        if isinstance(self._engine, SupportsPrepare):
+            self._engine.prepare_kernel()
 
     def execute(
         self,
@@ -188,10 +189,9 @@ class NotebookExecutor:
             env=env,
             secrets=secrets,
         )
-        # The kernel starts while the run files are written (an optional engine method).
-        prestart = getattr(self._engine, "prestart", None)
-        if prestart is not None:
-            prestart(plan.job)
+        # The kernel starts while the run files are written.
+        if isinstance(self._engine, SupportsPrestart):
+            self._engine.prestart(plan.job)
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
         with cell_progress(cells, Path(plan.notebook).name, self.progress) as on_cell:
             plan.job.on_cell = on_cell
@@ -229,7 +229,7 @@ class NotebookExecutor:
     def inspect_parameters(self, notebook_path: PathLike) -> dict[str, dict[str, Any]]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``."""
-        declared = declared_parameters(load_source(notebook_path).notebook)
+        declared = declared_parameters(load_source(notebook_path).nb)
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
     @staticmethod

@@ -4,14 +4,34 @@ An engine runs one notebook on one kernel. :class:`~notebook_executor.NotebookEx
 real one (kernels forked or launched fresh for every run) unless it is handed another object
 that follows :class:`Engine`; tests of everything around the engine do that, so they need no
 kernel. Everything a custom engine needs is importable from here.
+
+A custom engine is any object with the two methods of :class:`Engine`::
+
+    class EchoEngine:
+        def run(self, job: RunJob) -> EngineOutcome:
+            outcome = EngineOutcome()
+            for index, cell in enumerate(job.nb.cells):
+                if cell.cell_type == "code":
+                    cell.outputs = []  # ... execute the cell, fill its outputs ...
+                    outcome.completed.append(index)
+                    job.cell_done(index)
+            return outcome
+
+        def close(self) -> None:
+            pass
+
+It may also have either optional hook, :meth:`~SupportsPrepare.prepare_kernel` and
+:meth:`~SupportsPrestart.prestart`, to start work early; the executor calls a hook only when the
+engine has it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -24,7 +44,11 @@ __all__ = [
     "KernelChoice",
     "RunCancelled",
     "RunJob",
+    "SupportsPrepare",
+    "SupportsPrestart",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,8 +79,21 @@ class RunJob:
     cell_timeout: float | None = None
     timeout: float | None = None
     #: Called with a code cell's index each time one completes (from the engine's thread);
-    #: for progress display only: what it raises is logged and ignored.
+    #: for progress display only. Engines call :meth:`cell_done`, not this.
     on_cell: Callable[[int], None] | None = None
+
+    def cell_done(self, index: int) -> None:
+        """Report that the code cell at ``index`` completed; never fails the run.
+
+        An engine calls this after each cell it completes, so that progress shows. What the
+        caller's ``on_cell`` raises is logged and ignored.
+        """
+        if self.on_cell is None:
+            return
+        try:
+            self.on_cell(index)
+        except Exception as exc:
+            logger.debug("the cell progress callback failed: %s", exc)
 
 
 @dataclass
@@ -98,7 +135,12 @@ class Engine(Protocol):
     """Runs one job and reports what happened; never raises for a failure in the notebook.
 
     The one exception is Ctrl-C: the engine stops its kernel and raises :class:`RunCancelled`
-    carrying the partial outcome.
+    carrying the partial outcome. ``run`` may be called from several threads at once
+    (:meth:`~notebook_executor.NotebookExecutor.execute_many`).
+
+    Two hooks are optional, each a protocol of its own so that an engine has either, both or
+    neither: :class:`SupportsPrepare` (a head start before any run is known) and
+    :class:`SupportsPrestart` (start a checked job's kernel while its run files are written).
     """
 
     def run(self, job: RunJob) -> EngineOutcome:
@@ -107,4 +149,34 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release whatever the engine holds (kernels, processes)."""
+        ...
+
+
+@runtime_checkable
+class SupportsPrepare(Protocol):
+    """An engine that can get ready for a run before the run is known."""
+
+    def prepare_kernel(self) -> None:
+        """Start what the first run will need, knowing nothing of it; return at once.
+
+        Called by :meth:`NotebookExecutor.prepare_kernel
+        <notebook_executor.NotebookExecutor.prepare_kernel>`, which the command line calls
+        before it reads and checks the notebook. No kernel may start here (bad input must start
+        none): the default engine starts a template process that imports ipykernel, and forks
+        the first kernel from it once a run asks for one.
+        """
+        ...
+
+
+@runtime_checkable
+class SupportsPrestart(Protocol):
+    """An engine that can start a job's kernel before :meth:`Engine.run` asks for it."""
+
+    def prestart(self, job: RunJob) -> None:
+        """Start the kernel ``job`` will run on; return at once.
+
+        Called with a job that passed every input check, just before the run files are
+        written and :meth:`Engine.run` is called with the same job; ``run`` then uses that
+        kernel.
+        """
         ...

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from notebook_executor._catalog.store import Catalog
+from notebook_executor import NotebookExecutor
 from notebook_executor._run import records as _records
 from notebook_executor._run.records import RESULT_KEYS
 
@@ -181,7 +181,7 @@ def test_concurrent_writers_lose_and_duplicate_nothing(workdir: Path) -> None:
 
     written = [run_id for out in outputs for run_id in json.loads(out)]
     assert len(written) == WRITERS * RUNS_PER_WRITER == len(set(written))
-    with Catalog(runs_dir) as catalog:
+    with NotebookExecutor(runs_dir=runs_dir) as catalog:
         rows = catalog.runs()
         assert sorted(row["run_id"] for row in rows) == sorted(written)
         assert {row["status"] for row in rows} == {"success"}
@@ -208,7 +208,7 @@ def test_a_killed_run_shows_up_as_interrupted(workdir: Path) -> None:
         while not started.exists():
             assert proc.poll() is None, "the run ended before it was killed"
             time.sleep(0.05)
-        with Catalog(runs_dir) as catalog:
+        with NotebookExecutor(runs_dir=runs_dir) as catalog:
             [row] = catalog.runs()
             assert row["status"] == "running"
             assert row["parameters"] == {"x": 21, "worker": "doomed"}
@@ -220,7 +220,7 @@ def test_a_killed_run_shows_up_as_interrupted(workdir: Path) -> None:
     run_id = row["run_id"]
     # The files are untouched (they still say running); the catalog knows better.
     assert _stored(runs_dir, run_id)["status"] == "running"
-    with Catalog(runs_dir) as catalog:
+    with NotebookExecutor(runs_dir=runs_dir) as catalog:
         [row] = catalog.runs()
         assert (row["status"], row["error_kind"]) == ("error", "interrupted")
         assert catalog.runs(status="running") == []
@@ -229,6 +229,6 @@ def test_a_killed_run_shows_up_as_interrupted(workdir: Path) -> None:
     # A rebuild from the files reaches the same verdict.
     for path in runs_dir.glob("catalog.sqlite*"):
         path.unlink()
-    with Catalog(runs_dir) as catalog:
+    with NotebookExecutor(runs_dir=runs_dir) as catalog:
         assert catalog.reindex() == 1
         assert catalog.get_run(run_id)["error_kind"] == "interrupted"

@@ -231,7 +231,7 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
         kernels = _descendants(host.pid)
-        assert any("ipykernel" in cmd or "template_kernel" in cmd for cmd in kernels.values())
+        assert any("ipykernel" in cmd or "template_kernel.py" in cmd for cmd in kernels.values())
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
@@ -332,7 +332,7 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
     warm kernels after it come from the full template; close() leaves nothing behind."""
     before = set(_descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
-        ex._prepare_first_kernel()
+        ex.prepare_kernel()
         pool = engine.pool
         assert pool is not None
         first = ex.execute(workdir / "probe.py", parameters={"mark": "1"}, env={"NBX_PROBE": "e"})
@@ -340,12 +340,35 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
         scraps = ex.collect_outputs(first["run_id"])
         assert (scraps["leaked"], scraps["env"]) == (False, "e")
         assert scraps["cwd"] == str(workdir.resolve())
-        assert pool._first is not None and scraps["pid"] != pool._first.pid
+        assert pool._first_template is not None and scraps["pid"] != pool._first_template.pid
         # The forked kernel of the first run exits like any other; so does a later one.
         second = ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"])
         assert second["leaked"] is False and second["pid"] != scraps["pid"]
         during = set(_descendants(os.getpid())) - before
     assert {pid for pid in during if _alive(pid)} == set()
+
+
+def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) -> None:
+    """No pool until something runs; WARM once the first run (its kernel prestarted) has
+    ended, the pool then filled from the full template; CLOSED after close(), with nothing
+    left to take."""
+    from notebook_executor._kernels.pool import PoolState
+
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        assert engine.pool is None
+        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        pool = engine.pool
+        assert pool is not None
+        assert pool.state is PoolState.WARM
+        assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 1)
+        assert pool._first_template is None and pool._full_template is None
+        time.sleep(1.0)  # the pool fills after the first run
+        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        assert pool.state is PoolState.WARM
+        assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 2)
+        assert pool._full_template is not None or not sys.platform.startswith("linux")
+    assert pool.state is PoolState.CLOSED
+    assert pool._idle == {}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
@@ -356,7 +379,7 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
 
     before = set(_descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
-        ex._prepare_first_kernel()
+        ex.prepare_kernel()
         with pytest.raises(ParameterError, match="unknown parameter 'nope'"):
             ex.execute(workdir / "probe.py", parameters={"nope": 1})
         pool = engine.pool
@@ -364,6 +387,6 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
         assert (pool.stats["forked"], pool.stats["launched"]) == (0, 0)
         now = _descendants(os.getpid())
         during = set(now) - before
-        assert all("template_kernel" in now[pid] for pid in during)
+        assert all("template_kernel.py" in now[pid] for pid in during)
     assert {pid for pid in during if _alive(pid)} == set()
     assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))

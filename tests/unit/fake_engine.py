@@ -39,9 +39,7 @@ from typing import Any
 
 import nbformat
 
-from notebook_executor import EngineOutcome, RunJob
-from notebook_executor._kernels.kernel_engine import notify_cell
-from notebook_executor.engine import CellFailure, ErrorKind, RunCancelled
+from notebook_executor.engine import CellFailure, EngineOutcome, ErrorKind, RunCancelled, RunJob
 
 __all__ = [
     "FakeEngine",
@@ -124,13 +122,14 @@ class FakeEngine:
         self.jobs: list[RunJob] = []
         self.outcomes: list[EngineOutcome] = []
         self.closed = 0
-        #: Calls of :meth:`anticipate`, with the number of jobs run before each.
-        self.anticipated: list[int] = []
+        #: Calls of :meth:`prepare_kernel`, with the number of jobs run before each.
+        self.prepared: list[int] = []
         self.before_cell = before_cell
 
-    def anticipate(self) -> None:
-        """Record that the caller asked to prepare the first kernel start."""
-        self.anticipated.append(len(self.jobs))
+    def prepare_kernel(self) -> None:
+        """Record that the caller asked for a head start (the optional hook of
+        :class:`notebook_executor.engine.SupportsPrepare`)."""
+        self.prepared.append(len(self.jobs))
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job.nb`` in place and return what happened."""
@@ -170,7 +169,7 @@ class FakeEngine:
                     outcome.failure = failure
                     return outcome
                 outcome.completed.append(index)
-                notify_cell(job, index)
+                job.cell_done(index)
         return outcome
 
     def close(self) -> None:

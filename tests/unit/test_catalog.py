@@ -37,6 +37,7 @@ from notebook_executor._catalog import store as _catalog
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._faces.cli import main
 from notebook_executor._run import records as _records
+from notebook_executor._times import iso, now_utc
 from notebook_executor.engine import CellFailure
 
 ALPHA = """# %% tags=["parameters"]
@@ -384,10 +385,9 @@ def test_collect_outputs_decodes_every_scrap(
     ex: NotebookExecutor, history: list[dict[str, Any]]
 ) -> None:
     beta = next(row for row in history if row["notebook"] == "other/beta.py")
-    with Catalog("runs") as catalog:
-        outputs = catalog.collect_outputs(beta["run_id"])
-        with pytest.raises(RunNotFoundError):
-            catalog.collect_outputs("20260101T000000Z-nope-00000000")
+    outputs = ex.collect_outputs(beta["run_id"])
+    with pytest.raises(RunNotFoundError):
+        ex.collect_outputs("20260101T000000Z-nope-00000000")
     assert outputs["half"] == 0.5
     expected = pd.DataFrame({"k": [1, 2, 3], "v": [1.0, 2.0, 3.0]})
     pd.testing.assert_frame_equal(outputs["table"], expected)
@@ -602,7 +602,7 @@ def test_the_executor_survives_an_unusable_catalog(
 
 
 def _running_file(runs_dir: Path, run_id: str, **extra: Any) -> None:
-    _write_run_file(runs_dir, _record(run_id, _records.iso(_records.now_utc()), status="running"))
+    _write_run_file(runs_dir, _record(run_id, iso(now_utc()), status="running"))
     if extra:
         record = {
             **_records.read_record(_records.run_notebook_path(runs_dir, run_id)),
@@ -653,7 +653,7 @@ def test_a_free_run_lock_means_the_run_is_gone(tmp_path: Path) -> None:
 
 def test_a_held_run_lock_keeps_the_run_running(tmp_path: Path) -> None:
     run_id = "20260101T120000Z-a-00000001"
-    record = _record(run_id, _records.iso(_records.now_utc()), status="running", pid=_dead_pid())
+    record = _record(run_id, iso(now_utc()), status="running", pid=_dead_pid())
     _write_run_file(tmp_path, record)
     with Catalog(tmp_path) as runner, Catalog(tmp_path) as reader:
         runner.begin(record)
@@ -665,7 +665,7 @@ def test_a_held_run_lock_keeps_the_run_running(tmp_path: Path) -> None:
 def test_a_dead_running_row_is_settled_from_its_file(tmp_path: Path) -> None:
     # The run finished and wrote its file, but its final catalog write never happened.
     run_id = "20260101T120000Z-a-00000001"
-    started = _records.iso(_records.now_utc())
+    started = iso(now_utc())
     running = _record(run_id, started, status="running", pid=_dead_pid())
     with Catalog(tmp_path) as catalog:
         catalog.begin(running)

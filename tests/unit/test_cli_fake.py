@@ -162,14 +162,14 @@ def test_run_prepares_the_first_kernel_before_reading_the_source(
     """``run`` asks the engine to prepare its first kernel start before the run is checked, for
     a Python kernel only; bad input still runs nothing."""
     assert _run(capsys, "run", "nb.py", "-p", "required", "x")[0] == 0
-    assert engine.anticipated == [0]
+    assert engine.prepared == [0]
     assert _run(capsys, "run", "nb.py", "--kernel", "python3", "-p", "required", "x")[0] == 0
-    assert engine.anticipated == [0, 1]
+    assert engine.prepared == [0, 1]
     _usage_error(*_run(capsys, "run", "nb.py", "-p", "count", "many"))
-    assert engine.anticipated == [0, 1, 2]
+    assert engine.prepared == [0, 1, 2]
     assert len(engine.jobs) == 2
     _run(capsys, "run", "nb.py", "--kernel", "ir", "-p", "required", "x")
-    assert engine.anticipated == [0, 1, 2]
+    assert engine.prepared == [0, 1, 2]
 
 
 def test_inspect_json(capsys: pytest.CaptureFixture[str]) -> None:

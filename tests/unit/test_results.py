@@ -16,8 +16,8 @@ from notebook_executor._run.results import (
     annotate_cells,
     build_result,
     redact,
-    strip_ansi,
 )
+from notebook_executor._run.text import strip_ansi
 from notebook_executor.engine import CellFailure
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .rows import epoch
+from .._times import epoch
 
 __all__ = ["LOCKS_DIR", "RunLocks", "flocked"]
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from .._run import records as _records
 from .._run.scraps import JSON_ENCODERS
+from .._times import iso, parse_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,9 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STATUSES",
     "canonical_time",
-    "epoch",
     "mark_interrupted",
-    "parse_time",
     "result",
     "row_from_record",
     "scrap_frame",
@@ -122,17 +121,6 @@ def scrap_frame(rows: Sequence[tuple[Any, ...]]) -> pd.DataFrame:
 # -- times ---------------------------------------------------------------------------------------
 
 
-def parse_time(text: str) -> datetime | None:
-    """An ISO-8601 date or datetime (a trailing ``Z`` allowed); None when unparsable."""
-    text = text.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
 def canonical_time(value: Any) -> str | None:
     """``value`` as the catalog's sortable ``YYYY-MM-DDTHH:MM:SS.fffZ`` (as is if unparsable)."""
     if not isinstance(value, str):
@@ -142,17 +130,7 @@ def canonical_time(value: Any) -> str | None:
         return value
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return _records.iso(parsed.astimezone(timezone.utc))
-
-
-def epoch(value: Any) -> float | None:
-    """An ISO time string as epoch seconds (naive taken as UTC); None when not one."""
-    parsed = parse_time(value) if isinstance(value, str) else None
-    if parsed is None:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.timestamp()
+    return iso(parsed.astimezone(timezone.utc))
 
 
 # -- values --------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
-from .rows import STATUSES, parse_time
+from .._times import iso, parse_time
+from .rows import STATUSES
 
 __all__ = [
     "NEWEST_FIRST",
@@ -224,7 +225,7 @@ def filters(
         values.append(status)
     if since is not None:
         clauses.append("started_at >= ?")
-        values.append(_records.iso(_since(since)))
+        values.append(iso(_since(since)))
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
 
 

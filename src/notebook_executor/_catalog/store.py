@@ -30,7 +30,6 @@ record <-> row conversion in ``rows``, and the lock files and process checks in
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -41,9 +40,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import CatalogError, NotebookExecutorError, RunNotFoundError
+from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
-from .._run.scraps import decode_scrap, find_scraps
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .sql import (
@@ -221,23 +219,6 @@ class Catalog:
             self._with_connection(lambda conn: upsert(conn, [row]), create=False)
         return result(row)
 
-    def collect_outputs(self, run_id: str) -> dict[str, Any]:
-        """Every scrap of a run, fully decoded (a pandas scrap is a DataFrame).
-
-        Raises
-        ------
-        RunNotFoundError
-            No run file has this id.
-        """
-        path = _records.run_notebook_path(self.runs_dir, str(run_id))
-        try:
-            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-        except FileNotFoundError:
-            raise RunNotFoundError(str(run_id)) from None
-        except (OSError, ValueError, AttributeError) as exc:
-            raise RunNotFoundError(str(run_id), f"unreadable run file: {exc}") from None
-        return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
-
     def scraps(
         self,
         notebook: str | os.PathLike[str] | None = None,
@@ -250,7 +231,7 @@ class Catalog:
         strings), ``duration_seconds``, then ``parameters.<name>`` and ``scraps.<name>``
         (names sorted within a run, new names added as met). A run lacking a name has a
         missing value there. Scraps that are not JSON (DataFrames, display-only) are left
-        out: :meth:`collect_outputs` decodes them. Filters as in the class notes.
+        out: ``NotebookExecutor.collect_outputs`` decodes them. Filters as in the class notes.
         """
         where, values = filters(notebook, status, since)
         sql = (

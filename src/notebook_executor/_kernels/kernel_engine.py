@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .pool import KernelLoop, KernelPool
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "notify_cell"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,14 +68,14 @@ class KernelEngine:
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
         outcome = EngineOutcome()
-        state = _Progress()
+        current = _CurrentCell()
         finished = threading.Event()
 
         loop, pool = self._kernel_loop()
 
         async def guarded() -> None:
             try:
-                await self._run(pool, job, outcome, state)
+                await self._run(pool, job, outcome, current)
             finally:
                 finished.set()
 
@@ -86,15 +86,16 @@ class KernelEngine:
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
-            if outcome.failure is None and state.current is not None:
+            if outcome.failure is None and current.index is not None:
                 outcome.failure = CellFailure(
-                    state.current, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                    current.index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
                 )
             raise RunCancelled(outcome) from None
         return outcome
 
     def prestart(self, job: RunJob) -> None:
-        """Start the kernel ``job`` will need now, while the caller still prepares the run."""
+        """Start the kernel ``job`` will need now, while the caller still prepares the run
+        (see :class:`~notebook_executor.engine.SupportsPrestart`)."""
         if not any(cell.cell_type == "code" for cell in job.nb.cells):
             return
         loop, pool = self._kernel_loop()
@@ -104,17 +105,18 @@ class KernelEngine:
 
         loop.submit(prestart())
 
-    def anticipate(self) -> None:
+    def prepare_kernel(self) -> None:
         """Prepare the first kernel start before the first run is known (see
-        :meth:`KernelPool.anticipate <notebook_executor._kernels.pool.KernelPool.anticipate>`)."""
+        :class:`~notebook_executor.engine.SupportsPrepare` and :meth:`KernelPool.prepare
+        <notebook_executor._kernels.pool.KernelPool.prepare>`)."""
         if not self.fork:
             return
         loop, pool = self._kernel_loop()
 
-        async def anticipate() -> None:
-            pool.anticipate()
+        async def prepare() -> None:
+            pool.prepare()
 
-        loop.submit(anticipate())
+        loop.submit(prepare())
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""
@@ -149,7 +151,7 @@ class KernelEngine:
             return self._loop, self._pool
 
     async def _run(
-        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, state: _Progress
+        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, current: _CurrentCell
     ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
@@ -178,7 +180,7 @@ class KernelEngine:
         outcome.kernel_seconds = time.monotonic() - started
         clean = False
         try:
-            clean = await self._execute_cells(job, kernel, deadline, outcome, state)
+            clean = await self._execute_cells(job, kernel, deadline, outcome, current)
         finally:
             pool.release(kernel, clean=clean)
 
@@ -188,7 +190,7 @@ class KernelEngine:
         kernel: RunningKernel,
         deadline: float | None,
         outcome: EngineOutcome,
-        state: _Progress,
+        current: _CurrentCell,
     ) -> bool:
         from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -207,7 +209,7 @@ class KernelEngine:
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
-            state.current = index
+            current.index = index
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 outcome.failure = _timeout_failure(index, job, whole_run=True)
@@ -232,24 +234,16 @@ class KernelEngine:
                 # After a cell error the kernel is healthy: stop it politely.
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
-            notify_cell(job, index)
-        state.current = None
+            job.cell_done(index)
+        current.index = None
         return True
 
 
-def notify_cell(job: RunJob, index: int) -> None:
-    """Tell ``job.on_cell`` that cell ``index`` completed; never fails the run."""
-    if job.on_cell is None:
-        return
-    try:
-        job.on_cell(index)
-    except Exception as exc:
-        logger.debug("the cell progress callback failed: %s", exc)
-
-
 @dataclass
-class _Progress:
-    current: int | None = None
+class _CurrentCell:
+    """The index of the code cell the kernel is running, None between cells."""
+
+    index: int | None = None
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:

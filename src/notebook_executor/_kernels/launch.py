@@ -48,7 +48,7 @@ SHUTDOWN_GRACE = 3.0
 
 
 def choose_kernel(
-    shown_path: str, requested: str | None, kernelspec: dict[str, Any] | None
+    notebook: str, requested: str | None, kernelspec: dict[str, Any] | None
 ) -> KernelChoice:
     """Decide the kernel for a run.
 
@@ -71,7 +71,7 @@ def choose_kernel(
             return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True)
         available = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
         raise NotebookSourceError(
-            shown_path, f"kernel {name!r} is not installed (available: {available})"
+            notebook, f"kernel {name!r} is not installed (available: {available})"
         ) from None
     return KernelChoice(name, spec.language or "python", native=False)
 

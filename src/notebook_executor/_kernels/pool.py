@@ -7,12 +7,19 @@ used last (kernel name, cwd, environment); a run takes one that matches exactly,
 starting, or starts its own. A kernel is never handed to a second run: after its run it is
 stopped in the background and the pool starts a new one.
 
-The pool starts filling only once the engine has run something (a one-shot command pays for
-nothing it does not use), and from then on new kernels are forked from a template process
-(:mod:`.forkserver`) where the platform allows it, which costs a small fraction of a launch.
-A caller that knows a run is coming (the command line) may :meth:`KernelPool.anticipate` it:
-a lighter template, of ipykernel alone, then imports while the caller reads and checks the
-run, and the first kernel is forked from it once the run is known to be good.
+The words used here, one per thing that happens (the transitions of the pool's state are drawn
+in :class:`KernelPool`):
+
+- **prepare**: spawn the *first template*, a process that imports ipykernel alone, before any run
+  is known (the command line does, while it reads and checks its run); the first kernel is then
+  forked from it instead of launched.
+- **acquire** / **release**: a run takes its kernel / gives it back (it is then stopped).
+- **prestart**: start the kernel of a run that is checked and about to acquire it.
+- **fill**: start kernels until ``size`` are ready or on their way, for the latest environment.
+  The pool fills only once the engine has run something (a one-shot command pays for nothing it
+  does not use), from the *full template* (ipykernel and the common data modules, spawned when
+  first needed) where the platform allows forking, which costs a small fraction of a launch.
+- **warm up**: a kernel started before any run waits for it also runs a silent ``pass``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import enum
 import logging
 import threading
 from collections import OrderedDict, deque
@@ -35,7 +43,7 @@ from .workdirs import sweep_stale
 if TYPE_CHECKING:
     from .forkserver import ForkServer
 
-__all__ = ["DEFAULT_WARM_KERNELS", "KernelLoop", "KernelPool"]
+__all__ = ["DEFAULT_WARM_KERNELS", "KernelLoop", "KernelPool", "PoolState"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +52,10 @@ T = TypeVar("T")
 #: Ready kernels an engine keeps by default.
 DEFAULT_WARM_KERNELS = 2
 
-#: Pause between the end of an engine's first run and the first warm kernel start.
-FIRST_REFILL_DELAY = 0.3
+#: Pause between the end of an engine's first run and the first fill of the pool.
+FIRST_FILL_DELAY = 0.3
 
-#: Pause between the end of a run and the stop of its kernel and the refill of the pool, so
+#: Pause between the end of a run and the stop of its kernel and the fill of the pool, so
 #: that the caller's own finishing work (run files, catalog) does not compete with them.
 SETTLE_DELAY = 0.05
 
@@ -110,8 +118,75 @@ class _Key:
     env: tuple[tuple[str, str], ...]
 
 
+def _key(choice: KernelChoice, cwd: Path, env: dict[str, str]) -> _Key:
+    return _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A spawned fork server and the task that waits until it has imported its modules."""
+
+    server: ForkServer
+    ready: asyncio.Task[None]
+
+    @property
+    def pid(self) -> int | None:
+        return self.server.pid
+
+
+class PoolState(enum.Enum):
+    """Where a :class:`KernelPool` is in its life (transitions: see :class:`KernelPool`)."""
+
+    #: Nothing started: no run yet, no template.
+    IDLE = "idle"
+    #: The first template imports ipykernel; no run known yet.
+    PREPARED = "prepared"
+    #: The first run has asked for its kernel; the caller may be one-shot (the command line).
+    FIRST_RUN = "first run"
+    #: The first run has ended or a second has begun: the pool keeps ``size`` kernels ready,
+    #: forked from the full template.
+    WARM = "warm"
+    #: Stopped, with every kernel and template; nothing starts any more.
+    CLOSED = "closed"
+
+
 class KernelPool:
     """Ready kernels keyed by what a run needs; every method runs on the engine's loop.
+
+    Its state (:class:`PoolState`) changes only by these transitions:
+
+    =============== ============ ============================================ ==========
+    from            verb         triggered by                                 to
+    =============== ============ ============================================ ==========
+    IDLE            prepare()    the command line, by                         PREPARED
+                                 ``NotebookExecutor.prepare_kernel()``
+    IDLE, PREPARED  acquire()    the first run asking for its kernel          FIRST_RUN
+    FIRST_RUN       acquire()    a second run before the first ended (sweep)  WARM
+    FIRST_RUN       release()    the end of the first run                     WARM
+    WARM            acquire()    every later run                              WARM
+    WARM            release()    the end of every later run                   WARM
+    any             close()      ``KernelEngine.close()``                     CLOSED
+    =============== ============ ============================================ ==========
+
+    What each does:
+
+    - ``prepare()`` spawns the first template (where kernels can be forked; else the state
+      stays IDLE).
+    - ``acquire()`` takes a matching kernel that is ready or on its way (prestarted or warm),
+      else starts one for the waiting run. Before WARM, kernels fork from the first template
+      once it is ready (waiting for it: it started earlier than any launch could), else launch;
+      in WARM, from the full template. In WARM a run that finds no kernel ready also fills the
+      pool at once: runs come faster than the pool fills.
+    - ``release()`` stops the run's kernel in the background (at once if it was left running a
+      cell) and fills the pool after a pause. Leaving FIRST_RUN, the kernel is asked to stop at
+      once and the fill waits :data:`FIRST_FILL_DELAY`: a one-shot caller (the command line)
+      closes meanwhile and starts nothing it would not use. In WARM, both wait
+      :data:`SETTLE_DELAY`, so the caller's own finishing work goes first.
+    - ``prestart()`` (any state but CLOSED; the state does not change) starts the kernel of a
+      checked run about to acquire it, unless one is on its way.
+
+    Forking is given up for the pool's life (kernels are launched) once a template cannot be
+    spawned or fails to start; that is a fallback, not a state.
 
     Parameters
     ----------
@@ -123,19 +198,16 @@ class KernelPool:
 
     def __init__(self, size: int, *, fork: bool) -> None:
         self.size = size
+        self.state = PoolState.IDLE
         self._fork = fork
         self._idle: OrderedDict[_Key, deque[asyncio.Task[RunningKernel]]] = OrderedDict()
         self._recent: tuple[_Key, KernelChoice, Path, dict[str, str]] | None = None
         self._background: set[asyncio.Task[Any]] = set()
-        self._server: ForkServer | None = None
-        self._server_ready: asyncio.Task[None] | None = None
-        #: A template of ipykernel alone, started by :meth:`anticipate` for the first kernel.
-        self._first: ForkServer | None = None
-        self._first_ready: asyncio.Task[None] | None = None
+        #: ipykernel alone, spawned by :meth:`prepare` for the kernels before WARM.
+        self._first_template: _Template | None = None
+        #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
+        self._full_template: _Template | None = None
         self._context: Any = None
-        self._acquired = 0
-        self._released = 0
-        self._closed = False
         #: How the kernels of this pool were started, for tests and benchmarks.
         #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
         #: the used kernels asked to shut down, those that exited and those killed after
@@ -149,93 +221,77 @@ class KernelPool:
             "killed": 0,
         }
 
-    # -- runs ------------------------------------------------------------------------------
+    # -- transitions -----------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """IDLE -> PREPARED: spawn the first template, before anyone knows what it will run.
+
+        The template imports ipykernel (no kernel, no sockets, nothing of any run): the first
+        native kernel is then forked from it instead of launched, which saves the caller the
+        import time it spends meanwhile, reading and checking its run.
+        """
+        if self.state is not PoolState.IDLE:
+            return
+        self._first_template = self._spawn_template(data_modules=False)
+        if self._first_template is not None:
+            self.state = PoolState.PREPARED
 
     async def acquire(
         self, choice: KernelChoice, cwd: Path, env: dict[str, str], ready_timeout: float
     ) -> RunningKernel:
-        """A ready kernel for one run: a warm one that matches, else a newly started one."""
-        key = _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
-        self._acquired += 1
+        """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
+        key = _key(choice, cwd, env)
+        first = self.state in (PoolState.IDLE, PoolState.PREPARED)
+        if first:
+            self.state = PoolState.FIRST_RUN
+        elif self.state is PoolState.FIRST_RUN:
+            self.state = PoolState.WARM
         self._recent = (key, choice, cwd, env)
         if key in self._idle:
             self._idle.move_to_end(key)
         kernel = await self._take(key, ready_timeout)
         if kernel is not None:
             self.stats["taken_warm"] += 1
-        elif self._acquired > 1:
-            # Runs come faster than the pool refills (a sweep): start the next ones now.
-            # Otherwise refilling waits for the end of this run, so as not to slow it down.
-            self._refill()
-        if kernel is None:
-            self.stats["started_cold"] += 1
-            kernel = await self._start(choice, cwd, env, ready_timeout, ahead=False)
-        return kernel
-
-    def prestart(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
-        """Start a kernel for a run that is about to ask for one, unless one is on its way."""
-        if self._closed:
-            return
-        key = _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
-        entries = self._idle.setdefault(key, deque())
-        if entries:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._start(choice, cwd, env, POOL_READY_TIMEOUT)
-        )
-        task.add_done_callback(_ignore_result)
-        entries.append(task)
-
-    def anticipate(self) -> None:
-        """Get ready to start the first kernel sooner, before anyone knows what it will run.
-
-        Starts a template process that imports ipykernel (no kernel, no sockets, nothing of
-        any run): the first native kernel is then forked from it instead of launched, which
-        saves the caller the import time it spends meanwhile, reading and checking its run.
-        """
-        if self._closed or self._first is not None or self._server is not None:
-            return
-        server = self._new_server(data_modules=False)
-        if server is not None:
-            self._first = server
-            self._first_ready = asyncio.get_running_loop().create_task(
-                asyncio.to_thread(server.wait_ready)
-            )
+            return kernel
+        if not first:
+            # Runs come faster than the pool fills (a sweep): start the next ones now.
+            # After the first run, filling waits for the end of this run, not to slow it down.
+            self._fill()
+        self.stats["started_cold"] += 1
+        return await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
 
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
-        """Stop a used kernel in the background (it never serves another run), then refill."""
-        self._released += 1
-        one_shot = self._released == 1 and self._acquired == 1
+        """FIRST_RUN or WARM -> WARM: stop a used kernel in the background, then fill."""
+        one_shot = self.state is PoolState.FIRST_RUN
+        if one_shot:
+            self.state = PoolState.WARM
         # A kernel left running a cell (timeout, cancel) is killed at once. A clean one is asked
         # to shut down, after the caller has had its moment, unless this may be a one-shot
         # caller (the command line): it waits for the kernel to go, so the sooner the better.
         settle = SETTLE_DELAY if clean and not one_shot else 0.0
         self._spawn(self._stop(kernel, now=not clean, after=settle))
-        if one_shot:
-            # A one-shot caller closes right after its run: give it the time to do so before
-            # starting kernels it would never use.
-            asyncio.get_running_loop().call_later(FIRST_REFILL_DELAY, self._refill)
-        else:
-            asyncio.get_running_loop().call_later(SETTLE_DELAY, self._refill)
+        # A one-shot caller closes right after its run: give it the time to do so before
+        # starting kernels it would never use.
+        delay = FIRST_FILL_DELAY if one_shot else SETTLE_DELAY
+        asyncio.get_running_loop().call_later(delay, self._fill)
 
     async def close(self) -> None:
-        """Stop every kernel, pending start and the fork server; wait until they are gone."""
-        self._closed = True
+        """-> CLOSED: stop every kernel, pending start and template; wait until they are gone."""
+        self.state = PoolState.CLOSED
         # Meanwhile, remove the kernel folders that hosts killed outright left behind.
         sweep = asyncio.get_running_loop().create_task(asyncio.to_thread(sweep_stale))
         idle = [task for entries in self._idle.values() for task in entries]
         self._idle.clear()
         for task in idle:
             self._discard(task)
-        for ready in (self._server_ready, self._first_ready):
-            if ready is not None:
-                ready.cancel()
+        templates = [t for t in (self._full_template, self._first_template) if t is not None]
+        for template in templates:
+            template.ready.cancel()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        for server in (self._server, self._first):
-            if server is not None:
-                await asyncio.get_running_loop().run_in_executor(None, server.close)
-        self._server = self._first = None
+        for template in templates:
+            await asyncio.get_running_loop().run_in_executor(None, template.server.close)
+        self._full_template = self._first_template = None
         if self._context is not None:
             self._context.destroy(linger=0)
             self._context = None
@@ -246,6 +302,40 @@ class KernelPool:
         else:
             if swept:
                 logger.info("removed %d kernel folders left by killed hosts", len(swept))
+
+    # -- actions that leave the state as it is ---------------------------------------------
+
+    def prestart(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
+        """Start a kernel for a run that is about to ask for one, unless one is on its way."""
+        if self.state is PoolState.CLOSED:
+            return
+        entries = self._idle.setdefault(_key(choice, cwd, env), deque())
+        if entries:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=False)
+        )
+        task.add_done_callback(_ignore_result)
+        entries.append(task)
+
+    def _fill(self) -> None:
+        """Start kernels for the latest environment until ``size`` are ready or on their way."""
+        if self.state is PoolState.CLOSED or self.size <= 0 or self._recent is None:
+            return
+        key, choice, cwd, env = self._recent
+        entries = self._idle.setdefault(key, deque())
+        self._idle.move_to_end(key)
+        while len(entries) < self.size:
+            if sum(len(e) for e in self._idle.values()) >= self.size and not self._evict(key):
+                break
+            # The first kernel does not wait for the full template to be ready (it is launched
+            # meanwhile); the next ones do.
+            task = asyncio.get_running_loop().create_task(
+                self._start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=bool(entries))
+            )
+            # A start nobody takes is still reaped: retrieve its exception.
+            task.add_done_callback(_ignore_result)
+            entries.append(task)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -270,22 +360,6 @@ class KernelPool:
                 return kernel
             self._spawn(self._stop(kernel, now=True))
         return None
-
-    def _refill(self) -> None:
-        if self._closed or self.size <= 0 or self._recent is None:
-            return
-        key, choice, cwd, env = self._recent
-        entries = self._idle.setdefault(key, deque())
-        self._idle.move_to_end(key)
-        while len(entries) < self.size:
-            if sum(len(e) for e in self._idle.values()) >= self.size and not self._evict(key):
-                break
-            task = asyncio.get_running_loop().create_task(
-                self._start(choice, cwd, env, POOL_READY_TIMEOUT, warm=bool(entries))
-            )
-            # A start nobody takes is still reaped: retrieve its exception.
-            task.add_done_callback(_ignore_result)
-            entries.append(task)
 
     def _evict(self, keep: _Key) -> bool:
         for key, entries in self._idle.items():
@@ -314,7 +388,7 @@ class KernelPool:
         task.add_done_callback(self._background.discard)
 
     async def _stop(self, kernel: RunningKernel, *, now: bool, after: float = 0.0) -> None:
-        if after > 0 and not self._closed:
+        if after > 0 and self.state is not PoolState.CLOSED:
             # close() waits for this task, so the kernel is stopped either way.
             await asyncio.sleep(after)
         try:
@@ -331,11 +405,12 @@ class KernelPool:
         env: dict[str, str],
         ready_timeout: float,
         *,
-        warm: bool = False,
-        ahead: bool = True,
+        warm_up: bool,
+        wait: bool,
     ) -> RunningKernel:
-        """Start a kernel; ``ahead`` when no run is waiting for it (it then warms up too)."""
-        server = await self._fork_server(env, cwd, wait=warm) if choice.native else None
+        """Start a kernel: forked from the template of the state (``wait``: for it to be
+        ready) or launched; ``warm_up`` when no run waits for it."""
+        server = await self._template_for(env, cwd, wait=wait) if choice.native else None
         if self._context is None:
             import zmq
             import zmq.asyncio
@@ -351,35 +426,30 @@ class KernelPool:
             ready_timeout=ready_timeout,
             forkserver=server,
             context=self._context,
-            warm_up=ahead,
+            warm_up=warm_up,
         )
         self.stats["forked" if server is not None else "launched"] += 1
         return kernel
 
-    async def _fork_server(
+    async def _template_for(
         self, env: dict[str, str], cwd: Path, *, wait: bool
     ) -> ForkServer | None:
-        """The fork server when it can fork for ``env``; starts it after the first run."""
-        if not self._fork or self._closed:
+        """The template to fork a kernel for ``env`` from, or None to launch it."""
+        if not self._fork or self.state is PoolState.CLOSED:
             return None
-        if self._server is None:
-            if self._released < 1 and self._acquired < 2:
-                # The first run starts its kernel the ordinary way, or from the template of
-                # :meth:`anticipate`, started earlier than any launch could be: wait for it.
-                # The template of the warm kernels comes after it.
-                if self._first is None or self._first_ready is None:
-                    return None
-                return await self._usable(self._first, self._first_ready, env, cwd, wait=True)
-            self._server = self._new_server(data_modules=True)
-            if self._server is None:
+        if self.state is not PoolState.WARM:
+            # Before WARM: the first template, which started earlier than any launch could be,
+            # so wait for it; without one, launch. The full template comes after.
+            if self._first_template is None:
                 return None
-            self._server_ready = asyncio.get_running_loop().create_task(
-                asyncio.to_thread(self._server.wait_ready)
-            )
-        assert self._server_ready is not None
-        return await self._usable(self._server, self._server_ready, env, cwd, wait=wait)
+            return await self._usable(self._first_template, env, cwd, wait=True)
+        if self._full_template is None:
+            self._full_template = self._spawn_template(data_modules=True)
+            if self._full_template is None:
+                return None
+        return await self._usable(self._full_template, env, cwd, wait=wait)
 
-    def _new_server(self, *, data_modules: bool) -> ForkServer | None:
+    def _spawn_template(self, *, data_modules: bool) -> _Template | None:
         """A spawned template, or None where kernels cannot be forked."""
         from .forkserver import ForkServer, ForkServerError, fork_supported
 
@@ -394,18 +464,15 @@ class KernelPool:
             logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
-        return server
+        ready = asyncio.get_running_loop().create_task(asyncio.to_thread(server.wait_ready))
+        return _Template(server, ready)
 
     async def _usable(
-        self,
-        server: ForkServer,
-        ready: asyncio.Task[None],
-        env: dict[str, str],
-        cwd: Path,
-        *,
-        wait: bool,
+        self, template: _Template, env: dict[str, str], cwd: Path, *, wait: bool
     ) -> ForkServer | None:
-        """``server`` if it is ready (after waiting, with ``wait``) and can fork for ``env``."""
+        """``template``'s server if it is ready (after waiting, with ``wait``) and can fork for
+        ``env``."""
+        ready = template.ready
         if not ready.done() and wait:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(ready)
@@ -416,7 +483,7 @@ class KernelPool:
                 logger.info("kernels will be launched, not forked: %s", ready)
             self._fork = False
             return None
-        return server if server.compatible(env, cwd) else None
+        return template.server if template.server.compatible(env, cwd) else None
 
 
 def _ignore_result(task: asyncio.Task[Any]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._run.parameters import INJECTED_TAG
-from .._run.results import strip_ansi
+from .._run.text import strip_ansi
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

@@ -118,7 +118,7 @@ def _change(
     target = Path(path)
     loaded = load_source(target)
     data = target.read_bytes()
-    nb = loaded.notebook
+    nb = loaded.nb
     count = len(nb.cells)
     limit = count if op == "insert" else count - 1
     if not 0 <= index <= limit:
@@ -149,7 +149,7 @@ def _change(
         new_text = _change_text(shown, text, fmt, nb, request)
     _verify(shown, new_text, fmt, shape, request)
     _replace_file(target, data, (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8"))
-    return load_source(target).notebook
+    return load_source(target).nb
 
 
 def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _Request) -> None:

@@ -101,7 +101,7 @@ def validate_notebook(
         if problems:
             return _verdict(problems)
     try:
-        nb = load_source(path).notebook
+        nb = load_source(path).nb
     except NotebookSourceError as exc:
         return _verdict([_problem(None, "error", exc.reason)])
     problems.extend(_parameters_problems(nb))

@@ -88,20 +88,20 @@ class Parameter:
         }
 
 
-def parameters_cell_index(notebook: NotebookNode) -> int | None:
+def parameters_cell_index(nb: NotebookNode) -> int | None:
     """Index of the first cell tagged ``parameters``, or None."""
-    for index, cell in enumerate(notebook.cells):
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and PARAMETERS_TAG in cell.metadata.get("tags", []):
             return index
     return None
 
 
-def declared_parameters(notebook: NotebookNode) -> dict[str, Parameter]:
-    """The parameters declared by ``notebook``, in declaration order."""
-    index = parameters_cell_index(notebook)
+def declared_parameters(nb: NotebookNode) -> dict[str, Parameter]:
+    """The parameters declared by ``nb``, in declaration order."""
+    index = parameters_cell_index(nb)
     if index is None:
         return {}
-    return parse_parameters(notebook.cells[index].source)
+    return parse_parameters(nb.cells[index].source)
 
 
 def parse_parameters(source: str) -> dict[str, Parameter]:
@@ -384,7 +384,7 @@ def _structured_value(text: str) -> Any:
 
 
 def inject_parameters(
-    notebook: NotebookNode, values: Mapping[str, Any], language: str = "python"
+    nb: NotebookNode, values: Mapping[str, Any], language: str = "python"
 ) -> int | None:
     """Insert a cell assigning ``values`` after the parameters cell; return its index.
 
@@ -406,9 +406,9 @@ def inject_parameters(
         source=source,
         outputs=[],
     )
-    index = parameters_cell_index(notebook)
+    index = parameters_cell_index(nb)
     position = 0 if index is None else index + 1
-    notebook.cells.insert(position, cell)
+    nb.cells.insert(position, cell)
     return position
 
 

@@ -73,7 +73,7 @@ def plan_run(
         check_path("output_path", output_path)
     if cwd is not None:
         check_path("cwd", cwd)
-    shown = os.fspath(input_path)
+    notebook = os.fspath(input_path)
     if parameters is not None and not isinstance(parameters, Mapping):
         raise NotebookExecutorError(
             f"parameters must be a mapping of name to value, got {type(parameters).__name__}"
@@ -89,34 +89,32 @@ def plan_run(
         "cell_timeout", cell_timeout if cell_timeout is not None else default_cell_timeout
     )
     loaded = load_source(input_path)
-    declared = declared_parameters(loaded.notebook)
+    declared = declared_parameters(loaded.nb)
     given = dict(parameters or {})
     effective = validate_parameters(declared, given)
-    kernel = choose_kernel(shown, kernel_name, loaded.notebook.metadata.get("kernelspec"))
+    kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
     if cwd is not None:
         workdir = Path(cwd)
         if not workdir.is_dir():
             raise NotebookExecutorError(f"cwd {os.fspath(cwd)!r} is not a directory")
     else:
         workdir = loaded.path.parent
-    notebook = loaded.notebook
-    _start_afresh(notebook)
-    injected_at = inject_parameters(
-        notebook, {name: effective[name] for name in given}, kernel.language
-    )
+    nb = loaded.nb
+    _start_afresh(nb)
+    injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env})
     return Plan(
-        notebook=shown,
+        notebook=notebook,
         loaded_path=loaded.path,
         sha256=loaded.sha256,
         source_format=loaded.format.name,
-        nb=notebook,
+        nb=nb,
         cell_map=CellMap(injected_at),
         parameters=effective,
         request=request,
         output_path=None if output_path is None else Path(output_path),
         job=RunJob(
-            nb=notebook,
+            nb=nb,
             kernel=kernel,
             cwd=workdir.resolve(),
             env=environment,
@@ -160,14 +158,14 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-def _start_afresh(notebook: NotebookNode) -> None:
+def _start_afresh(nb: NotebookNode) -> None:
     """Drop what an executed ``.ipynb`` source carries over from an earlier run.
 
     Its outputs and execution counts would pass for this run's in cells that never run (and
     its scraps for this run's scraps); its injected parameters would override this run's.
     Cells are kept, so indices still match ``read_notebook(source).cells``.
     """
-    for cell in notebook.cells:
+    for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         cell.outputs = []

@@ -16,14 +16,14 @@ import re
 import secrets as _secrets
 import sys
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError
-from .results import strip_ansi
+from .files import atomic_write_text
 from .scraps import find_scraps, summarize_scrap
-from .sources import atomic_write_text
+from .text import strip_ansi
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -145,7 +145,7 @@ def environment_record() -> dict[str, Any]:
 
 
 def write_run_files(
-    runs_dir: Path, run_id: str, notebook: NotebookNode, record: Mapping[str, Any], *, final: bool
+    runs_dir: Path, run_id: str, nb: NotebookNode, record: Mapping[str, Any], *, final: bool
 ) -> Path:
     """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically.
 
@@ -154,13 +154,13 @@ def write_run_files(
     layout (sorted keys, one-space indent, text split into lines).
     """
     path = run_notebook_path(runs_dir, run_id)
-    notebook.metadata[RECORD_KEY] = dict(record)
-    _cap_streams(notebook)
+    nb.metadata[RECORD_KEY] = dict(record)
+    _cap_streams(nb)
     if not final:
-        atomic_write_text(path, _json(notebook, indent=None))
+        atomic_write_text(path, _json(nb, indent=None))
         return path
-    atomic_write_text(path, _json(_split_lines(notebook), indent=1) + "\n")
-    atomic_write_text(path.with_suffix(".md"), render_markdown(notebook, record))
+    atomic_write_text(path, _json(_split_lines(nb), indent=1) + "\n")
+    atomic_write_text(path.with_suffix(".md"), render_markdown(nb, record))
     return path
 
 
@@ -190,13 +190,13 @@ def _bytes_as_base64(value: Any) -> str:
 _SPLIT_MIMES = frozenset({"application/javascript", "image/svg+xml"})
 
 
-def _split_lines(notebook: NotebookNode) -> dict[str, Any]:
-    """nbformat's file layout of ``notebook`` (text split into lines), sharing what it can."""
+def _split_lines(nb: NotebookNode) -> dict[str, Any]:
+    """nbformat's file layout of ``nb`` (text split into lines), sharing what it can."""
     from nbformat.v4.rwbase import strip_transient
 
-    strip_transient(notebook)
+    strip_transient(nb)
     cells = []
-    for cell in notebook.cells:
+    for cell in nb.cells:
         copied = dict(cell)
         if isinstance(cell.get("source"), str):
             copied["source"] = cell["source"].splitlines(True)
@@ -207,7 +207,7 @@ def _split_lines(notebook: NotebookNode) -> dict[str, Any]:
         if cell.get("cell_type") == "code":
             copied["outputs"] = [_split_output(output) for output in cell.get("outputs", [])]
         cells.append(copied)
-    return {**notebook, "cells": cells}
+    return {**nb, "cells": cells}
 
 
 def _split_output(output: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,10 +229,10 @@ def _split_bundle(bundle: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cap_streams(notebook: NotebookNode) -> None:
+def _cap_streams(nb: NotebookNode) -> None:
     # A kernel sends a long stream in many messages: the cap holds for each stream (stdout,
     # stderr) of a cell as a whole; what follows the cut is dropped and counted in the marker.
-    for cell in notebook.cells:
+    for cell in nb.cells:
         kept: dict[str, int] = {}
         cut: dict[str, Any] = {}
         dropped: dict[str, int] = {}
@@ -286,17 +286,7 @@ def iter_run_notebooks(runs_dir: Path) -> Iterator[Path]:
             yield from sorted(p for p in day.glob("*.ipynb") if _RUN_ID.fullmatch(p.stem))
 
 
-def now_utc() -> datetime:
-    """The current time in UTC."""
-    return datetime.now(timezone.utc)
-
-
-def iso(moment: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and a ``Z``."""
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def render_markdown(notebook: NotebookNode, record: Mapping[str, Any]) -> str:
+def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
     """The readable record of a run: front matter, then cells and their text results."""
     import yaml
 
@@ -332,9 +322,9 @@ def render_markdown(notebook: NotebookNode, record: Mapping[str, Any]) -> str:
             f"Failed in cell {failed.get('index')}: {failed.get('ename')}: {failed.get('evalue')}"
         )
         parts.append("")
-    for cell in notebook.cells:
+    for cell in nb.cells:
         parts.extend(_render_cell(cell))
-    scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(notebook.cells).items()}
+    scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(nb.cells).items()}
     if scraps:
         parts += ["## Scraps", "", "```json"]
         parts.append(json.dumps(scraps, indent=2, ensure_ascii=False, default=str))

@@ -7,25 +7,18 @@ source does not have. :class:`CellMap` translates back, so ``failed_cell.index``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine import EngineOutcome
 from .scraps import find_scraps, summarize_scrap
+from .text import strip_ansi
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["CellMap", "annotate_cells", "build_result", "redact", "strip_ansi"]
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*(\x07|\x1b\\)|\x1b[@-Z\\-_]")
-
-
-def strip_ansi(text: str) -> str:
-    """Remove ANSI escape sequences (colours, cursor moves) from ``text``."""
-    return _ANSI.sub("", text)
+__all__ = ["CellMap", "annotate_cells", "build_result", "redact"]
 
 
 @dataclass(frozen=True)
@@ -47,11 +40,11 @@ class CellMap:
         return job_index == self.injected_at
 
 
-def annotate_cells(notebook: NotebookNode, outcome: EngineOutcome) -> None:
+def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
     """Record in each code cell's metadata whether it ran, failed, or never ran."""
     completed = set(outcome.completed)
     failed = outcome.failure.index if outcome.failure else None
-    for index, cell in enumerate(notebook.cells):
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         if index in completed:
@@ -142,9 +135,9 @@ def _clip_lines(lines: list[str]) -> list[str]:
     return clipped[::-1]
 
 
-def _cell_source(notebook: NotebookNode, index: int) -> str:
-    if 0 <= index < len(notebook.cells):
-        return str(notebook.cells[index].source)
+def _cell_source(nb: NotebookNode, index: int) -> str:
+    if 0 <= index < len(nb.cells):
+        return str(nb.cells[index].source)
     return ""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._times import iso, now_utc
 from ..engine import CellFailure, Engine, EngineOutcome
 from . import records as _records
 from .plan import Plan
@@ -38,7 +39,7 @@ def run_plan(
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
     cancelled run, and is then raised again.
     """
-    started = _records.now_utc()
+    started = now_utc()
     clock = time.perf_counter()
     run_id = _records.new_run_id(plan.loaded_path, started)
     run_path = _records.run_notebook_path(runs_dir, run_id)
@@ -66,7 +67,7 @@ def run_plan(
         "output_path": _records.display_path(output_path),
         "parameters": redact(plan.parameters, plan.secrets),
         "request": redact(plan.request, plan.secrets),
-        "started_at": _records.iso(started),
+        "started_at": iso(started),
         **provenance,
     }
     # The injected parameters may hold a secret's value too: the first write is redacted.
@@ -88,7 +89,7 @@ def run_plan(
                 "the run was cancelled",
                 [],
             )
-    finished = _records.now_utc()
+    finished = now_utc()
     annotate_cells(plan.nb, outcome)
     result = build_result(
         run_id=run_id,
@@ -96,8 +97,8 @@ def run_plan(
         output_path=os.fspath(output_path),
         parameters=plan.parameters,
         request=plan.request,
-        started_at=_records.iso(started),
-        finished_at=_records.iso(finished),
+        started_at=iso(started),
+        finished_at=iso(finished),
         duration_seconds=time.perf_counter() - clock,
         executed=plan.nb,
         outcome=outcome,
@@ -120,8 +121,8 @@ def run_plan(
     return result
 
 
-def _cancelled_cell(notebook: NotebookNode, outcome: EngineOutcome) -> int:
+def _cancelled_cell(nb: NotebookNode, outcome: EngineOutcome) -> int:
     """The code cell that was running when the run was cancelled: the first not completed."""
     done = set(outcome.completed)
-    codes = [i for i, cell in enumerate(notebook.cells) if cell.cell_type == "code"]
+    codes = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     return next((i for i in codes if i not in done), codes[-1] if codes else 0)

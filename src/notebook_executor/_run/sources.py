@@ -16,7 +16,6 @@ import json
 import keyword
 import os
 import re
-import tempfile
 import threading
 import warnings
 from collections import OrderedDict
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .files import atomic_write_text
 from .literals import to_literal
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ __all__ = [
     "FORMATS",
     "LoadedSource",
     "SourceFormat",
-    "atomic_write_text",
     "format_for",
     "load_source",
     "notebook_to_text",
@@ -69,7 +68,7 @@ class LoadedSource:
     """A parsed source with what the run record needs to know about it."""
 
     path: Path
-    notebook: NotebookNode
+    nb: NotebookNode
     sha256: str
     format: SourceFormat
 
@@ -89,7 +88,7 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
 
 def read_notebook(path: str | os.PathLike[str]) -> NotebookNode:
     """Read any supported source as an nbformat 4 notebook."""
-    return load_source(path).notebook
+    return load_source(path).nb
 
 
 def load_source(path: str | os.PathLike[str]) -> LoadedSource:
@@ -101,36 +100,36 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         The file is missing, not a regular file, too large, not UTF-8, malformed, or of an
         unsupported format.
     """
-    shown = os.fspath(path)
+    notebook = os.fspath(path)
     fmt = format_for(path)
     source_path = Path(path)
     try:
         size = source_path.stat().st_size
     except FileNotFoundError:
-        raise NotebookSourceError(shown, "no such file") from None
+        raise NotebookSourceError(notebook, "no such file") from None
     except OSError as exc:
-        raise NotebookSourceError(shown, f"cannot read: {exc.strerror or exc}") from None
+        raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     if not source_path.is_file():
-        raise NotebookSourceError(shown, "not a regular file")
+        raise NotebookSourceError(notebook, "not a regular file")
     if size > MAX_SOURCE_BYTES:
         raise NotebookSourceError(
-            shown, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
+            notebook, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
         )
     try:
         data = source_path.read_bytes()
     except OSError as exc:
-        raise NotebookSourceError(shown, f"cannot read: {exc.strerror or exc}") from None
+        raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise NotebookSourceError(
-            shown, f"not UTF-8 text (invalid byte at offset {exc.start})"
+            notebook, f"not UTF-8 text (invalid byte at offset {exc.start})"
         ) from None
     if "\x00" in text:
-        raise NotebookSourceError(shown, "not a text file (it contains NUL bytes)")
+        raise NotebookSourceError(notebook, "not a text file (it contains NUL bytes)")
     digest = hashlib.sha256(data).hexdigest()
-    notebook = _parse_cached(shown, text, fmt, digest)
-    return LoadedSource(path=source_path, notebook=notebook, sha256=digest, format=fmt)
+    nb = _parse_cached(notebook, text, fmt, digest)
+    return LoadedSource(path=source_path, nb=nb, sha256=digest, format=fmt)
 
 
 def parse_source_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
@@ -145,7 +144,7 @@ _PARSED_LOCK = threading.Lock()
 _PARSED_MAX = 32
 
 
-def _parse_cached(shown: str, text: str, fmt: SourceFormat, digest: str) -> NotebookNode:
+def _parse_cached(notebook: str, text: str, fmt: SourceFormat, digest: str) -> NotebookNode:
     """``_parse`` memoised on the bytes; every caller gets its own copy to change."""
     key = (fmt.extension, digest)
     with _PARSED_LOCK:
@@ -153,7 +152,7 @@ def _parse_cached(shown: str, text: str, fmt: SourceFormat, digest: str) -> Note
         if cached is not None:
             _PARSED.move_to_end(key)
     if cached is None:
-        cached = _parse(shown, text, fmt)
+        cached = _parse(notebook, text, fmt)
         with _PARSED_LOCK:
             _PARSED[key] = cached
             while len(_PARSED) > _PARSED_MAX:
@@ -161,41 +160,41 @@ def _parse_cached(shown: str, text: str, fmt: SourceFormat, digest: str) -> Note
     return copy.deepcopy(cached)
 
 
-def _parse(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
+def _parse(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
     if fmt.jupytext_format is None:
-        return _parse_ipynb(shown, text)
-    return _parse_text(shown, text, fmt)
+        return _parse_ipynb(notebook, text)
+    return _parse_text(notebook, text, fmt)
 
 
-def _parse_ipynb(shown: str, text: str) -> NotebookNode:
+def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
     import nbformat
 
     try:
         raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise NotebookSourceError(shown, f"not valid JSON ({_first_line(exc)})") from None
+        raise NotebookSourceError(notebook, f"not valid JSON ({_first_line(exc)})") from None
     if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
-        raise NotebookSourceError(shown, "not a notebook (a JSON object with 'cells' expected)")
+        raise NotebookSourceError(notebook, "not a notebook (a JSON object with 'cells' expected)")
     major = raw.get("nbformat")
     if major != 4:
         raise NotebookSourceError(
-            shown, f"nbformat {major!r} is not supported (nbformat 4 notebooks only)"
+            notebook, f"nbformat {major!r} is not supported (nbformat 4 notebooks only)"
         )
     try:
         from nbformat.v4.rwbase import rejoin_lines
 
-        notebook = rejoin_lines(nbformat.from_dict(raw))
-        nbformat.validate(notebook)
+        nb = rejoin_lines(nbformat.from_dict(raw))
+        nbformat.validate(nb)
     except nbformat.ValidationError as exc:
-        raise NotebookSourceError(shown, f"invalid notebook: {_first_line(exc)}") from None
+        raise NotebookSourceError(notebook, f"invalid notebook: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed document can break nbformat in many ways
         raise NotebookSourceError(
-            shown, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
+            notebook, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
-    return _normalised(notebook)
+    return _normalised(nb)
 
 
-def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
+def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
     import jupytext
 
     jupytext_format = fmt.jupytext_format
@@ -203,26 +202,26 @@ def _parse_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
     mixed_lexers = False
     if fmt.extension == ".md" and "```{code-cell}" in text:
         jupytext_format = "md:myst"
-        mixed_lexers = _check_one_language(shown, text)
+        mixed_lexers = _check_one_language(notebook, text)
     try:
         with warnings.catch_warnings() if mixed_lexers else contextlib.nullcontext():
             if mixed_lexers:
                 # Names of one language (python, ipython3): checked, nothing to warn about.
                 warnings.filterwarnings("ignore", "All code cells in a MyST notebook")
-            notebook = jupytext.reads(text, fmt=jupytext_format)
+            nb = jupytext.reads(text, fmt=jupytext_format)
     except Exception as exc:  # jupytext raises many types for malformed text
         raise NotebookSourceError(
-            shown, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
+            notebook, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
-    _translate_front_matter(shown, notebook)
-    return _normalised(notebook)
+    _translate_front_matter(notebook, nb)
+    return _normalised(nb)
 
 
 #: A MyST code cell's opening fence at the start of a line, and its language.
 _MYST_CODE_CELL = re.compile(r"^(?:`{3,}|~{3,})\{code-cell\}[ \t]*(\S*)", re.MULTILINE)
 
 
-def _check_one_language(shown: str, text: str) -> bool:
+def _check_one_language(notebook: str, text: str) -> bool:
     """Refuse a MyST notebook whose code cells name different languages: one kernel runs them
     all, so a ``bash`` cell among ``python`` ones would fail at run time (jupytext only warns).
     True when its cells use several names of one language (``python``, ``ipython3``)."""
@@ -239,7 +238,7 @@ def _check_one_language(shown: str, text: str) -> bool:
         if _language_family(language) != _language_family(first):
             line = text.count("\n", 0, match.start()) + 1
             raise NotebookSourceError(
-                shown,
+                notebook,
                 f"line {line}: a {language} code cell after {first} ones; a notebook runs on "
                 "one kernel, so all its code cells need the same language",
             )
@@ -252,27 +251,27 @@ def _language_family(lexer: str) -> str:
     return "python" if name in ("python", "ipython", "py") else name
 
 
-def _normalised(notebook: NotebookNode) -> NotebookNode:
+def _normalised(nb: NotebookNode) -> NotebookNode:
     # Every cell gets an id, so later stages need no special cases.
     from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
-    for cell in notebook.cells:
+    for cell in nb.cells:
         if "id" not in cell:
             cell["id"] = random_cell_id()
-    return notebook
+    return nb
 
 
 _PARAMETER_LINE = re.compile(r"^\s+([^\s:#][^:#]*?)\s*:.*?\s#\s?(?P<help>.*)$")
 
 
-def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
+def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
     """Turn a logbook front matter (a raw first cell) into a ``parameters`` code cell."""
     import nbformat
     import yaml
 
-    if not notebook.cells or notebook.cells[0].cell_type != "raw":
+    if not nb.cells or nb.cells[0].cell_type != "raw":
         return
-    text = notebook.cells[0].source.strip()
+    text = nb.cells[0].source.strip()
     if not (text.startswith("---") and text.endswith("---") and len(text) >= 6):
         return
     body = text[3:-3]
@@ -281,7 +280,7 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
     except yaml.YAMLError as exc:
         if re.search(r"^parameters\s*:", body, re.MULTILINE):
             raise NotebookSourceError(
-                shown, f"front matter is not valid YAML: {_first_line(exc)}"
+                notebook, f"front matter is not valid YAML: {_first_line(exc)}"
             ) from None
         return
     if not isinstance(front, dict) or "parameters" not in front:
@@ -291,14 +290,14 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
         declared = {}
     if not isinstance(declared, dict):
         raise NotebookSourceError(
-            shown, "front matter 'parameters' must be a mapping of name to default"
+            notebook, "front matter 'parameters' must be a mapping of name to default"
         )
     helps = _front_matter_helps(body)
     lines = []
     for name, default in declared.items():
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
             raise NotebookSourceError(
-                shown, f"front matter parameter {name!r} is not a valid Python name"
+                notebook, f"front matter parameter {name!r} is not a valid Python name"
             )
         if default == "...":
             literal = "..."
@@ -307,14 +306,14 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
                 literal = to_literal(default)
             except TypeError as exc:
                 raise NotebookSourceError(
-                    shown, f"front matter parameter {name!r}: {exc}; quote it as a string"
+                    notebook, f"front matter parameter {name!r}: {exc}; quote it as a string"
                 ) from None
         comment = f"  # {helps[name]}" if helps.get(name) else ""
         lines.append(f"{name} = {literal}{comment}")
     cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
-    notebook.cells[0] = cell
+    nb.cells[0] = cell
     if front:
-        notebook.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
+        nb.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
 
 
 def _string_keys(value: object) -> object:
@@ -341,39 +340,39 @@ def _front_matter_helps(body: str) -> dict[str, str]:
     return helps
 
 
-def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
-    """Serialise ``notebook`` in format ``fmt``."""
+def notebook_to_text(nb: NotebookNode, fmt: SourceFormat) -> str:
+    """Serialise ``nb`` in format ``fmt``."""
     if fmt.jupytext_format is None:
         import nbformat
 
-        return str(nbformat.writes(_with_kernelspec(notebook)))
+        return str(nbformat.writes(_with_kernelspec(nb)))
     import copy
 
     import jupytext
 
-    notebook = copy.deepcopy(notebook)
+    nb = copy.deepcopy(nb)
     # A notebook read from text carries jupytext's cell filter for that text, which may drop
     # all cell metadata; the tags (``parameters`` above all) must survive a conversion.
-    notebook.metadata.get("jupytext", {}).pop("cell_metadata_filter", None)
+    nb.metadata.get("jupytext", {}).pop("cell_metadata_filter", None)
     jupytext_format = fmt.jupytext_format
     if fmt.extension == ".md":
-        representation = notebook.metadata.get("jupytext", {}).get("text_representation", {})
+        representation = nb.metadata.get("jupytext", {}).get("text_representation", {})
         if representation.get("format_name") == "myst":
             jupytext_format = "md:myst"
-    return str(jupytext.writes(notebook, fmt=jupytext_format))
+    return str(jupytext.writes(nb, fmt=jupytext_format))
 
 
-def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
-    """A copy of ``notebook`` naming the Python kernel when it names none, as Jupyter and
+def _with_kernelspec(nb: NotebookNode) -> NotebookNode:
+    """A copy of ``nb`` naming the Python kernel when it names none, as Jupyter and
     papermill expect of an ``.ipynb``."""
-    if notebook.metadata.get("kernelspec"):
-        return notebook
-    language = notebook.metadata.get("jupytext", {}).get("main_language", "python")
+    if nb.metadata.get("kernelspec"):
+        return nb
+    language = nb.metadata.get("jupytext", {}).get("main_language", "python")
     if language != "python":
-        return notebook
+        return nb
     import copy
 
-    copied = copy.deepcopy(notebook)
+    copied = copy.deepcopy(nb)
     copied.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
@@ -383,26 +382,12 @@ def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
     return copied
 
 
-def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path:
-    """Write ``notebook`` to ``path`` in the format its extension names, atomically."""
+def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
+    """Write ``nb`` to ``path`` in the format its extension names, atomically."""
     fmt = format_for(path)
     target = Path(path)
-    atomic_write_text(target, notebook_to_text(notebook, fmt))
+    atomic_write_text(target, notebook_to_text(nb, fmt))
     return target
-
-
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so readers see the old file or the new one, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        tmp.replace(target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _first_line(exc: BaseException) -> str:

@@ -75,8 +75,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.kernel in (None, "python3"):
             # A template imports ipykernel while the source is read and checked; the kernel
             # is forked from it once the run is known to be good (bad input: none starts).
-            ex._prepare_first_kernel()
-        declared = declared_parameters(load_source(args.notebook).notebook)
+            ex.prepare_kernel()
+        declared = declared_parameters(load_source(args.notebook).nb)
         values: dict[str, Any] = {}
         if args.parameters_file:
             values.update(
@@ -116,7 +116,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     declared = {
         name: parameter.as_dict()
-        for name, parameter in declared_parameters(load_source(args.notebook).notebook).items()
+        for name, parameter in declared_parameters(load_source(args.notebook).nb).items()
     }
     if args.json:
         print_json(declared)

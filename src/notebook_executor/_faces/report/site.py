@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ..._run import records as _records
+from ..._run.files import atomic_write_text
 from ..._run.scraps import SCRAP_PREFIX
-from ..._run.sources import atomic_write_text
 from .assets import INDEX_SCRIPT, PAGE_CSS, SITE_CSS
 from .charts import charts_for, render_svg
 

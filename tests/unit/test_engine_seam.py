@@ -1,0 +1,139 @@
+"""The public engine seam: a custom engine built from ``notebook_executor.engine`` alone."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from notebook_executor import NotebookExecutor, read_notebook
+from notebook_executor.engine import (
+    EngineOutcome,
+    KernelChoice,
+    RunJob,
+    SupportsPrepare,
+    SupportsPrestart,
+)
+
+NOTEBOOK = "# %%\nx = 1\n\n# %% [markdown]\n# note\n\n# %%\ny = 2\n"
+
+
+class PlainEngine:
+    """The smallest engine: ``run`` and ``close``, no optional hook."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def run(self, job: RunJob) -> EngineOutcome:
+        self.calls.append("run")
+        outcome = EngineOutcome()
+        for index, cell in enumerate(job.nb.cells):
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = len(outcome.completed) + 1
+                outcome.completed.append(index)
+                job.cell_done(index)
+        return outcome
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+class HookedEngine(PlainEngine):
+    """An engine with both optional hooks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prestarted: list[RunJob] = []
+        self.ran: list[RunJob] = []
+
+    def prepare_kernel(self) -> None:
+        self.calls.append("prepare_kernel")
+
+    def prestart(self, job: RunJob) -> None:
+        self.calls.append("prestart")
+        self.prestarted.append(job)
+
+    def run(self, job: RunJob) -> EngineOutcome:
+        self.ran.append(job)
+        return super().run(job)
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    path = tmp_path / "nb.py"
+    path.write_text(NOTEBOOK)
+    return path
+
+
+def test_an_engine_without_hooks_runs_and_prepare_kernel_does_nothing(
+    notebook: Path, tmp_path: Path
+) -> None:
+    engine = PlainEngine()
+    assert not isinstance(engine, SupportsPrepare)
+    assert not isinstance(engine, SupportsPrestart)
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        ex.prepare_kernel()
+        result = ex.execute(notebook)
+    assert result["status"] == "success"
+    assert result["cells_executed"] == 2
+    assert engine.calls == ["run", "close"]
+
+
+def test_the_optional_hooks_are_called_in_order_with_the_job_that_runs(
+    notebook: Path, tmp_path: Path
+) -> None:
+    engine = HookedEngine()
+    assert isinstance(engine, SupportsPrepare)
+    assert isinstance(engine, SupportsPrestart)
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        ex.prepare_kernel()
+        assert engine.calls == ["prepare_kernel"]
+        ex.execute(notebook)
+    assert engine.calls == ["prepare_kernel", "prestart", "run", "close"]
+    assert len(engine.prestarted) == 1
+    assert engine.prestarted[0] is engine.ran[0]
+
+
+def test_bad_input_reaches_no_hook_but_prepare(tmp_path: Path) -> None:
+    from notebook_executor import NotebookSourceError
+
+    engine = HookedEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        ex.prepare_kernel()
+        with pytest.raises(NotebookSourceError):
+            ex.execute(tmp_path / "missing.py")
+    assert engine.calls == ["prepare_kernel", "close"]
+
+
+def test_cell_done_reports_each_completed_cell_and_survives_a_failing_callback(
+    notebook: Path, tmp_path: Path
+) -> None:
+    engine = PlainEngine()
+    seen: list[int] = []
+    job = RunJob(read_notebook(notebook), _kernel(), tmp_path, {}, on_cell=seen.append)
+    engine.run(job)
+    assert seen == [0, 2]
+
+    def broken(index: int) -> None:
+        raise RuntimeError(f"display failed at {index}")
+
+    job = RunJob(read_notebook(notebook), _kernel(), tmp_path, {}, on_cell=broken)
+    assert engine.run(job).completed == [0, 2]
+
+
+def test_the_fake_engine_uses_public_names_only() -> None:
+    """A custom engine needs no private module: the unit tier's fake engine proves it."""
+    source = (Path(__file__).with_name("fake_engine.py")).read_text(encoding="utf-8")
+    imported = [
+        node.module
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module
+    ]
+    ours = [name for name in imported if name.split(".")[0] == "notebook_executor"]
+    assert ours == ["notebook_executor.engine"]
+
+
+def _kernel() -> KernelChoice:
+    return KernelChoice(name="python3", language="python", native=True)
