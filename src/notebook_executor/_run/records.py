@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError
+from .remote import is_url
 from .results import strip_ansi
 from .scraps import find_scraps, summarize_scrap
 from .sources import atomic_write_text
@@ -86,7 +87,9 @@ def run_notebook_path(runs_dir: Path, run_id: str) -> Path:
 
 def display_path(path: str | os.PathLike[str]) -> str:
     """A path fit for a record: relative to the working directory when under it, ``~``-based
-    when under the home folder, never an absolute home path."""
+    when under the home folder, never an absolute home path. A URL is kept as given."""
+    if is_url(path):
+        return os.fspath(path)
     candidate = Path(path)
     if not candidate.is_absolute():
         return candidate.as_posix()

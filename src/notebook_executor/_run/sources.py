@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
 from .literals import to_literal
+from .remote import is_url, read_url, write_url
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -101,8 +102,12 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         unsupported format.
     """
     shown = os.fspath(path)
-    fmt = format_for(path)
+    fmt = format_for(_url_path(shown) if is_url(shown) else path)
     source_path = Path(path)
+    if is_url(shown):
+        # Read by papermill's I/O handler for the scheme (s3://, gs://, https://, ...).
+        data = read_url(shown).encode("utf-8")
+        return _loaded(shown, source_path, data, fmt)
     try:
         size = source_path.stat().st_size
     except FileNotFoundError:
@@ -119,6 +124,19 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         data = source_path.read_bytes()
     except OSError as exc:
         raise NotebookSourceError(shown, f"cannot read: {exc.strerror or exc}") from None
+    return _loaded(shown, source_path, data, fmt)
+
+
+def _url_path(url: str) -> str:
+    """The path part of a URL, for its extension."""
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def _loaded(shown: str, source_path: Path, data: bytes, fmt: SourceFormat) -> LoadedSource:
+    if len(data) > MAX_SOURCE_BYTES:
+        raise NotebookSourceError(
+            shown, f"too large ({len(data)} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -377,7 +395,14 @@ def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
 
 
 def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path:
-    """Write ``notebook`` to ``path`` in the format its extension names, atomically."""
+    """Write ``notebook`` to ``path`` in the format its extension names, atomically.
+
+    A URL (``s3://...``) is written by papermill's I/O handler for its scheme.
+    """
+    if is_url(path):
+        url = os.fspath(path)
+        write_url(notebook_to_text(notebook, format_for(_url_path(url))), url)
+        return Path(url)
     fmt = format_for(path)
     target = Path(path)
     atomic_write_text(target, notebook_to_text(notebook, fmt))
