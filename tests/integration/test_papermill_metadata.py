@@ -75,9 +75,7 @@ def test_success_run_reads_in_scrapbook(executor: NotebookExecutor, tmp_path: Pa
         began, ended = isoparse(cell["start_time"]), isoparse(cell["end_time"])
         assert start <= began <= ended <= end
         assert cell["duration"] == pytest.approx((ended - began).total_seconds(), abs=1e-5)
-    assert {_papermill(c)["status"] for c in nb.cells if c.cell_type == "markdown"} == {
-        "completed"
-    }
+    assert {_papermill(c)["status"] for c in nb.cells if c.cell_type == "markdown"} == {"completed"}
     # Our own record stays beside papermill's.
     assert nb.metadata["notebook_executor"]["run_id"] == result["run_id"]
 

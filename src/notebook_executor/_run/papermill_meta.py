@@ -28,7 +28,13 @@ from ..engine import EngineOutcome
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["PAPERMILL_KEY", "annotate_papermill", "papermill_time", "papermill_version"]
+__all__ = [
+    "PAPERMILL_KEY",
+    "annotate_papermill",
+    "annotate_papermill_cells",
+    "papermill_time",
+    "papermill_version",
+]
 
 PAPERMILL_KEY = "papermill"
 
@@ -79,6 +85,12 @@ def annotate_papermill(
         ),
         "exception": True if failed_at is not None else None,
     }
+    annotate_papermill_cells(nb, outcome)
+
+
+def annotate_papermill_cells(nb: NotebookNode, outcome: EngineOutcome | None) -> None:
+    """Write papermill's metadata into every cell of ``nb``, which ran with ``outcome``."""
+    failed_at = None if outcome is None or outcome.failure is None else outcome.failure.index
     completed = set() if outcome is None else set(outcome.completed)
     # Papermill marks every cell before the one that failed (or all, on success) completed.
     stop = len(nb.cells) if outcome is None or failed_at is None else failed_at
