@@ -9,7 +9,7 @@ from typing import Any
 import nbformat
 import pytest
 import scrapbook as sb
-from dateutil.parser import isoparse
+from dateutil.parser import isoparse  # type: ignore[import-untyped]
 
 from notebook_executor import NotebookExecutor
 
