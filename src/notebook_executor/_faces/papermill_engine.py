@@ -28,9 +28,9 @@ from papermill.engines import Engine
 
 from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import choose_kernel, kernel_environment
+from .._progress import output_text
 from .._run.papermill_meta import annotate_papermill_cells
 from ..engine import EngineOutcome, RunJob
-from .live_output import output_text
 
 __all__ = ["NotebookExecutorEngine"]
 
