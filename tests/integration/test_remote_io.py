@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -96,7 +97,7 @@ def test_s3_in_s3_out(s3: Any, tmp_path: Path) -> None:
 def test_unreachable_bucket_fails_before_any_kernel(s3: Any, tmp_path: Path) -> None:
     s3.put_object(Bucket=BUCKET, Key="in/hello.ipynb", Body=_notebook().encode())
     with NotebookExecutor(tmp_path / "runs") as ex:
-        with pytest.raises(NotebookSourceError, match="s3://missing-bucket/x.ipynb"):
+        with pytest.raises(NotebookSourceError, match=re.escape("s3://missing-bucket/x.ipynb")):
             ex.execute("s3://missing-bucket/x.ipynb")
         with pytest.raises(NotebookSourceError, match="cannot write"):
             ex.execute(f"s3://{BUCKET}/in/hello.ipynb", "s3://missing-bucket/out.ipynb")
