@@ -10,9 +10,11 @@ its metadata, progress bar and its ``PapermillExecutionError``. On a timeout or 
 the cell that was running gets an error output (``TimeoutError`` or ``DeadKernelError`` with
 the reason), so papermill's error names that cell.
 
-Only papermill imports this module (through the entry point). Papermill's engines are classes,
-not objects: the kernels live in one engine per process, created at the first run and closed
-when the process exits.
+Only papermill imports this module (through the entry point, each time papermill is imported):
+it costs what ``import notebook_executor`` costs, and kernels, templates and the engine's modules
+wait for a run that asks for this engine. Papermill's engines are classes, not objects: the
+kernels live in one engine per process, created at the first run and closed when the process
+exits.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ _engines: list[KernelEngine] = []  # at most one: the process's kernels
 
 def _engine() -> KernelEngine:
     """The process's kernel engine, created at the first run and closed at exit."""
+    from .._kernels.kernel_engine import KernelEngine
+
     with _lock:
         if not _engines:
             engine = KernelEngine()
@@ -86,6 +90,7 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
         ``execution_timeout`` limits each cell (papermill's meaning); the kernel works in the
         current directory (papermill's ``cwd`` has been entered).
         """
+
         nb = nb_man.nb
         shown = str(kwargs.get("input_path") or "notebook")
         kernel = choose_kernel(shown, kernel_name, nb.metadata.get("kernelspec"))
@@ -106,6 +111,7 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
 
 def _report(nb_man: Any, outcome: EngineOutcome) -> None:
     """Tell papermill's manager what ran, so its metadata and error name the right cell."""
+
     nb = nb_man.nb
     annotate_papermill_cells(nb, outcome)
     failure = outcome.failure
