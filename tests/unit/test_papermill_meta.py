@@ -16,7 +16,7 @@ START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 def _nb() -> nbformat.NotebookNode:
     v4 = nbformat.v4
-    return v4.new_notebook(
+    nb: nbformat.NotebookNode = v4.new_notebook(
         cells=[
             v4.new_markdown_cell("m"),
             v4.new_code_cell("a"),
@@ -26,6 +26,7 @@ def _nb() -> nbformat.NotebookNode:
             v4.new_code_cell("c"),
         ]
     )
+    return nb
 
 
 def _annotate(nb: nbformat.NotebookNode, outcome: EngineOutcome | None) -> None:
