@@ -175,7 +175,9 @@ def parses_parameters(language: str) -> bool:
 def _unchecked(shown: str, language: str, given: dict[str, Any]) -> dict[str, Any]:
     """Given values for a notebook whose parameters cell cannot be parsed here."""
     for name, value in given.items():
-        if not name.isidentifier() or not is_literal_value(value):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ParameterError(str(name), [f"{name!r} is not a valid parameter name"])
+        if not is_literal_value(value):
             raise ParameterError(
                 name, [f"parameter {name!r}: {type(value).__name__} values cannot be injected"]
             )
