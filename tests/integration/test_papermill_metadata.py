@@ -61,8 +61,10 @@ def test_success_run_reads_in_scrapbook(executor: NotebookExecutor, tmp_path: Pa
     meta = nb.metadata["papermill"]
     assert meta["parameters"] == {"a": 5}
     assert meta["default_parameters"] == {"a": 1, "label": "x"}
-    assert meta["input_path"] == str(source)
-    assert meta["output_path"] == result["output_path"]
+    record = nb.metadata["notebook_executor"]
+    # The paths as the record shows them (never an absolute home path).
+    assert meta["input_path"] == record["notebook"] and meta["input_path"].endswith("ok.ipynb")
+    assert meta["output_path"] == record["output_path"]
     assert meta["exception"] is None
     assert meta["environment_variables"] == {}
     assert meta["version"] == __import__("papermill").__version__

@@ -100,8 +100,9 @@ def run_plan(
         outcome,
         parameters=plan.given,
         default_parameters=plan.defaults,
-        input_path=plan.notebook,
-        output_path=os.fspath(output_path),
+        # As shown in the record: never an absolute home path.
+        input_path=record["notebook"],
+        output_path=record["output_path"],
         started=started,
         finished=finished,
     )

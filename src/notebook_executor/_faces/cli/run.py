@@ -201,6 +201,7 @@ def _prepare(
 ) -> str:
     """Papermill's ``--prepare-only``: check the run, write it with the parameters injected."""
     from ..._run.papermill_meta import annotate_papermill
+    from ..._run.records import display_path
     from ..._run.results import redact
     from ..._run.sources import write_notebook
 
@@ -219,8 +220,8 @@ def _prepare(
         None,
         parameters=plan.given,
         default_parameters=plan.defaults,
-        input_path=plan.notebook,
-        output_path=output,
+        input_path=display_path(plan.notebook),
+        output_path=display_path(output),
         started=None,
         finished=None,
     )
