@@ -81,6 +81,15 @@ def test_same_outcome_as_papermill(executor: NotebookExecutor, tmp_path: Path, c
 # -- the notebook_executor engine inside papermill --------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_plugin_kernels() -> Iterator[None]:
+    """The API tests run the plugin in this process: stop its kernels after them."""
+    yield
+    from notebook_executor._faces.papermill_engine import NotebookExecutorEngine
+
+    NotebookExecutorEngine.close()
+
+
 def test_papermill_cli_runs_on_our_kernels(tmp_path: Path) -> None:
     source = _write(
         tmp_path / "hello.ipynb",

@@ -14,7 +14,7 @@ Only papermill imports this module (through the entry point, each time papermill
 it costs what ``import notebook_executor`` costs, and kernels, templates and the engine's modules
 wait for a run that asks for this engine. Papermill's engines are classes, not objects: the
 kernels live in one engine per process, created at the first run and closed when the process
-exits.
+exits (or by :meth:`NotebookExecutorEngine.close`).
 """
 
 from __future__ import annotations
@@ -72,6 +72,15 @@ def _at_exit(close: Callable[[], None]) -> None:
 
 class NotebookExecutorEngine(Engine):  # type: ignore[misc]
     """Papermill engine running notebooks on notebook_executor's kernels."""
+
+    @classmethod
+    def close(cls) -> None:
+        """Stop the process's kernels now rather than at exit; a later run starts afresh."""
+        with _lock:
+            engines = list(_engines)
+            _engines.clear()
+        for engine in engines:
+            engine.close()
 
     @classmethod
     def execute_managed_notebook(
