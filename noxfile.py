@@ -44,3 +44,10 @@ def bench_catalog(session: nox.Session) -> None:
     """The run catalog against scrapbook (issue 3 targets); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_catalog.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_papermill(session: nox.Session) -> None:
+    """Papermill's own engine against the notebook_executor engine, both run by papermill."""
+    session.install("-e", ".")
+    session.run("python", "benchmarks/bench_papermill_engine.py", *session.posargs)
