@@ -51,3 +51,10 @@ def bench_check(session: nox.Session) -> None:
     """The check gate against pytest --nbmake, and large diffs (issue 15); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_check.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_papermill(session: nox.Session) -> None:
+    """Papermill's own engine against the notebook_executor engine, both run by papermill."""
+    session.install("-e", ".")
+    session.run("python", "benchmarks/bench_papermill_engine.py", *session.posargs)

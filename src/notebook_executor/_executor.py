@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
-from ._progress import cell_progress, run_progress
+from ._progress import cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
 from ._run.plan import PathLike, Plan, check_seconds, plan_run
@@ -61,7 +61,10 @@ class NotebookExecutor:
     progress : bool, optional
         Show progress bars on stderr: of cells while :meth:`execute` runs a notebook for longer
         than a second, of runs in :meth:`execute_many`. By default only when stderr is a
-        terminal.
+        terminal, and not with ``log_output``.
+    log_output : bool, default False
+        Write cell outputs (streams, the text of results, tracebacks) to stderr as they
+        arrive, secrets masked; papermill's ``log_output``.
 
     Examples
     --------
@@ -79,9 +82,11 @@ class NotebookExecutor:
         engine: Engine | None = None,
         warm_kernels: int | None = None,
         progress: bool | None = None,
+        log_output: bool = False,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.progress = progress
+        self.log_output = log_output
         self.kernel_name = kernel_name
         self.timeout = check_seconds("timeout", timeout)
         self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
@@ -193,7 +198,11 @@ class NotebookExecutor:
         if isinstance(self._engine, SupportsPrestart):
             self._engine.prestart(plan.job)
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
-        with cell_progress(cells, Path(plan.notebook).name, self.progress) as on_cell:
+        progress = self.progress
+        if self.log_output:
+            plan.job.on_output = output_printer(plan.secrets)
+            progress = progress or False  # a bar between outputs helps nobody
+        with cell_progress(cells, Path(plan.notebook).name, progress) as on_cell:
             plan.job.on_cell = on_cell
             return self._run(plan)
 

@@ -1,4 +1,5 @@
-"""Progress on stderr: a bar of cells for a long run, a bar of runs for a sweep.
+"""Progress on stderr: a bar of cells for a long run, a bar of runs for a sweep, and cell
+outputs as they arrive (``log_output``).
 
 Bars are shown when asked (``progress=True``) or, by default, when stderr is a terminal; tqdm
 is imported only then. They are display only: nothing here changes what a run does.
@@ -10,10 +11,13 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["BAR_DELAY", "cell_progress", "run_progress"]
+from ._run.results import redact
+from ._run.text import strip_ansi
+
+__all__ = ["BAR_DELAY", "cell_progress", "output_printer", "output_text", "run_progress"]
 
 #: A run's bar of cells appears only once the run has lasted this long (seconds).
 BAR_DELAY = 1.0
@@ -78,3 +82,38 @@ def run_progress(total: int, wanted: bool | None) -> Any:
     if total < 2 or not _wanted(wanted):
         return None
     return _tqdm(total=total, unit="run")
+
+
+def output_text(output: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(stream, text)`` for a cell output: ``stream`` is ``"stdout"`` or ``"stderr"``.
+
+    Streams keep their channel; a result or display shows its ``text/plain``; an error its
+    traceback, free of ANSI codes. Outputs with no text (an image alone) give None.
+    """
+    kind = output.get("output_type")
+    if kind == "stream":
+        name = "stderr" if output.get("name") == "stderr" else "stdout"
+        return name, _joined(output.get("text", ""))
+    if kind in ("execute_result", "display_data"):
+        text = output.get("data", {}).get("text/plain")
+        return None if text is None else ("stdout", _joined(text) + "\n")
+    if kind == "error":
+        lines = [strip_ansi(str(line)) for line in output.get("traceback", [])]
+        return "stderr", "\n".join(lines) + "\n"
+    return None
+
+
+def output_printer(secrets: Mapping[str, str]) -> Callable[[int, Mapping[str, Any]], None]:
+    """An ``on_output`` callback writing each cell output to stderr, secrets masked."""
+
+    def on_output(index: int, output: Mapping[str, Any]) -> None:
+        shown = output_text(output)
+        if shown is not None:
+            sys.stderr.write(redact(shown[1], secrets))
+            sys.stderr.flush()
+
+    return on_output
+
+
+def _joined(text: Any) -> str:
+    return "".join(text) if isinstance(text, list) else str(text)

@@ -28,10 +28,10 @@ engine has it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -81,6 +81,11 @@ class RunJob:
     #: Called with a code cell's index each time one completes (from the engine's thread);
     #: for progress display only. Engines call :meth:`cell_done`, not this.
     on_cell: Callable[[int], None] | None = None
+    #: Called with a code cell's index and each output (an nbformat output dict: ``stream``,
+    #: ``execute_result``, ``display_data`` or ``error``) as it arrives from the kernel, from
+    #: the engine's thread; for live display only (``--log-output``): what it raises is
+    #: logged and ignored. Streamed text arrives piece by piece, as the kernel sends it.
+    on_output: Callable[[int, Mapping[str, Any]], None] | None = None
 
     def cell_done(self, index: int) -> None:
         """Report that the code cell at ``index`` completed; never fails the run.

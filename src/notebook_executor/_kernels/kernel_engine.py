@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine import CellFailure, EngineOutcome, RunCancelled, RunJob
 from .launch import RunningKernel
@@ -192,11 +194,10 @@ class KernelEngine:
         outcome: EngineOutcome,
         current: _CurrentCell,
     ) -> bool:
-        from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
         limit: dict[str, float | None] = {"seconds": None}
-        client = NotebookClient(
+        client = _client_class()(
             job.nb,
             km=kernel.manager,
             timeout_func=lambda cell: limit["seconds"],
@@ -206,6 +207,7 @@ class KernelEngine:
             raise_on_iopub_timeout=False,
         )
         client.kc = kernel.client
+        client.output_hook = job.on_output
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -237,6 +239,28 @@ class KernelEngine:
             job.cell_done(index)
         current.index = None
         return True
+
+
+@functools.cache
+def _client_class() -> type[Any]:
+    """nbclient's client, telling ``job.on_output`` of each output as it arrives."""
+    from nbclient import NotebookClient
+
+    class _Client(NotebookClient):  # type: ignore[misc]
+        output_hook: Callable[[int, Mapping[str, Any]], None] | None = None
+
+        def process_message(
+            self, msg: dict[str, Any], cell: NotebookNode, cell_index: int
+        ) -> NotebookNode | None:
+            output = super().process_message(msg, cell, cell_index)
+            if output is not None and self.output_hook is not None:
+                try:
+                    self.output_hook(cell_index, output)
+                except Exception as exc:
+                    logger.debug("the output callback failed: %s", exc)
+            return output
+
+    return _Client
 
 
 @dataclass

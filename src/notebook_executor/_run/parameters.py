@@ -418,6 +418,11 @@ def _injection_source(values: Mapping[str, Any], language: str) -> str:
         lines += [f"{name} = {to_literal(value)}" for name, value in values.items()]
         return "\n".join(lines)
     # Other kernels: papermill knows how to write literals for R, Julia, Scala, and more.
+    from papermill.exceptions import PapermillException
     from papermill.translators import translate_parameters
 
-    return str(translate_parameters("", language, dict(values), "Parameters"))
+    try:
+        return str(translate_parameters("", language, dict(values), "Parameters"))
+    except PapermillException as exc:
+        name = next(iter(values))
+        raise ParameterError(name, [f"cannot inject parameters into {language}: {exc}"]) from None

@@ -6,24 +6,40 @@ started. Everything that can be wrong with the input is found here, before any k
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError
+from .._errors import NotebookExecutorError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
+from .literals import is_literal_value
 from .parameters import INJECTED_TAG, declared_parameters, inject_parameters, validate_parameters
-from .results import CellMap
-from .sources import load_source
+from .remote import is_url
+from .results import CellMap, redact
+from .sources import load_source, write_notebook
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["PathLike", "Plan", "check_env", "check_path", "check_seconds", "plan_run"]
+__all__ = [
+    "PathLike",
+    "Plan",
+    "check_env",
+    "check_path",
+    "check_seconds",
+    "parses_parameters",
+    "plan_run",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Kernel languages whose parameters cell this package parses (and so checks).
+CHECKED_LANGUAGES = frozenset({"python", "python3", "ipython", "ipython3"})
 
 PathLike = str | os.PathLike[str]
 
@@ -42,10 +58,18 @@ class Plan:
     cell_map: CellMap
     parameters: dict[str, Any]
     request: str | None
-    output_path: Path | None
+    #: Where the executed notebook also goes: a local path or a URL (``s3://...``).
+    output_path: str | None
     job: RunJob
     env_names: list[str]
     secrets: dict[str, str]
+    #: The values the caller gave (papermill's ``parameters``).
+    given: dict[str, Any] = field(default_factory=dict)
+    #: The notebook's declared literal defaults (papermill's ``default_parameters``).
+    defaults: dict[str, Any] = field(default_factory=dict)
+    #: False when the notebook's language cannot be parsed here: the given values were
+    #: injected by papermill's translators without being checked.
+    parameters_checked: bool = True
 
 
 def plan_run(
@@ -89,20 +113,32 @@ def plan_run(
         "cell_timeout", cell_timeout if cell_timeout is not None else default_cell_timeout
     )
     loaded = load_source(input_path)
-    declared = declared_parameters(loaded.nb)
     given = dict(parameters or {})
-    effective = validate_parameters(declared, given)
     kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
+    checked = parses_parameters(kernel.language)
+    if checked:
+        declared = declared_parameters(loaded.nb)
+        effective = validate_parameters(declared, given)
+        defaults = {n: p.default for n, p in declared.items() if p.literal_default}
+    else:
+        effective, defaults = _unchecked(notebook, kernel.language, given), {}
     if cwd is not None:
         workdir = Path(cwd)
         if not workdir.is_dir():
             raise NotebookExecutorError(f"cwd {os.fspath(cwd)!r} is not a directory")
+    elif is_url(notebook):
+        workdir = Path.cwd()  # papermill's default too: the caller's working directory
     else:
         workdir = loaded.path.parent
     nb = loaded.nb
     _start_afresh(nb)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env})
+    output = None if output_path is None else os.fspath(output_path)
+    if output is not None and is_url(output):
+        # As papermill does, the prepared notebook is written first: an unreachable store
+        # or a missing extra is found here, before any kernel starts.
+        write_notebook(redact(nb, secret_env), output)
     return Plan(
         notebook=notebook,
         loaded_path=loaded.path,
@@ -112,7 +148,7 @@ def plan_run(
         cell_map=CellMap(injected_at),
         parameters=effective,
         request=request,
-        output_path=None if output_path is None else Path(output_path),
+        output_path=output,
         job=RunJob(
             nb=nb,
             kernel=kernel,
@@ -123,7 +159,35 @@ def plan_run(
         ),
         env_names=sorted(extra_env),
         secrets=secret_env,
+        given={name: effective[name] for name in given},
+        defaults=defaults,
+        parameters_checked=checked,
     )
+
+
+def parses_parameters(language: str) -> bool:
+    """Whether parameters of a notebook in ``language`` are parsed and checked here."""
+    return language.lower() in CHECKED_LANGUAGES
+
+
+def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Given values for a notebook whose parameters cell cannot be parsed here."""
+    for name, value in given.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ParameterError(str(name), [f"{name!r} is not a valid parameter name"])
+        if not is_literal_value(value):
+            raise ParameterError(
+                name, [f"parameter {name!r}: {type(value).__name__} values cannot be injected"]
+            )
+    if given:
+        logger.warning(
+            "%s: a %s notebook's parameters cannot be checked here; %s injected unchecked "
+            "with papermill's translators",
+            notebook,
+            language,
+            ", ".join(sorted(given)),
+        )
+    return dict(given)
 
 
 def check_seconds(name: str, value: float | None) -> float | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError
 from .files import atomic_write_text
+from .remote import is_url
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 
@@ -86,7 +87,9 @@ def run_notebook_path(runs_dir: Path, run_id: str) -> Path:
 
 def display_path(path: str | os.PathLike[str]) -> str:
     """A path fit for a record: relative to the working directory when under it, ``~``-based
-    when under the home folder, never an absolute home path."""
+    when under the home folder, never an absolute home path. A URL is kept as given."""
+    if is_url(path):
+        return os.fspath(path)
     candidate = Path(path)
     if not candidate.is_absolute():
         return candidate.as_posix()

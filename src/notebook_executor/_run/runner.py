@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from .._times import iso, now_utc
 from ..engine import CellFailure, Engine, EngineOutcome
 from . import records as _records
+from .papermill_meta import annotate_papermill
 from .plan import Plan
+from .remote import is_url
 from .results import annotate_cells, build_result, redact
 from .sources import write_notebook
 
@@ -43,12 +45,14 @@ def run_plan(
     clock = time.perf_counter()
     run_id = _records.new_run_id(plan.loaded_path, started)
     run_path = _records.run_notebook_path(runs_dir, run_id)
-    output_path = plan.output_path or run_path
+    output_path = plan.output_path or os.fspath(run_path)
     provenance = {
         "record_version": _records.RECORD_VERSION,
         "uuid": str(uuid.uuid4()),
         "source": {
-            "path": _records.display_path(plan.loaded_path),
+            "path": _records.display_path(
+                plan.notebook if is_url(plan.notebook) else plan.loaded_path
+            ),
             "sha256": plan.sha256,
             "format": plan.source_format,
         },
@@ -56,6 +60,7 @@ def run_plan(
         "environment": _records.environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
+        "parameters_checked": plan.parameters_checked,
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
@@ -91,6 +96,17 @@ def run_plan(
             )
     finished = now_utc()
     annotate_cells(plan.nb, outcome)
+    annotate_papermill(
+        plan.nb,
+        outcome,
+        parameters=plan.given,
+        default_parameters=plan.defaults,
+        # As shown in the record: never an absolute home path.
+        input_path=record["notebook"],
+        output_path=record["output_path"],
+        started=started,
+        finished=finished,
+    )
     result = build_result(
         run_id=run_id,
         notebook_path=plan.notebook,
@@ -113,9 +129,13 @@ def run_plan(
         **provenance,
     }
     _records.write_run_files(runs_dir, run_id, executed, stored, final=True)
-    if plan.output_path is not None:
-        write_notebook(executed, plan.output_path)
-    on_record("finish", stored)
+    try:
+        if plan.output_path is not None:
+            # A URL is written by papermill's I/O; if that fails, the run record is kept
+            # and the error (NotebookSourceError) raised.
+            write_notebook(executed, plan.output_path)
+    finally:
+        on_record("finish", stored)
     if interrupted is not None:
         raise interrupted
     return result

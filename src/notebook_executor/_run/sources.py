@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from .._errors import NotebookSourceError
 from .files import atomic_write_text
 from .literals import to_literal
+from .remote import is_url, read_url, write_url
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -101,8 +102,12 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         unsupported format.
     """
     notebook = os.fspath(path)
-    fmt = format_for(path)
+    fmt = format_for(_url_path(notebook) if is_url(notebook) else path)
     source_path = Path(path)
+    if is_url(notebook):
+        # Read by papermill's I/O handler for the scheme (s3://, gs://, https://, ...).
+        data = read_url(notebook).encode("utf-8")
+        return _loaded(notebook, source_path, data, fmt)
     try:
         size = source_path.stat().st_size
     except FileNotFoundError:
@@ -119,6 +124,19 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         data = source_path.read_bytes()
     except OSError as exc:
         raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
+    return _loaded(notebook, source_path, data, fmt)
+
+
+def _url_path(url: str) -> str:
+    """The path part of a URL, for its extension."""
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) -> LoadedSource:
+    if len(data) > MAX_SOURCE_BYTES:
+        raise NotebookSourceError(
+            notebook, f"too large ({len(data)} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -132,10 +150,10 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
     return LoadedSource(path=source_path, nb=nb, sha256=digest, format=fmt)
 
 
-def parse_source_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
-    """Parse ``text`` (a source's content, named ``shown`` in errors) as :func:`load_source`
+def parse_source_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    """Parse ``text`` (a source's content, named ``notebook`` in errors) as :func:`load_source`
     does, without the cache."""
-    return _parse(shown, text, fmt)
+    return _parse(notebook, text, fmt)
 
 
 #: Parsed sources by (extension, sha256): a sweep or a warm loop parses its notebook once.
@@ -383,7 +401,14 @@ def _with_kernelspec(nb: NotebookNode) -> NotebookNode:
 
 
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
-    """Write ``nb`` to ``path`` in the format its extension names, atomically."""
+    """Write ``nb`` to ``path`` in the format its extension names, atomically.
+
+    A URL (``s3://...``) is written by papermill's I/O handler for its scheme.
+    """
+    if is_url(path):
+        url = os.fspath(path)
+        write_url(notebook_to_text(nb, format_for(_url_path(url))), url)
+        return Path(url)
     fmt = format_for(path)
     target = Path(path)
     atomic_write_text(target, notebook_to_text(nb, fmt))

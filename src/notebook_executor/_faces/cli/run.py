@@ -17,7 +17,14 @@ __all__ = ["register"]
 def register(commands: Any) -> None:
     """Add this module's commands to the ``commands`` subparsers."""
     run = commands.add_parser("run", help="run a notebook and record the run")
-    run.add_argument("notebook", metavar="NOTEBOOK")
+    run.add_argument("notebook", metavar="NOTEBOOK", help="the source: a path or a URL")
+    run.add_argument(
+        "output_path",
+        nargs="?",
+        metavar="OUT",
+        help="also write the executed notebook here (papermill's positional output; a path "
+        "or a URL); the run record is kept under --runs-dir either way",
+    )
     run.add_argument(
         "-p",
         "--parameters",
@@ -30,20 +37,76 @@ def register(commands: Any) -> None:
     run.add_argument(
         "-r",
         "--parameters-raw",
+        "--parameters_raw",
         nargs=2,
         action="append",
         default=[],
         metavar=("NAME", "RAW"),
         help="a parameter passed as the raw string",
     )
-    run.add_argument("-f", "--parameters-file", metavar="PARAMS.yaml", help="YAML parameters file")
-    run.add_argument("-y", "--parameters-yaml", metavar="YAML", help="parameters as a YAML string")
+    run.add_argument(
+        "-f",
+        "--parameters-file",
+        "--parameters_file",
+        metavar="PARAMS.yaml",
+        help="YAML parameters file",
+    )
+    run.add_argument(
+        "-y",
+        "--parameters-yaml",
+        "--parameters_yaml",
+        metavar="YAML",
+        help="parameters as a YAML string",
+    )
+    run.add_argument(
+        "-b",
+        "--parameters-base64",
+        "--parameters_base64",
+        metavar="BASE64",
+        help="parameters as a base64-encoded YAML string",
+    )
     run.add_argument("--request", metavar="TEXT", help="why this run is made (kept in the record)")
-    run.add_argument("--output", metavar="PATH", help="also write the executed notebook here")
+    run.add_argument("--output", metavar="PATH", help="the same as OUT")
     run.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for the whole run")
-    run.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit for each cell")
-    run.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
+    run.add_argument(
+        "--cell-timeout",
+        "--execution-timeout",
+        "--execution_timeout",
+        type=common.seconds,
+        metavar="S",
+        help="limit for each cell",
+    )
+    run.add_argument(
+        "-k", "--kernel", metavar="NAME", help="kernel to use instead of the notebook's"
+    )
     run.add_argument("--cwd", metavar="DIR", help="kernel working directory (default: notebook's)")
+    run.add_argument(
+        "--prepare-only",
+        "--prepare_only",
+        action="store_true",
+        help="write OUT with the parameters injected and run nothing (no kernel starts)",
+    )
+    run.add_argument(
+        "--log-output",
+        "--log_output",
+        action="store_true",
+        help="stream cell outputs to stderr as they arrive",
+    )
+    run.add_argument(
+        "--progress-bar",
+        "--progress_bar",
+        dest="progress_bar",
+        action="store_true",
+        default=None,
+        help="show a bar of cells on stderr (default: on a terminal)",
+    )
+    run.add_argument(
+        "--no-progress-bar",
+        "--no_progress_bar",
+        dest="progress_bar",
+        action="store_false",
+        help="show no bar of cells",
+    )
     run.add_argument(
         "--secret",
         action="append",
@@ -71,8 +134,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..._run.parameters import convert_text_value, declared_parameters
     from ..._run.sources import load_source
 
-    with common.executor(args, kernel_name=args.kernel) as ex:
-        if args.kernel in (None, "python3"):
+    if args.output is not None and args.output_path is not None:
+        raise UsageError("give the output once: OUT or --output")
+    output = args.output_path if args.output_path is not None else args.output
+    if args.prepare_only and output is None:
+        raise UsageError("--prepare-only needs OUT, where the prepared notebook is written")
+    with common.executor(
+        args, kernel_name=args.kernel, log_output=args.log_output, progress=args.progress_bar
+    ) as ex:
+        if args.kernel in (None, "python3") and not args.prepare_only:
             # A template imports ipykernel while the source is read and checked; the kernel
             # is forked from it once the run is known to be good (bad input: none starts).
             ex.prepare_kernel()
@@ -84,6 +154,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
         if args.parameters_yaml:
             values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
+        if args.parameters_base64:
+            values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
         for name, text in args.parameters:
             values[name] = convert_text_value(declared.get(name), text)
         for name, text in args.parameters_raw:
@@ -93,9 +165,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if name not in os.environ:
                 raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
             secrets[name] = os.environ[name]
+        if args.prepare_only:
+            written = _prepare(ex, args, output, values, secrets)
+            print(f"wrote {written} (parameters injected, not run)", file=sys.stderr)
+            return EXIT_OK
         result = ex.execute(
             args.notebook,
-            output_path=args.output,
+            output_path=output,
             parameters=values,
             timeout=args.timeout,
             cell_timeout=args.cell_timeout,
@@ -108,6 +184,49 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print_result(result)
     return EXIT_OK if result["status"] == "success" else EXIT_FAILED
+
+
+def _base64_text(text: str) -> str:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(text, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise UsageError("-b: not base64-encoded UTF-8 text") from None
+
+
+def _prepare(
+    ex: Any, args: argparse.Namespace, output: str, values: dict[str, Any], secrets: dict[str, str]
+) -> str:
+    """Papermill's ``--prepare-only``: check the run, write it with the parameters injected."""
+    from ..._run.papermill_meta import annotate_papermill
+    from ..._run.records import display_path
+    from ..._run.results import redact
+    from ..._run.sources import write_notebook
+
+    plan = ex._plan(
+        args.notebook,
+        output_path=output,
+        parameters=values,
+        timeout=args.timeout,
+        cell_timeout=args.cell_timeout,
+        request=args.request,
+        cwd=args.cwd,
+        secrets=secrets or None,
+    )
+    annotate_papermill(
+        plan.nb,
+        None,
+        parameters=plan.given,
+        default_parameters=plan.defaults,
+        input_path=display_path(plan.notebook),
+        output_path=display_path(output),
+        started=None,
+        finished=None,
+    )
+    write_notebook(redact(plan.nb, plan.secrets), output)
+    return output
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
