@@ -16,7 +16,7 @@ its own):
   process that hands it to the kernel's environment. What a worker sends back has the values
   masked out;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
-  sweep, and unpacked once per worker (:mod:`.folder`).
+  sweep, and unpacked once per worker and content (:mod:`.folder`).
 """
 
 from __future__ import annotations
@@ -179,8 +179,6 @@ class _Sweep:
             client.unsubscribe_topic(self.topic)
             if shared:
                 client.cancel(shared)
-            if self.archive is not None:
-                self._drop_folders()
 
     def _secrets(self, shared: list[Any]) -> tuple[Any, dict[str, bytes]]:
         """The scattered pad (a future, or None) and the masked secrets of the sweep."""
@@ -207,7 +205,6 @@ class _Sweep:
         return WorkerJob(
             run=index,
             topic=self.topic,
-            sweep=self.id,
             nb_json=nbformat.writes(plan.nb),
             kernel=job.kernel,
             cwd=None if self.archive is not None else os.fspath(job.cwd),
@@ -284,11 +281,3 @@ class _Sweep:
         return finish_run(
             plan, start, outcome, self.runs_dir, self.on_record, finished=now, duration_seconds=0.0
         )
-
-    def _drop_folders(self) -> None:
-        from .worker import drop_folder
-
-        try:
-            self.client.run(drop_folder, self.id)
-        except Exception as exc:
-            logger.warning("could not remove the sweep's folder copies on the workers: %s", exc)

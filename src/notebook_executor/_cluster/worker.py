@@ -10,11 +10,13 @@ started. Nothing here writes run records: the executed notebook goes back to the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -33,7 +35,6 @@ __all__ = [
     "WorkerJob",
     "WorkerKernels",
     "WorkerResult",
-    "drop_folder",
     "mask",
     "run_on_worker",
     "unmask",
@@ -41,6 +42,9 @@ __all__ = [
 
 #: The name the plugin is registered under on every worker.
 PLUGIN_NAME = "notebook-executor-kernels"
+
+#: Copies of shipped folders a worker keeps (least recently used ones beyond are removed).
+MAX_FOLDER_COPIES = 8
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,6 @@ class WorkerJob:
     run: int
     #: The sweep's event topic (cells completed, run started).
     topic: str
-    #: The sweep's id; names the worker's copy of a shipped folder.
-    sweep: str
     #: The notebook, parameters injected, as nbformat JSON.
     nb_json: str
     kernel: KernelChoice
@@ -97,6 +99,8 @@ class WorkerKernels(WorkerPlugin):
     def setup(self, worker: Any) -> None:
         self._lock = threading.Lock()
         self._engine = None
+        self._users: dict[str, int] = {}
+        self._used: dict[str, None] = {}  # names of folder copies, least recently used first
         self._root = Path(worker.local_directory) / "notebook-executor"
         self._warm = max(1, int(worker.state.nthreads))
 
@@ -115,46 +119,67 @@ class WorkerKernels(WorkerPlugin):
                 self._engine = KernelEngine(warm_kernels=self._warm)
             return self._engine
 
-    def folder(self, sweep: str, archive: bytes) -> Path:
-        """The worker's copy of a sweep's shipped folder, unpacked on first use."""
+    @contextlib.contextmanager
+    def folder(self, archive: bytes) -> Iterator[Path]:
+        """The worker's copy of a shipped folder while a run uses it, unpacked on first use.
+
+        Copies are named by their content, so the runs of a sweep (and of later sweeps of
+        the same folder) share one working directory, as local runs share the notebook's
+        folder, and the warm kernels (kept per working directory) serve them all. The least
+        recently used copies beyond :data:`MAX_FOLDER_COPIES` are removed when not in use.
+        """
         if self._root is None:
             raise RuntimeError("the notebook-executor worker plugin is not set up")
+        name = hashlib.sha256(archive).hexdigest()[:24]
+        target = self._root / name
         with self._lock:
-            target = self._root / sweep
             if not target.is_dir():
-                partial = self._root / f".{sweep}.partial"
+                partial = self._root / f".{name}.partial"
                 shutil.rmtree(partial, ignore_errors=True)
                 partial.mkdir(parents=True)
                 _unpack(archive, partial)
                 partial.rename(target)
-            return target
-
-    def drop(self, sweep: str) -> None:
-        """Remove a finished sweep's folder copy."""
-        if self._root is not None:
+            self._users[name] = self._users.get(name, 0) + 1
+            self._used.pop(name, None)
+            self._used[name] = None
+        try:
+            yield target
+        finally:
             with self._lock:
-                shutil.rmtree(self._root / sweep, ignore_errors=True)
+                self._users[name] -= 1
+                idle = [n for n in self._used if not self._users.get(n)]
+                for old in idle[: max(0, len(self._used) - MAX_FOLDER_COPIES)]:
+                    shutil.rmtree(self._root / old, ignore_errors=True)
+                    del self._used[old]
 
 
-def run_on_worker(job: WorkerJob, pad: dict[str, bytes] | None, archive: bytes | None) -> Any:
+def run_on_worker(
+    job: WorkerJob, pad: dict[str, bytes] | None, archive: bytes | None
+) -> WorkerResult:
     """Run ``job`` on this worker's warm engine; return a :class:`WorkerResult`.
 
     ``pad`` unmasks the secrets (it comes from the caller straight to the workers, never
     through the scheduler); ``archive`` is the shipped notebook folder, when one is used.
     """
-    import nbformat
-
     worker = get_worker()
     plugin = worker.plugins.get(PLUGIN_NAME)
     if not isinstance(plugin, WorkerKernels):
         raise RuntimeError("the notebook-executor worker plugin is not registered")
     secrets = unmask(job.masked, pad or {})
-    if job.cwd is not None:
-        cwd = Path(job.cwd)
-    elif archive is not None:
-        cwd = plugin.folder(job.sweep, archive)
-    else:
-        raise RuntimeError("no working directory and no shipped folder")
+    with contextlib.ExitStack() as stack:
+        if job.cwd is not None:
+            cwd = Path(job.cwd)
+        elif archive is not None:
+            cwd = stack.enter_context(plugin.folder(archive))
+        else:
+            raise RuntimeError("no working directory and no shipped folder")
+        return _run(plugin, worker, job, cwd, secrets)
+
+
+def _run(
+    plugin: WorkerKernels, worker: Any, job: WorkerJob, cwd: Path, secrets: dict[str, str]
+) -> WorkerResult:
+    import nbformat
 
     def on_cell(index: int) -> None:
         worker.log_event(job.topic, {"run": job.run, "cell": index})
@@ -198,14 +223,6 @@ def redact_failure(failure: Any, secrets: dict[str, str]) -> Any:
         evalue=redact(failure.evalue, secrets),
         traceback=redact(list(failure.traceback), secrets),
     )
-
-
-def drop_folder(sweep: str, dask_worker: Any = None) -> None:
-    """Remove a sweep's folder copy on this worker (run by ``Client.run`` at the sweep's end)."""
-    worker = dask_worker if dask_worker is not None else get_worker()
-    plugin = worker.plugins.get(PLUGIN_NAME)
-    if isinstance(plugin, WorkerKernels):
-        plugin.drop(sweep)
 
 
 def mask(secrets: dict[str, str], pad: dict[str, bytes]) -> dict[str, bytes]:
