@@ -77,7 +77,7 @@ def test_parse_grid_option_refuses_bad_syntax(option: str) -> None:
 
 
 def test_combine_is_the_product_first_dimension_slowest() -> None:
-    grid = [("a", [1, 2]), ("b", ["x", "y", "z"])]
+    grid: list[tuple[str, list[Any]]] = [("a", [1, 2]), ("b", ["x", "y", "z"])]
     assert combine(None, grid) == [
         {"a": 1, "b": "x"},
         {"a": 1, "b": "y"},
