@@ -16,7 +16,15 @@ its own):
   process that hands it to the kernel's environment. What a worker sends back has the values
   masked out;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
-  sweep, and unpacked once per worker and content (:mod:`.folder`).
+  sweep, and unpacked once per worker and content (:mod:`.folder`). Both are copied to every
+  worker, so where they lie does not decide where runs go.
+
+Faults: a run whose task fails after it began on a worker (the worker died; it reported its
+start and each completed cell as Dask events) ends as ``error`` / ``interrupted``, naming the
+cell that was running; a run lost before it began is submitted again (at most
+:data:`MAX_RESUBMITS` times), so it is never executed twice on our account. A scheduler that
+itself retries tasks of dead workers (``distributed.scheduler.allowed-failures``, 3 by default)
+may run a notebook again before we hear of the failure.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 #: Seconds to wait for a scheduler given by its address before giving up.
 CONNECT_TIMEOUT = 10.0
+
+#: Times a run lost before it began on a worker is submitted again.
+MAX_RESUBMITS = 3
 
 OnRecord = Callable[[str, Mapping[str, Any]], None]
 
@@ -143,27 +154,37 @@ class _Sweep:
             pad, masked = self._secrets(shared)
             folder = None
             if self.archive is not None:
-                [folder] = client.scatter([self.archive], direct=True, hash=False)
+                [folder] = client.scatter([self.archive], direct=True, hash=False, broadcast=True)
                 shared.append(folder)
             jobs = [self._job(index, plan, masked) for index, plan in enumerate(self.plans)]
             from .worker import run_on_worker
 
-            futures = [
-                client.submit(
+            attempts = [0] * len(jobs)
+            index_of: dict[Any, int] = {}
+
+            def submit(index: int) -> Any:
+                attempts[index] += 1
+                future = client.submit(
                     run_on_worker,
-                    job,
+                    jobs[index],
                     pad,
                     folder,
-                    key=f"notebook-executor-{self.id}-{job.run}",
+                    key=f"notebook-executor-{self.id}-{index}-{attempts[index]}",
                     pure=False,
                     retries=0,
                 )
-                for job in jobs
-            ]
-            index_of = {future.key: index for index, future in enumerate(futures)}
-            results: list[dict[str, Any] | None] = [None] * len(futures)
-            for future in as_completed(futures):
+                index_of[future.key] = index
+                futures.append(future)
+                return future
+
+            waiting = as_completed([submit(index) for index in range(len(jobs))], loop=client.loop)
+            results: list[dict[str, Any] | None] = [None] * len(jobs)
+            for future in waiting:
                 index = index_of[future.key]
+                if future.status == "error" and self._never_started(index, attempts[index]):
+                    # Lost with its worker before it began: safe to run elsewhere.
+                    waiting.add(submit(index))
+                    continue
                 results[index] = self._record(index, future)
                 if progress is not None:
                     progress.update()
@@ -180,6 +201,11 @@ class _Sweep:
             if shared:
                 client.cancel(shared)
 
+    def _never_started(self, index: int, attempts: int) -> bool:
+        """True when run ``index`` failed before any worker began it (and may be resubmitted)."""
+        with self._lock:
+            return index not in self._started and attempts <= MAX_RESUBMITS
+
     def _secrets(self, shared: list[Any]) -> tuple[Any, dict[str, bytes]]:
         """The scattered pad (a future, or None) and the masked secrets of the sweep."""
         from .worker import mask
@@ -191,7 +217,7 @@ class _Sweep:
         masked = mask(values, pad)
         # Straight to the workers: the scheduler only learns the key.
         # (In a list: a mapping given to scatter is read as keys and values.)
-        [future] = self.client.scatter([pad], direct=True, hash=False)
+        [future] = self.client.scatter([pad], direct=True, hash=False, broadcast=True)
         shared.append(future)
         return future, masked
 
