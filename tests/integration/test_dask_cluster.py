@@ -242,6 +242,7 @@ def test_a_worker_killed_mid_run_fails_that_run_only(
     assert lost["failed_cell"]["index"] == SLEEP_CELL
     assert "lost" in lost["failed_cell"]["evalue"]
     assert lost["cells_executed"] == 2  # the parameters cell and the one before the sleep
+    assert lost["duration_seconds"] > 0
     assert stored["error_kind"] == "interrupted"
     assert [r["status"] for r in results[1:]] == ["success", "success"]
     # The kernel of the dead worker does not outlive it.

@@ -36,6 +36,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,9 @@ class _Sweep:
         self.id = uuid.uuid4().hex[:16]
         self.topic = f"notebook-executor-{self.id}"
         self._lock = threading.Lock()
-        #: Per run: the worker it started on, and the cells it completed (from its events).
-        self._started: dict[int, str] = {}
+        #: Per run: the worker it started on and when, and the cells it completed (from its
+        #: events; times on the scheduler's clock).
+        self._started: dict[int, tuple[str, float]] = {}
         self._completed: dict[int, list[int]] = {}
 
     def run(self, progress_wanted: bool | None) -> list[dict[str, Any]]:
@@ -241,13 +243,13 @@ class _Sweep:
         )
 
     def _on_event(self, event: tuple[float, Any]) -> None:
-        _, message = event
+        stamp, message = event
         if not isinstance(message, dict) or not isinstance(message.get("run"), int):
             return
         with self._lock:
             run = message["run"]
             if "started" in message:
-                self._started[run] = str(message["started"])
+                self._started[run] = (str(message["started"]), float(stamp))
                 self._completed[run] = []
             elif isinstance(message.get("cell"), int):
                 self._completed.setdefault(run, []).append(message["cell"])
@@ -284,7 +286,7 @@ class _Sweep:
         """The result of a run whose task failed (its worker died): error, interrupted."""
         plan = self.plans[index]
         with self._lock:
-            worker = self._started.get(index)
+            worker, stamp = self._started.get(index, (None, None))
             completed = list(self._completed.get(index, []))
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if worker is None:
@@ -302,8 +304,17 @@ class _Sweep:
             ),
         )
         now = _records.now_utc()
+        started = now if stamp is None else min(now, datetime.fromtimestamp(stamp, timezone.utc))
         provenance = {"dask_worker": worker} if worker is not None else {}
-        start = begin_run(plan, self.runs_dir, self.on_record, started=now, provenance=provenance)
+        start = begin_run(
+            plan, self.runs_dir, self.on_record, started=started, provenance=provenance
+        )
         return finish_run(
-            plan, start, outcome, self.runs_dir, self.on_record, finished=now, duration_seconds=0.0
+            plan,
+            start,
+            outcome,
+            self.runs_dir,
+            self.on_record,
+            finished=now,
+            duration_seconds=(now - started).total_seconds(),
         )
