@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,8 @@ def cluster() -> Iterator[LocalCluster]:
         "distributed.scheduler.allowed-failures": 0,
         "distributed.scheduler.worker-saturation": 1.0,
     }
+    tracker = resource_tracker._resource_tracker
+    tracker_was_running = getattr(tracker, "_fd", None) is not None
     with dask.config.set(config):
         cluster = LocalCluster(
             n_workers=2,
@@ -91,6 +94,11 @@ def cluster() -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.close()
+        # The worker processes made multiprocessing start its resource tracker; it would
+        # otherwise live as long as this process.
+        stop = getattr(tracker, "_stop", None)
+        if not tracker_was_running and stop is not None:
+            stop()
 
 
 @pytest.fixture
