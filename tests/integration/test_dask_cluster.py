@@ -308,8 +308,12 @@ def test_ctrl_c_cancels_the_runs_not_started(
 
 
 def test_an_unreachable_scheduler_fails_before_anything_runs(
-    notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    notebook: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(_cluster_dask, "CONNECT_TIMEOUT", 1.0)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -320,6 +324,13 @@ def test_an_unreachable_scheduler_fails_before_anything_runs(
     ):
         ex.execute_many(notebook, [{"x": 1}], client=address)
     assert not (tmp_path / "runs").exists()
+    code = main(["sweep", str(notebook), "-g", "x=1,2", "--scheduler", address, "--runs-dir", "r"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert err.startswith("notebook-executor: error: cannot reach the Dask scheduler at")
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
 
 
 def test_sweep_command_on_the_cluster(
