@@ -44,3 +44,10 @@ def bench_catalog(session: nox.Session) -> None:
     """The run catalog against scrapbook (issue 3 targets); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_catalog.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_dask(session: nox.Session) -> None:
+    """A 40-run sweep on a two-worker LocalCluster against local runs and papermill (issue 17)."""
+    session.install("-e", ".[dask]")
+    session.run("python", "benchmarks/bench_dask.py", *session.posargs)
