@@ -13,7 +13,7 @@ PYTHON = None  # the interpreter nox itself runs on
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tier (fake engine) and integration tier (real kernels)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,dask]")
     session.run("pytest", "-q", *session.posargs, success_codes=[0, 5])
 
 
@@ -28,7 +28,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package and its tests."""
-    session.install("-e", ".[test]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
+    session.install("-e", ".[test,dask]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
     session.run("mypy")
 
 
@@ -58,3 +58,10 @@ def bench_papermill(session: nox.Session) -> None:
     """Papermill's own engine against the notebook_executor engine, both run by papermill."""
     session.install("-e", ".")
     session.run("python", "benchmarks/bench_papermill_engine.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_dask(session: nox.Session) -> None:
+    """A 40-run sweep on a two-worker LocalCluster against local runs and papermill (issue 17)."""
+    session.install("-e", ".[dask]")
+    session.run("python", "benchmarks/bench_dask.py", *session.posargs)

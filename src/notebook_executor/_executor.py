@@ -18,6 +18,7 @@ from ._progress import cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
 from ._run.plan import PathLike, Plan, check_seconds, plan_run
+from ._run.remote import is_url
 from ._run.runner import run_plan
 from ._run.scraps import decode_scrap, find_scraps
 from ._run.sources import load_source
@@ -212,6 +213,7 @@ class NotebookExecutor:
         parameter_sets: Iterable[Mapping[str, Any] | None],
         *,
         max_workers: int | None = None,
+        client: Any = None,
         **options: Any,
     ) -> list[dict[str, Any]]:
         """Run one notebook once per parameter set; results come in the order of the sets.
@@ -220,16 +222,56 @@ class NotebookExecutor:
         kernel starts. Runs go in parallel, each on its own fresh kernel, up to ``max_workers``
         at a time (default: the number of CPUs); a progress bar shows on a terminal.
         ``options`` are those of :meth:`execute` (``output_path`` excepted).
+
+        With ``client`` (a ``distributed.Client``, or a Dask scheduler address such as
+        ``"tcp://host:8786"``; needs the ``[dask]`` extra) each run executes on a kernel of a
+        Dask worker, which needs this package installed but no copy of the notebook: the
+        notebook travels with the run. The executed notebooks come back and their run records
+        and catalog entries are written here. Without ``cwd``, a run's working directory is a
+        copy of the notebook's folder on its worker (at most 10 MB; hidden entries and
+        ``runs_dir`` left out; what the run writes there is discarded); with ``cwd``, that
+        folder must exist on every worker (a shared path). ``secrets`` reach the workers'
+        kernels only, never the scheduler. A run whose worker is lost ends as ``"error"``,
+        ``error_kind`` ``"interrupted"``; Ctrl-C cancels the runs not started yet.
+
+        Raises
+        ------
+        NotebookExecutorError
+            Bad input (before anything runs), or a scheduler that cannot be reached.
         """
         self._check_open()
         if "output_path" in options:
             raise NotebookExecutorError("execute_many does not take output_path")
         if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
             raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
+        if client is not None and max_workers is not None:
+            raise NotebookExecutorError("max_workers applies to local runs, not with client")
         plans = [
             self._plan(input_path, output_path=None, parameters=values, **options)
             for values in list(parameter_sets)
         ]
+        if client is not None:
+            from ._cluster.dask import run_on_cluster
+
+            if options.get("cwd") is None and is_url(input_path):
+                raise NotebookExecutorError(
+                    "a notebook at a URL has no folder to ship to the workers: "
+                    "pass cwd= a path that exists on every worker"
+                )
+            folder = None if options.get("cwd") is not None else Path(input_path).resolve().parent
+            progress = run_progress(len(plans), self.progress)
+            try:
+                return run_on_cluster(
+                    plans,
+                    client,
+                    runs_dir=self.runs_dir,
+                    on_record=self._catalog_call,
+                    folder=folder,
+                    progress=progress,
+                )
+            finally:
+                if progress is not None:
+                    progress.close()
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
         return _run_all(self._run, plans, workers, self.progress)
 

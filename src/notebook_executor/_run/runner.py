@@ -10,7 +10,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +28,18 @@ from .sources import write_notebook
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["run_plan"]
+__all__ = ["RunStart", "begin_run", "finish_run", "first_unfinished_cell", "run_plan"]
+
+
+@dataclass
+class RunStart:
+    """A run whose record has been begun: its id, start time and the record written so far."""
+
+    run_id: str
+    started: datetime
+    output_path: str
+    record: dict[str, Any]
+    provenance: dict[str, Any]
 
 
 def run_plan(
@@ -41,12 +54,55 @@ def run_plan(
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
     cancelled run, and is then raised again.
     """
-    started = now_utc()
     clock = time.perf_counter()
+    start = begin_run(plan, runs_dir, on_record)
+    interrupted: BaseException | None = None
+    try:
+        outcome = engine.run(plan.job)
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+        partial = getattr(exc, "outcome", None)
+        outcome = partial if isinstance(partial, EngineOutcome) else EngineOutcome()
+        if outcome.failure is None:
+            outcome.failure = CellFailure(
+                first_unfinished_cell(plan.nb, outcome.completed),
+                "cancelled",
+                "KeyboardInterrupt",
+                "the run was cancelled",
+                [],
+            )
+    result = finish_run(
+        plan,
+        start,
+        outcome,
+        runs_dir,
+        on_record,
+        finished=now_utc(),
+        duration_seconds=time.perf_counter() - clock,
+    )
+    if interrupted is not None:
+        raise interrupted
+    return result
+
+
+def begin_run(
+    plan: Plan,
+    runs_dir: Path,
+    on_record: Callable[[str, Mapping[str, Any]], None],
+    *,
+    started: datetime | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> RunStart:
+    """Give ``plan`` a run id and write its record as begun (the engine has not run yet).
+
+    ``started`` defaults to now; ``provenance`` adds keys to the record's provenance (where a
+    run that executed elsewhere ran).
+    """
+    started = now_utc() if started is None else started
     run_id = _records.new_run_id(plan.loaded_path, started)
     run_path = _records.run_notebook_path(runs_dir, run_id)
     output_path = plan.output_path or os.fspath(run_path)
-    provenance = {
+    known: dict[str, Any] = {
         "record_version": _records.RECORD_VERSION,
         "uuid": str(uuid.uuid4()),
         "source": {
@@ -63,6 +119,7 @@ def run_plan(
         "parameters_checked": plan.parameters_checked,
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        **(provenance or {}),
     }
     record: dict[str, Any] = {
         "run_id": run_id,
@@ -73,28 +130,26 @@ def run_plan(
         "parameters": redact(plan.parameters, plan.secrets),
         "request": redact(plan.request, plan.secrets),
         "started_at": iso(started),
-        **provenance,
+        **known,
     }
     # The injected parameters may hold a secret's value too: the first write is redacted.
     started_notebook = redact(plan.nb, plan.secrets)
     _records.write_run_files(runs_dir, run_id, started_notebook, record, final=False)
     on_record("begin", record)
-    interrupted: BaseException | None = None
-    try:
-        outcome = engine.run(plan.job)
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-        partial = getattr(exc, "outcome", None)
-        outcome = partial if isinstance(partial, EngineOutcome) else EngineOutcome()
-        if outcome.failure is None:
-            outcome.failure = CellFailure(
-                _cancelled_cell(plan.nb, outcome),
-                "cancelled",
-                "KeyboardInterrupt",
-                "the run was cancelled",
-                [],
-            )
-    finished = now_utc()
+    return RunStart(run_id, started, output_path, record, known)
+
+
+def finish_run(
+    plan: Plan,
+    start: RunStart,
+    outcome: EngineOutcome,
+    runs_dir: Path,
+    on_record: Callable[[str, Mapping[str, Any]], None],
+    *,
+    finished: datetime,
+    duration_seconds: float,
+) -> dict[str, Any]:
+    """Build the result of a run ``plan.nb`` was executed for, write its final run files."""
     annotate_cells(plan.nb, outcome)
     annotate_papermill(
         plan.nb,
@@ -102,20 +157,20 @@ def run_plan(
         parameters=plan.given,
         default_parameters=plan.defaults,
         # As shown in the record: never an absolute home path.
-        input_path=record["notebook"],
-        output_path=record["output_path"],
-        started=started,
+        input_path=start.record["notebook"],
+        output_path=start.record["output_path"],
+        started=start.started,
         finished=finished,
     )
     result = build_result(
-        run_id=run_id,
+        run_id=start.run_id,
         notebook_path=plan.notebook,
-        output_path=os.fspath(output_path),
+        output_path=os.fspath(start.output_path),
         parameters=plan.parameters,
         request=plan.request,
-        started_at=iso(started),
+        started_at=iso(start.started),
         finished_at=iso(finished),
-        duration_seconds=time.perf_counter() - clock,
+        duration_seconds=duration_seconds,
         executed=plan.nb,
         outcome=outcome,
         cell_map=plan.cell_map,
@@ -124,11 +179,11 @@ def run_plan(
     executed = redact(plan.nb, plan.secrets)
     stored = {
         **result,
-        "notebook": record["notebook"],
-        "output_path": record["output_path"],
-        **provenance,
+        "notebook": start.record["notebook"],
+        "output_path": start.record["output_path"],
+        **start.provenance,
     }
-    _records.write_run_files(runs_dir, run_id, executed, stored, final=True)
+    _records.write_run_files(runs_dir, start.run_id, executed, stored, final=True)
     try:
         if plan.output_path is not None:
             # A URL is written by papermill's I/O; if that fails, the run record is kept
@@ -136,13 +191,11 @@ def run_plan(
             write_notebook(executed, plan.output_path)
     finally:
         on_record("finish", stored)
-    if interrupted is not None:
-        raise interrupted
     return result
 
 
-def _cancelled_cell(nb: NotebookNode, outcome: EngineOutcome) -> int:
-    """The code cell that was running when the run was cancelled: the first not completed."""
-    done = set(outcome.completed)
+def first_unfinished_cell(nb: NotebookNode, completed: Iterable[int]) -> int:
+    """The code cell that was running when a run stopped: the first one not completed."""
+    done = set(completed)
     codes = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     return next((i for i in codes if i not in done), codes[-1] if codes else 0)

@@ -1,0 +1,1 @@
+"""Running beyond one machine: sweeps on a Dask cluster, parameter grids."""
