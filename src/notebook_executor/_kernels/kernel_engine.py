@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .pool import KernelLoop, KernelPool
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "notify_cell"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "notify_cell", "skipped"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class KernelEngine:
 
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will need now, while the caller still prepares the run."""
-        if not any(cell.cell_type == "code" for cell in job.nb.cells):
+        if not any(cell.cell_type == "code" and not skipped(cell) for cell in job.nb.cells):
             return
         loop, pool = self._kernel_loop()
 
@@ -153,7 +153,9 @@ class KernelEngine:
     ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
-        code_cells = [i for i, c in enumerate(job.nb.cells) if c.cell_type == "code"]
+        code_cells = [
+            i for i, c in enumerate(job.nb.cells) if c.cell_type == "code" and not skipped(c)
+        ]
         first = code_cells[0] if code_cells else None
         if first is None:
             return
@@ -204,8 +206,11 @@ class KernelEngine:
             raise_on_iopub_timeout=False,
         )
         client.kc = kernel.client
+        # A notebook cannot answer a prompt: input() and getpass() raise at once in the kernel
+        # (StdinNotImplementedError, as with papermill) instead of waiting for a reply.
+        kernel.client.allow_stdin = False
         for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type != "code":
+            if cell.cell_type != "code" or skipped(cell):
                 continue
             state.current = index
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -215,10 +220,13 @@ class KernelEngine:
             limit["seconds"] = _smaller(job.cell_timeout, remaining)
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
+            exited = False
             try:
                 await client.async_execute_cell(cell, index)
             except CellExecutionError as exc:
-                outcome.failure = _cell_error(index, cell, exc)
+                exited = _clean_exit(cell)
+                if not exited:
+                    outcome.failure = _cell_error(index, cell, exc)
             except CellTimeoutError:
                 whole_run = deadline is not None and (
                     job.cell_timeout is None or deadline - began < job.cell_timeout
@@ -233,6 +241,10 @@ class KernelEngine:
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
             notify_cell(job, index)
+            if exited:
+                # sys.exit(), sys.exit(0), raise SystemExit: the run ends here, successfully.
+                outcome.exited = index
+                break
         state.current = None
         return True
 
@@ -258,6 +270,22 @@ def _smaller(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return min(a, b)
+
+
+def skipped(cell: NotebookNode) -> bool:
+    """Whether ``cell`` is tagged ``skip-execution`` (nbclient's and nbmake's convention)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "skip-execution" in tags
+
+
+def _clean_exit(cell: NotebookNode) -> bool:
+    """Whether the cell's error is a ``SystemExit`` with status 0 or none, as papermill reads
+    it (IPython reports ``sys.exit(0)`` as an error output ``SystemExit: 0``)."""
+    errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    return bool(errors) and all(
+        out.get("ename") == "SystemExit" and str(out.get("evalue", "")) in ("", "0")
+        for out in errors
+    )
 
 
 def _cell_error(index: int, cell: NotebookNode, exc: Exception) -> CellFailure:

@@ -102,6 +102,21 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return candidate.as_posix()
 
 
+def program_path(program: str | None) -> str | None:
+    """The program a kernel runs, fit for a record as :func:`display_path` makes paths, but
+    not resolved: a venv's ``bin/python`` is a link, and which venv ran is the point."""
+    if program is None:
+        return None
+    candidate = Path(program)
+    if not candidate.is_absolute():
+        return candidate.as_posix()
+    for base, shown in ((Path.cwd(), ""), (Path.home(), "~/")):
+        relative = os.path.relpath(candidate, base)
+        if not relative.startswith(".."):
+            return shown + Path(relative).as_posix()
+    return candidate.as_posix()
+
+
 def _relative_to(path: Path, base: Path) -> str | None:
     try:
         return path.resolve().relative_to(base.resolve()).as_posix()
@@ -367,8 +382,8 @@ def _render_cell(cell: Mapping[str, Any]) -> list[str]:
     if "injected-parameters" in tags:
         lines.append("*Injected parameters:*")
         lines.append("")
-    if status == "not_run":
-        lines.append("*Not run.*")
+    if status in ("not_run", "skipped"):
+        lines.append("*Not run.*" if status == "not_run" else "*Skipped (`skip-execution`).*")
         lines.append("")
     lines += _fence(source, label)
     for output in cell.get("outputs", ()):
