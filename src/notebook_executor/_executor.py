@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,6 +96,8 @@ class NotebookExecutor:
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
         self._catalog: Catalog | None = None
+        # execute_many's threads may all reach for the catalog at once: it is opened once.
+        self._catalog_lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -111,9 +114,10 @@ class NotebookExecutor:
             return
         self._closed = True
         self._engine.close()
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
+        with self._catalog_lock:
+            catalog, self._catalog = self._catalog, None
+        if catalog is not None:
+            catalog.close()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -302,11 +306,12 @@ class NotebookExecutor:
 
     def _open_catalog(self) -> Catalog:
         self._check_open()
-        if self._catalog is None:
-            from ._catalog.store import Catalog
+        with self._catalog_lock:
+            if self._catalog is None:
+                from ._catalog.store import Catalog
 
-            self._catalog = Catalog(self.runs_dir)
-        return self._catalog
+                self._catalog = Catalog(self.runs_dir)
+            return self._catalog
 
     def _run(self, plan: Plan) -> dict[str, Any]:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
