@@ -226,7 +226,9 @@ class NotebookExecutor:
             for values in list(parameter_sets)
         ]
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
-        return _run_all(self._run, plans, workers, self.progress)
+        return _run_all(
+            self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)
+        )
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -338,8 +340,13 @@ def _run_all(
     plans: list[Plan],
     workers: int,
     wanted: bool | None,
+    cancel: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar."""
+    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar.
+
+    On Ctrl-C, runs not started yet never start, and ``cancel`` (the engine's, if it has one)
+    stops those running at once: each is recorded as cancelled, then the interrupt goes on.
+    """
     progress = run_progress(len(plans), wanted)
     try:
         if workers <= 1:
@@ -349,17 +356,26 @@ def _run_all(
                 if progress is not None:
                     progress.update()
             return results
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor, wait
 
         pool = ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-run")
+        futures = []
         try:
             futures = [pool.submit(run, plan) for plan in plans]
             if progress is not None:
                 for future in futures:
                     future.add_done_callback(lambda _: progress.update())
             return [future.result() for future in futures]
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            # A run may reach its engine after the first call: cancel until all have ended.
+            while not all(future.done() for future in futures):
+                if cancel is not None:
+                    cancel()
+                wait(futures, timeout=0.1)
+            raise
         finally:
-            # On Ctrl-C, runs not started yet never start; those running finish first.
             pool.shutdown(wait=True, cancel_futures=True)
     finally:
         if progress is not None:

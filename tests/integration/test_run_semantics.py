@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +228,67 @@ def test_processes_a_notebook_leaves_running_die_with_its_kernel(
     assert len(pids) == 3
     ex.close()
     assert wait_gone(pids) == set(), [pid for pid in pids if alive(pid)]
+
+
+MANY_HOST = r"""
+import sys
+from pathlib import Path
+from notebook_executor import NotebookExecutor
+
+folder = Path(sys.argv[1])
+with NotebookExecutor(runs_dir=folder / "runs") as ex:
+    try:
+        ex.execute_many(
+            folder / "long.py", [{"mark": str(i)} for i in range(3)], max_workers=3
+        )
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+print("finished", flush=True)
+"""
+
+LONG = """# %% tags=["parameters"]
+mark = ""
+
+# %%
+import os, pathlib, time
+pathlib.Path(f"ready-{mark}").write_text(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_ctrl_c_during_execute_many_cancels_the_running_runs(tmp_path: Path) -> None:
+    (tmp_path / "long.py").write_text(LONG)
+    host = subprocess.Popen(
+        [sys.executable, "-c", MANY_HOST, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = [tmp_path / f"ready-{i}" for i in range(3)]
+        deadline = time.monotonic() + 120
+        while not all(path.exists() for path in ready) and host.poll() is None:
+            assert time.monotonic() < deadline, "the runs did not start"
+            time.sleep(0.1)
+        time.sleep(0.2)  # the ready files are written: the cells sleep now
+        kernels = [int(path.read_text()) for path in ready]
+        host.send_signal(signal.SIGINT)
+        # The cells would sleep for 60 s: the host must not wait for them.
+        out, err = host.communicate(timeout=30)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.communicate()
+    assert (host.returncode, out) == (130, "interrupted\n"), err
+    records = [
+        nbformat.read(path, as_version=4).metadata["notebook_executor"]
+        for path in (tmp_path / "runs").glob("*/*.ipynb")
+    ]
+    assert len(records) == 3
+    for record in records:
+        assert (record["status"], record["error_kind"]) == ("error", "cancelled"), record
+        assert record["failed_cell"]["index"] == 1
+        assert record["cells_executed"] == 1
+    assert wait_gone(kernels) == set()

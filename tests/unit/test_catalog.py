@@ -727,7 +727,11 @@ def test_the_catalog_is_opened_once_when_threads_race_to_open_it(
             barrier = threading.Barrier(16)
             seen: list[object] = []
 
-            def open_it(ex: NotebookExecutor = ex, barrier: threading.Barrier = barrier) -> None:
+            def open_it(
+                ex: NotebookExecutor = ex,
+                barrier: threading.Barrier = barrier,
+                seen: list[object] = seen,
+            ) -> None:
                 barrier.wait()
                 seen.append(ex._open_catalog())
 

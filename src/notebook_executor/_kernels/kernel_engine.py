@@ -10,6 +10,7 @@ everything around the engine can hand the executor any object with the same ``ru
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -64,6 +65,7 @@ class KernelEngine:
         self._pool: KernelPool | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._running: dict[concurrent.futures.Future[None], _Progress] = {}
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
@@ -80,18 +82,35 @@ class KernelEngine:
                 finished.set()
 
         future = loop.submit(guarded())
+        with self._lock:
+            self._running[future] = state
         try:
             future.result()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            # Ctrl-C in this thread, or cancel() from another (execute_many's main thread).
+            state.cancelled = True
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
             if outcome.failure is None and state.current is not None:
                 outcome.failure = CellFailure(
-                    state.current, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                    state.current, "cancelled", "KeyboardInterrupt", CANCELLED, []
                 )
             raise RunCancelled(outcome) from None
+        finally:
+            with self._lock:
+                self._running.pop(future, None)
         return outcome
+
+    def cancel(self) -> None:
+        """Cancel every run in progress, from any thread: each kills its kernel at once and
+        its :meth:`run` raises :class:`RunCancelled` (what Ctrl-C does to a run in the
+        calling thread, for runs in other threads)."""
+        with self._lock:
+            running = list(self._running.items())
+        for future, state in running:
+            state.cancelled = True
+            future.cancel()
 
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will need now, while the caller still prepares the run."""
@@ -233,7 +252,12 @@ class KernelEngine:
                 )
                 outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
             except DeadKernelError:
-                outcome.failure = _death_failure(index, kernel)
+                # nbclient reads a cancelled cell as a dead kernel: it was cancelled.
+                outcome.failure = (
+                    CellFailure(index, "cancelled", "KeyboardInterrupt", CANCELLED, [])
+                    if state.cancelled
+                    else _death_failure(index, kernel)
+                )
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if outcome.failure is not None:
@@ -259,9 +283,13 @@ def notify_cell(job: RunJob, index: int) -> None:
         logger.debug("the cell progress callback failed: %s", exc)
 
 
+CANCELLED = "the run was cancelled"
+
+
 @dataclass
 class _Progress:
     current: int | None = None
+    cancelled: bool = False
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:
