@@ -192,6 +192,7 @@ class NotebookExecutor:
             env=env,
             secrets=secrets,
         )
+        _records.prepare_runs_dir(self.runs_dir)
         # The kernel starts while the run files are written (an optional engine method).
         prestart = getattr(self._engine, "prestart", None)
         if prestart is not None:
@@ -219,12 +220,22 @@ class NotebookExecutor:
         self._check_open()
         if "output_path" in options:
             raise NotebookExecutorError("execute_many does not take output_path")
-        if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
             raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
+        try:
+            all_sets = list(parameter_sets)
+        except TypeError:
+            raise NotebookExecutorError(
+                "parameter_sets must be an iterable of parameter mappings, "
+                f"got {type(parameter_sets).__name__}"
+            ) from None
         plans = [
             self._plan(input_path, output_path=None, parameters=values, **options)
-            for values in list(parameter_sets)
+            for values in all_sets
         ]
+        _records.prepare_runs_dir(self.runs_dir)
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
         return _run_all(
             self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookSourceError, RunNotFoundError
+from .._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from .results import strip_ansi
 from .scraps import find_scraps, summarize_scrap
 from .sources import atomic_write_text
@@ -157,6 +157,21 @@ def environment_record() -> dict[str, Any]:
         "platform": sys.platform,
         "packages": package_versions(),
     }
+
+
+def prepare_runs_dir(runs_dir: Path) -> None:
+    """Make sure ``runs_dir`` is a folder runs can be written to (creating it if need be).
+
+    Raises NotebookExecutorError when it cannot be: a file stands where it or a parent folder
+    should be, no permission, an invalid name. Called before anything starts.
+    """
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise NotebookExecutorError(
+            f"runs_dir {os.fspath(runs_dir)!r} cannot hold run records: {reason}"
+        ) from None
 
 
 def write_run_files(

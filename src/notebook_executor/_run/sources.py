@@ -100,6 +100,8 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         The file is missing, not a regular file, too large, not UTF-8, malformed, or of an
         unsupported format.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise NotebookSourceError(repr(path), f"not a path but {type(path).__name__}")
     shown = os.fspath(path)
     fmt = format_for(path)
     source_path = Path(path)
@@ -377,10 +379,21 @@ def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
 
 
 def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path:
-    """Write ``notebook`` to ``path`` in the format its extension names, atomically."""
+    """Write ``notebook`` to ``path`` in the format its extension names, atomically.
+
+    Raises NotebookSourceError when ``path`` is not a path, names no format, or cannot be
+    written (a file where a folder should be, no permission, a full disk).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise NotebookSourceError(repr(path), f"not a path but {type(path).__name__}")
     fmt = format_for(path)
     target = Path(path)
-    atomic_write_text(target, notebook_to_text(notebook, fmt))
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise NotebookSourceError(os.fspath(path), "nothing to write: not a notebook")
+    try:
+        atomic_write_text(target, notebook_to_text(notebook, fmt))
+    except (OSError, ValueError) as exc:
+        raise NotebookSourceError(os.fspath(path), f"cannot write: {_first_line(exc)}") from None
     return target
 
 
