@@ -42,6 +42,7 @@ from notebook_executor import (
 )
 from notebook_executor._kernels.kernel_engine import KernelEngine
 from notebook_executor._run.sources import MAX_SOURCE_BYTES
+from support import report
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:nbformat.validator")
 
@@ -387,21 +388,11 @@ def report_examples(request: pytest.FixtureRequest) -> Iterator[None]:
     api = sum(n for kind, n in EXAMPLES.items() if kind.startswith("api"))
     cli = sum(n for kind, n in EXAMPLES.items() if kind.startswith("cli"))
     if EXAMPLES:
-        _report(
+        report(
             request.config,
             f"\nbad-input examples run: api {api}, cli {cli}; by kind: "
             f"{dict(sorted(EXAMPLES.items()))}",
         )
-
-
-def _report(config: pytest.Config, text: str) -> None:
-    """Print ``text`` on the terminal, past pytest's output capture."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is None:
-        print(text)
-        return
-    with capture.global_and_fixture_disabled():
-        print(text)
 
 
 def _write(folder: Path, stem: str, suffix: str, data: bytes) -> Path:
@@ -760,6 +751,10 @@ def _environment_case(
         )
     )
 
+    def odd(strategy: st.SearchStrategy[Any]) -> Any:
+        """A drawn value of the wrong type, for the call that must refuse it."""
+        return drawn.draw(strategy)
+
     def execute(ex: NotebookExecutor, **options: Any) -> Any:
         options.setdefault("parameters", valid)
         return ex.execute(good, **options)
@@ -779,7 +774,7 @@ def _environment_case(
         "source-is-a-fifo": lambda: lambda ex: ex.execute(_fifo(folder, stem)),
         "source-is-not-a-path": lambda: (
             lambda ex: ex.execute(
-                drawn.draw(st.integers() | st.none() | st.lists(st.text(max_size=3), max_size=2))
+                odd(st.integers() | st.none() | st.lists(st.text(max_size=3), max_size=2))
             )
         ),
         "kernel-not-installed": lambda: _with_kernel(good, drawn.draw(KERNEL_NAMES), valid),
@@ -803,7 +798,7 @@ def _environment_case(
             )
         ),
         "parameter-sets-not-iterable": lambda: (
-            lambda ex: ex.execute_many(good, drawn.draw(st.integers() | st.none() | st.floats()))
+            lambda ex: ex.execute_many(good, odd(st.one_of(st.integers(), st.none(), st.floats())))
         ),
         "odd-max-workers": lambda: (
             lambda ex: ex.execute_many(
@@ -815,13 +810,13 @@ def _environment_case(
         ),
         "write-not-a-notebook": lambda: (
             lambda ex: write_notebook(
-                drawn.draw(st.dictionaries(st.text(max_size=3), st.integers()) | st.none()),
+                odd(st.dictionaries(st.text(max_size=3), st.integers()) | st.none()),
                 folder / f"{stem}.ipynb",
             )
         ),
         "read-not-a-path": lambda: (
             lambda ex: read_notebook(
-                drawn.draw(st.integers() | st.none() | st.binary(max_size=3).map(bytearray))
+                odd(st.integers() | st.none() | st.binary(max_size=3).map(bytearray))
             )
         ),
     }

@@ -312,7 +312,7 @@ class _ThreadStream(io.TextIOBase):
         if streams is None:
             written: int = self.original.write(text)
             return written
-        return streams[self.which].write(text)
+        return int(streams[self.which].write(text))
 
     def flush(self) -> None:
         streams = getattr(_targets, "streams", None)
