@@ -198,7 +198,7 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
         kernels = descendants(host.pid)
-        assert any("ipykernel" in cmd or "_template_kernel" in cmd for cmd in kernels.values())
+        assert any("ipykernel" in cmd or "template_kernel.py" in cmd for cmd in kernels.values())
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
