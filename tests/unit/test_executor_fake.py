@@ -642,3 +642,21 @@ def test_threads_of_execute_many_keep_their_output_and_environment_apart(
             cell = nbformat.read(result["output_path"], as_version=4).cells[-1]
             texts = [o["text"] for o in cell.outputs]
             assert texts == [f"<{i}-", "value>\n"] * 20 + [f"done {mark}\n"]
+
+
+@pytest.mark.parametrize(("code", "status"), [("0", "success"), ("", "success"), ("2", "error")])
+def test_an_exit_ends_the_run_and_only_a_clean_one_succeeds(
+    ex: NotebookExecutor, workdir: Path, code: str, status: str
+) -> None:
+    (workdir / "exits.py").write_text(
+        f'# %%\nimport sys\nsys.exit({code})\n\n# %% tags=["skip-execution"]\nx = 1\n\n'
+        "# %%\nprint('never')\n"
+    )
+    result = ex.execute("exits.py")
+    assert result["status"] == status, result
+    assert (result["cells_total"], result["cells_executed"]) == (3, 1 if status == "success" else 0)
+    cells = nbformat.read(result["output_path"], as_version=4).cells
+    statuses = [c.metadata["notebook_executor"]["status"] for c in cells]
+    first = "completed" if status == "success" else "failed"
+    assert statuses == [first, "skipped", "not_run"]
+    assert cells[0].metadata["notebook_executor"].get("exited", False) is (status == "success")
