@@ -14,7 +14,8 @@ PYTHON = None  # the interpreter nox itself runs on
 def tests(session: nox.Session) -> None:
     """Unit tier (fake engine) and integration tier (real kernels)."""
     session.install("-e", ".[test,dask]")
-    session.run("pytest", "-q", *session.posargs, success_codes=[0, 5])
+    # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
+    session.run("pytest", "-q", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -1,41 +1,31 @@
-"""Suite-wide checks: the suite must end with no process it started still alive."""
+"""Suite-wide checks: the suite must end with no process it started still alive.
+
+Two nets: processes still below pytest in the process tree, and processes anywhere carrying
+the suite's environment marker (set here, inherited by every process the suite starts), which
+catches orphans reparented to init: a notebook's daemon, a kernel whose host was killed.
+"""
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from support import SESSION_MARKER, descendants, marked_processes
 
-def _descendants(root: int) -> dict[int, str]:
-    """Live descendants of ``root`` as {pid: command line}, read from /proc."""
-    children: dict[int, list[int]] = {}
-    commands: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: fields start after the last ')'.
-        fields = stat.rsplit(")", 1)[1].split()
-        state, ppid = fields[0], int(fields[1])
-        if state == "Z":
-            continue
-        pid = int(entry.name)
-        children.setdefault(ppid, []).append(pid)
-        commands[pid] = cmdline.strip()
-    found: dict[int, str] = {}
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found[child] = commands.get(child, "")
-            stack.append(child)
-    return found
+_TOKEN = uuid.uuid4().hex
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Mark this process's environment, so every process the suite starts inherits it."""
+    os.environ[SESSION_MARKER] = _TOKEN
+
+
+def _leftover() -> dict[int, str]:
+    return {**descendants(os.getpid()), **marked_processes(_TOKEN)}
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -43,10 +33,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not Path("/proc").is_dir():
         return
     deadline = time.monotonic() + 10
-    leftover = _descendants(os.getpid())
+    leftover = _leftover()
     while leftover and time.monotonic() < deadline:
         time.sleep(0.2)
-        leftover = _descendants(os.getpid())
+        leftover = _leftover()
     if leftover:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = "\n".join(f"  pid {pid}: {cmd[:200]}" for pid, cmd in sorted(leftover.items()))

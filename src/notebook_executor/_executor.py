@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,8 @@ class NotebookExecutor:
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
         self._catalog: Catalog | None = None
+        # execute_many's threads may all reach for the catalog at once: it is opened once.
+        self._catalog_lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -117,9 +120,10 @@ class NotebookExecutor:
             return
         self._closed = True
         self._engine.close()
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
+        with self._catalog_lock:
+            catalog, self._catalog = self._catalog, None
+        if catalog is not None:
+            catalog.close()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -195,6 +199,7 @@ class NotebookExecutor:
             env=env,
             secrets=secrets,
         )
+        _records.prepare_runs_dir(self.runs_dir)
         # The kernel starts while the run files are written.
         if isinstance(self._engine, SupportsPrestart):
             self._engine.prestart(plan.job)
@@ -242,13 +247,22 @@ class NotebookExecutor:
         self._check_open()
         if "output_path" in options:
             raise NotebookExecutorError("execute_many does not take output_path")
-        if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
+        if max_workers is not None and (
+            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
+        ):
             raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
         if client is not None and max_workers is not None:
             raise NotebookExecutorError("max_workers applies to local runs, not with client")
+        try:
+            all_sets = list(parameter_sets)
+        except TypeError:
+            raise NotebookExecutorError(
+                "parameter_sets must be an iterable of parameter mappings, "
+                f"got {type(parameter_sets).__name__}"
+            ) from None
         plans = [
             self._plan(input_path, output_path=None, parameters=values, **options)
-            for values in list(parameter_sets)
+            for values in all_sets
         ]
         if client is not None:
             from ._cluster.dask import run_on_cluster
@@ -272,8 +286,11 @@ class NotebookExecutor:
             finally:
                 if progress is not None:
                     progress.close()
+        _records.prepare_runs_dir(self.runs_dir)
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
-        return _run_all(self._run, plans, workers, self.progress)
+        return _run_all(
+            self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)
+        )
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -472,11 +489,12 @@ class NotebookExecutor:
 
     def _open_catalog(self) -> Catalog:
         self._check_open()
-        if self._catalog is None:
-            from ._catalog.store import Catalog
+        with self._catalog_lock:
+            if self._catalog is None:
+                from ._catalog.store import Catalog
 
-            self._catalog = Catalog(self.runs_dir)
-        return self._catalog
+                self._catalog = Catalog(self.runs_dir)
+            return self._catalog
 
     def _run(self, plan: Plan) -> dict[str, Any]:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
@@ -503,8 +521,13 @@ def _run_all(
     plans: list[Plan],
     workers: int,
     wanted: bool | None,
+    cancel: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar."""
+    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar.
+
+    On Ctrl-C, runs not started yet never start, and ``cancel`` (the engine's, if it has one)
+    stops those running at once: each is recorded as cancelled, then the interrupt goes on.
+    """
     progress = run_progress(len(plans), wanted)
     try:
         if workers <= 1:
@@ -514,17 +537,26 @@ def _run_all(
                 if progress is not None:
                     progress.update()
             return results
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor, wait
 
         pool = ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-run")
+        futures = []
         try:
             futures = [pool.submit(run, plan) for plan in plans]
             if progress is not None:
                 for future in futures:
                     future.add_done_callback(lambda _: progress.update())
             return [future.result() for future in futures]
+        except KeyboardInterrupt:
+            for future in futures:
+                future.cancel()
+            # A run may reach its engine after the first call: cancel until all have ended.
+            while not all(future.done() for future in futures):
+                if cancel is not None:
+                    cancel()
+                wait(futures, timeout=0.1)
+            raise
         finally:
-            # On Ctrl-C, runs not started yet never start; those running finish first.
             pool.shutdown(wait=True, cancel_futures=True)
     finally:
         if progress is not None:

@@ -59,6 +59,9 @@ class KernelChoice:
     language: str
     #: True when the kernel is this interpreter's ipykernel rather than an installed kernelspec.
     native: bool
+    #: The program the kernel runs (``sys.executable`` for the native kernel, else the first
+    #: word of the kernelspec's command), as given, not resolved: a venv's python stays one.
+    interpreter: str | None = None
 
 
 ErrorKind = Literal["cell_error", "timeout", "kernel_died", "cancelled", "interrupted"]
@@ -121,6 +124,9 @@ class EngineOutcome:
     cell_seconds: dict[int, float] = field(default_factory=dict)
     cell_started: dict[int, str] = field(default_factory=dict)
     kernel_seconds: float = 0.0
+    #: The cell that ended the run early and successfully (``sys.exit()``, ``sys.exit(0)``,
+    #: ``raise SystemExit``), if one did; the cells after it did not run.
+    exited: int | None = None
 
 
 class RunCancelled(KeyboardInterrupt):

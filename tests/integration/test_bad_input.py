@@ -17,12 +17,13 @@ them and the module prints the counts at its end.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
+from notebook_executor import (
+    NotebookExecutor,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ParameterError,
+    read_notebook,
+    write_notebook,
+)
+from notebook_executor._kernels.kernel_engine import KernelEngine
 from notebook_executor._run.sources import MAX_SOURCE_BYTES
+from support import report
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:nbformat.validator")
 
@@ -361,11 +371,15 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bad input \u00e9 \U0001f680")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ex(scratch: Path) -> Iterator[NotebookExecutor]:
+    """An executor for one test; after the test, proof that no kernel was ever started."""
     executor = NotebookExecutor(runs_dir=scratch / "api-runs")
     yield executor
+    engine = executor._engine
     executor.close()
+    assert isinstance(engine, KernelEngine)
+    assert engine.pool is None, "bad input reached the kernels"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -374,21 +388,11 @@ def report_examples(request: pytest.FixtureRequest) -> Iterator[None]:
     api = sum(n for kind, n in EXAMPLES.items() if kind.startswith("api"))
     cli = sum(n for kind, n in EXAMPLES.items() if kind.startswith("cli"))
     if EXAMPLES:
-        _report(
+        report(
             request.config,
             f"\nbad-input examples run: api {api}, cli {cli}; by kind: "
             f"{dict(sorted(EXAMPLES.items()))}",
         )
-
-
-def _report(config: pytest.Config, text: str) -> None:
-    """Print ``text`` on the terminal, past pytest's output capture."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is None:
-        print(text)
-        return
-    with capture.global_and_fixture_disabled():
-        print(text)
 
 
 def _write(folder: Path, stem: str, suffix: str, data: bytes) -> Path:
@@ -459,7 +463,11 @@ API = settings(
     max_examples=60,
     deadline=None,
     database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 
 
@@ -663,7 +671,214 @@ def test_cli_refuses_bad_files_and_parameters(
     assert named in line
 
 
-def test_no_kernel_was_started(ex: NotebookExecutor) -> None:
-    """Everything above was refused before a kernel could start."""
-    pool = getattr(ex._engine, "pool", None)
-    assert pool is None
+# -- a bad environment or odd arguments: refused in one line through every public entry ---------
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _fifo(folder: Path, stem: str) -> Path:
+    path = folder / f"{stem}.py"
+    if not path.exists():
+        os.mkfifo(path)
+    return path
+
+
+def _environment_case(
+    folder: Path, drawn: st.DataObject
+) -> tuple[str, Callable[[NotebookExecutor], Any]]:
+    """One bad call, drawn: a file where a folder should be, a FIFO, a kernel that is not
+    installed, odd values for limits, parameters, environment and paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    good = folder / "params.py"
+    if not good.exists():
+        good.write_text(PARAMETERS_NOTEBOOK)
+    blocker = folder / "a file"
+    if not blocker.exists():
+        blocker.write_text("not a folder")
+    stem = drawn.draw(STEMS)
+    valid = {"needed": "x"}
+    odd_seconds = (
+        st.integers(max_value=0)
+        | st.floats(max_value=0)
+        | st.just(float("nan"))
+        | st.text(max_size=5)
+        | st.booleans()
+        | st.lists(st.integers(), max_size=2)
+    )
+    odd_mapping = (
+        st.dictionaries(
+            st.text(max_size=5), st.integers() | st.none() | st.binary(max_size=3), min_size=1
+        )
+        | st.dictionaries(st.integers() | st.none(), st.text(max_size=5), min_size=1)
+        | st.dictionaries(
+            st.text(max_size=5).map(lambda t: t + "\0")
+            | st.text(max_size=5).map(lambda t: t + "="),
+            st.text(max_size=5),
+            min_size=1,
+        )
+        | st.builds(lambda value: {"A": value + "\0"}, st.text(max_size=5))
+        | st.lists(st.text(max_size=3), max_size=2)
+        | st.integers()
+    )
+    kind = drawn.draw(
+        st.sampled_from(
+            [
+                "runs-dir-is-a-file",
+                "runs-dir-under-a-file",
+                "cwd-is-a-file",
+                "cwd-missing",
+                "source-is-a-fifo",
+                "source-is-not-a-path",
+                "kernel-not-installed",
+                "odd-timeout",
+                "odd-cell-timeout",
+                "odd-env",
+                "odd-secrets",
+                "parameters-not-a-mapping",
+                "huge-int-parameter",
+                "deeply-nested-parameter",
+                "parameter-sets-not-iterable",
+                "odd-max-workers",
+                "write-under-a-file",
+                "write-not-a-notebook",
+                "read-not-a-path",
+            ]
+        )
+    )
+
+    def odd(strategy: st.SearchStrategy[Any]) -> Any:
+        """A drawn value of the wrong type, for the call that must refuse it."""
+        return drawn.draw(strategy)
+
+    def execute(ex: NotebookExecutor, **options: Any) -> Any:
+        options.setdefault("parameters", valid)
+        return ex.execute(good, **options)
+
+    def with_runs_dir(runs_dir: Path) -> Callable[[NotebookExecutor], Any]:
+        def call(ex: NotebookExecutor) -> Any:
+            with NotebookExecutor(runs_dir=runs_dir) as other:
+                return execute(other)
+
+        return call
+
+    cases: dict[str, Callable[[], Callable[[NotebookExecutor], Any]]] = {
+        "runs-dir-is-a-file": lambda: with_runs_dir(blocker),
+        "runs-dir-under-a-file": lambda: with_runs_dir(blocker / stem),
+        "cwd-is-a-file": lambda: lambda ex: execute(ex, cwd=blocker),
+        "cwd-missing": lambda: lambda ex: execute(ex, cwd=folder / f"missing {stem}"),
+        "source-is-a-fifo": lambda: lambda ex: ex.execute(_fifo(folder, stem)),
+        "source-is-not-a-path": lambda: (
+            lambda ex: ex.execute(
+                odd(st.integers() | st.none() | st.lists(st.text(max_size=3), max_size=2))
+            )
+        ),
+        "kernel-not-installed": lambda: _with_kernel(good, drawn.draw(KERNEL_NAMES), valid),
+        "odd-timeout": lambda: lambda ex: execute(ex, timeout=drawn.draw(odd_seconds)),
+        "odd-cell-timeout": lambda: lambda ex: execute(ex, cell_timeout=drawn.draw(odd_seconds)),
+        "odd-env": lambda: lambda ex: execute(ex, env=drawn.draw(odd_mapping)),
+        "odd-secrets": lambda: lambda ex: execute(ex, secrets=drawn.draw(odd_mapping)),
+        "parameters-not-a-mapping": lambda: (
+            lambda ex: execute(
+                ex, parameters=drawn.draw(st.lists(st.integers(), max_size=2) | st.integers())
+            )
+        ),
+        "huge-int-parameter": lambda: (
+            lambda ex: execute(
+                ex, parameters={**valid, "n": 10 ** drawn.draw(st.integers(5000, 20000))}
+            )
+        ),
+        "deeply-nested-parameter": lambda: (
+            lambda ex: execute(
+                ex, parameters={**valid, "items": _nested(drawn.draw(st.integers(150, 3000)))}
+            )
+        ),
+        "parameter-sets-not-iterable": lambda: (
+            lambda ex: ex.execute_many(good, odd(st.one_of(st.integers(), st.none(), st.floats())))
+        ),
+        "odd-max-workers": lambda: (
+            lambda ex: ex.execute_many(
+                good, [valid], max_workers=drawn.draw(st.booleans() | st.integers(max_value=0))
+            )
+        ),
+        "write-under-a-file": lambda: (
+            lambda ex: write_notebook(read_notebook(good), blocker / f"{stem}.ipynb")
+        ),
+        "write-not-a-notebook": lambda: (
+            lambda ex: write_notebook(
+                odd(st.dictionaries(st.text(max_size=3), st.integers()) | st.none()),
+                folder / f"{stem}.ipynb",
+            )
+        ),
+        "read-not-a-path": lambda: (
+            lambda ex: read_notebook(
+                odd(st.integers() | st.none() | st.binary(max_size=3).map(bytearray))
+            )
+        ),
+    }
+    return kind, cases[kind]()
+
+
+#: Kernel names no one has installed: text of every kind, path-like names, python-ish names.
+KERNEL_NAMES = st.text(min_size=1, max_size=20).filter(
+    lambda t: t.lower() != "python3"
+) | st.sampled_from(["python3.99", "Python 3 (venv)", "conda-env-nowhere-py", "../python3"])
+
+
+def _with_kernel(
+    good: Path, name: str, parameters: dict[str, Any]
+) -> Callable[[NotebookExecutor], Any]:
+    def call(ex: NotebookExecutor) -> Any:
+        with NotebookExecutor(runs_dir=ex.runs_dir, kernel_name=name) as other:
+            return other.execute(good, parameters=parameters)
+
+    return call
+
+
+@settings(API, max_examples=250)
+@given(drawn=st.data())
+def test_api_refuses_a_bad_environment_in_one_line(
+    ex: NotebookExecutor, scratch: Path, drawn: st.DataObject
+) -> None:
+    kind, call = _environment_case(scratch / "environment", drawn)
+    EXAMPLES[f"api:env:{kind}"] += 1
+    with pytest.raises(NotebookExecutorError) as caught:
+        call(ex)
+    _one_line(str(caught.value))
+    _no_record(ex.runs_dir)
+    for folder in (scratch / "environment" / "a file").parents:
+        assert not (folder / "a file").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["params.py", "-r", "needed", "x", "--runs-dir", "a file"], "cannot hold run records"),
+        (["params.py", "-r", "needed", "x", "--runs-dir", "a file/runs"], "cannot hold run"),
+        (["params.py", "-r", "needed", "x", "--cwd", "a file"], "not a directory"),
+        (["params.py", "-r", "needed", "x", "--kernel", "python3.99"], "is not installed"),
+        (["pipe.py"], "not a regular file"),
+    ],
+    ids=["runs-dir-is-a-file", "runs-dir-under-a-file", "cwd-is-a-file", "kernel", "fifo"],
+)
+def test_cli_refuses_a_bad_environment_in_one_line(
+    scratch: Path, args: list[str], named: str
+) -> None:
+    folder = scratch / "cli-environment"
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "params.py").write_text(PARAMETERS_NOTEBOOK)
+        (folder / "a file").write_text("not a folder")
+        os.mkfifo(folder / "pipe.py")
+    command = [*COMMANDS[-1], "run", *args, "--json"]
+    EXAMPLES["cli:env"] += 1
+    done = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("notebook-executor: error: ") and named in line, line
+    assert (folder / "a file").read_text() == "not a folder"

@@ -36,6 +36,7 @@ import pytest
 
 from notebook_executor import CatalogError, NotebookExecutor, NotebookExecutorError, read_notebook
 from notebook_executor._run.records import MAX_STREAM_CHARS, run_notebook_path
+from support import alive, descendants, report, wait_gone
 
 pytestmark = pytest.mark.kernel
 
@@ -125,17 +126,7 @@ def ex(workdir: Path) -> Iterator[NotebookExecutor]:
 def report_fault_cases(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if FAULT_CASES:
-        _report(request.config, f"\nfault cases: {len(FAULT_CASES)} ({', '.join(FAULT_CASES)})")
-
-
-def _report(config: pytest.Config, text: str) -> None:
-    """Print ``text`` on the terminal, past pytest's output capture."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is None:
-        print(text)
-        return
-    with capture.global_and_fixture_disabled():
-        print(text)
+        report(request.config, f"\nfault cases: {len(FAULT_CASES)} ({', '.join(FAULT_CASES)})")
 
 
 def _executed_source_cells(path: str | Path) -> tuple[Any, list[Any]]:
@@ -205,42 +196,6 @@ def _check_healthy(ex: NotebookExecutor, workdir: Path) -> None:
     assert result["cells_executed"] == result["cells_total"] == 1
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _descendants(root: int) -> set[int]:
-    """Live descendants of ``root``, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.add(child)
-            stack.append(child)
-    return found
-
-
-def _wait_gone(pids: set[int], seconds: float = 10.0) -> set[int]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
-        time.sleep(0.1)
-    return {pid for pid in pids if _alive(pid)}
-
-
 # -- faults inside one run ------------------------------------------------------------------------
 
 
@@ -296,7 +251,7 @@ def test_a_kernel_that_segfaults(ex: NotebookExecutor, workdir: Path) -> None:
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
     assert f"exit status -{int(signal.SIGSEGV)}" in result["failed_cell"]["evalue"]
     pid = int((workdir / "segfaults.pid").read_text().split()[0])
-    assert _wait_gone({pid}) == set()
+    assert wait_gone({pid}) == set()
     _check_healthy(ex, workdir)
 
 
@@ -327,7 +282,7 @@ def test_a_kernel_killed_from_outside(ex: NotebookExecutor, workdir: Path) -> No
     assert len(killed) == 1, "the cell never reported that it was sleeping"
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
     assert f"exit status -{int(signal.SIGKILL)}" in result["failed_cell"]["evalue"]
-    assert not _alive(killed[0])
+    assert not alive(killed[0])
     _check_healthy(ex, workdir)
 
 
@@ -408,7 +363,7 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
             assert time.monotonic() < deadline, "the slow cell never started"
             time.sleep(0.05)
         kernel_pid, kernel_parent = (int(n) for n in pidfile.read_text().split())
-        family = _descendants(host.pid)
+        family = descendants(host.pid)
         assert kernel_pid in family
     finally:
         host.send_signal(signal.SIGKILL)
@@ -421,7 +376,7 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
         assert kernel_parent != host.pid  # forked from the template process
 
     # (b) the kernel, and every other process of the host, dies with it.
-    assert _wait_gone(family) == set()
+    assert wait_gone(family) == set()
 
     # (a) the run shows as interrupted, through the API and the command line.
     with NotebookExecutor(runs_dir=runs_dir) as after:
@@ -564,8 +519,13 @@ def test_a_catalog_damaged_under_an_open_executor(
         catalog = runs_dir / "catalog.sqlite"
         with catalog.open("r+b") as handle:  # in place: the open connection keeps its inode
             handle.write(b"\x00garbage" * (catalog.stat().st_size // 8))
-        for query in (reader.runs, reader.scraps, lambda: reader.get_run(ids[0])):
-            _no_raw_error(query)
+        # Each query answers from the damaged catalog's rebuild, or says what is wrong.
+        rows = _no_raw_error(reader.runs)
+        assert isinstance(rows, CatalogError) or sorted(r["run_id"] for r in rows) == sorted(ids)
+        frame = _no_raw_error(reader.scraps)
+        assert isinstance(frame, CatalogError) or sorted(frame.index) == sorted(ids)
+        shown = _no_raw_error(lambda: reader.get_run(ids[0]))
+        assert isinstance(shown, CatalogError) or shown["run_id"] == ids[0]
         with NotebookExecutor(runs_dir=runs_dir) as fresh:
             assert sorted(row["run_id"] for row in fresh.runs()) == sorted(ids)
         assert sorted(row["run_id"] for row in reader.runs()) == sorted(ids)
@@ -621,7 +581,8 @@ def test_a_damaged_run_file_never_raises_a_raw_error(
 
     # With the catalog intact, every run is still listed and shown from it.
     with NotebookExecutor(runs_dir=runs_dir) as reader:
-        rows, frame, _, *shown = queries(reader)
+        rows, frame, scraps, *shown = queries(reader)
+        assert isinstance(scraps, (dict, NotebookExecutorError))
         assert sorted(row["run_id"] for row in rows) == sorted(ids)
         assert sorted(frame.index) == sorted(ids)
         assert all(isinstance(result, dict) for result in shown)
@@ -633,7 +594,8 @@ def test_a_damaged_run_file_never_raises_a_raw_error(
     with NotebookExecutor(runs_dir=runs_dir) as reader:
         indexed = _no_raw_error(reader.reindex)
         assert indexed in (len(ids) - 1, len(ids))
-        rows, frame, _, *shown = queries(reader)
+        rows, frame, scraps, *shown = queries(reader)
+        assert isinstance(scraps, (dict, NotebookExecutorError))
         healthy = [run_id for run_id in ids if run_id != broken]
         assert set(healthy) <= {row["run_id"] for row in rows}
         assert set(healthy) <= set(frame.index)

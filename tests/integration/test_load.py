@@ -27,6 +27,7 @@ import yaml
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._run.records import run_notebook_path
+from support import report
 
 pytestmark = pytest.mark.kernel
 
@@ -70,16 +71,6 @@ with NotebookExecutor(runs_dir=runs_dir) as ex:
         done.append({"run_id": result["run_id"], "status": result["status"]})
 print(json.dumps(done))
 """
-
-
-def _report(config: pytest.Config, text: str) -> None:
-    """Print ``text`` on the terminal, past pytest's output capture."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is None:
-        print(text)
-        return
-    with capture.global_and_fixture_disabled():
-        print(text)
 
 
 class Reader(threading.Thread):
@@ -219,7 +210,7 @@ def test_processes_share_one_runs_dir_and_lose_nothing(
         # A rebuild from the files gives back the very same catalog.
         assert ex.reindex() == len(ids)
         assert ex.runs() == rows
-    _report(
+    report(
         request.config,
         f"\nload: {len(ids)} runs written by {WORKERS} processes, {len(rows)} found once each; "
         f"reader: {reader.snapshots} snapshots, {reader.reindexes} reindexes, "

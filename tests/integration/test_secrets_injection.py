@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
+from support import alive
 
 pytestmark = pytest.mark.kernel
 
@@ -232,14 +233,6 @@ def ex(workdir: Path) -> Iterator[NotebookExecutor]:
     executor.close()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _no_pwned(*folders: Path) -> None:
     for folder in {*folders, Path.cwd()}:
         assert not list(folder.rglob("PWNED")), f"an injected value ran as code in {folder}"
@@ -383,9 +376,9 @@ def test_a_secret_survives_a_killed_host_unwritten(workdir: Path) -> None:
         host.wait(timeout=60)
     kernel = int(ready.read_text())
     deadline = time.monotonic() + 10
-    while _alive(kernel) and time.monotonic() < deadline:
+    while alive(kernel) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(kernel), "the kernel outlived its killed host"
+    assert not alive(kernel), "the kernel outlived its killed host"
     with NotebookExecutor(runs_dir=runs_dir) as after:
         [row] = after.runs()
         assert row["error_kind"] == "interrupted"

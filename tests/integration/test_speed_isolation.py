@@ -22,6 +22,7 @@ import pytest
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._kernels.kernel_engine import KernelEngine
+from support import alive, descendants
 
 pytestmark = pytest.mark.kernel
 
@@ -40,40 +41,6 @@ sb.glue("env", os.environ.get("NBX_PROBE", ""))
 sb.glue("random", random.random())
 leak = mark
 """
-
-
-def _descendants(root: int) -> dict[int, str]:
-    """Live (non-zombie) descendants of ``root`` as {pid: command line}."""
-    children: dict[int, list[int]] = {}
-    commands: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-        commands[int(entry.name)] = cmdline.strip()
-    found: dict[int, str] = {}
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found[child] = commands.get(child, "")
-            stack.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.fixture
@@ -181,12 +148,12 @@ def test_forked_kernels_time_out_and_die_as_launched_ones_do(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_no_process_outlives_close(workdir: Path) -> None:
-    before = set(_descendants(os.getpid()))
+    before = set(descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", warm_kernels=2) as ex:
         ex.execute_many(workdir / "probe.py", [{"mark": str(i)} for i in range(4)])
-        during = set(_descendants(os.getpid())) - before
+        during = set(descendants(os.getpid())) - before
         assert during, "warm kernels should be running"
-    leftover = {pid for pid in during if _alive(pid)}
+    leftover = {pid for pid in during if alive(pid)}
     assert leftover == set()
 
 
@@ -230,15 +197,15 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         assert host.stdout is not None
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
-        kernels = _descendants(host.pid)
+        kernels = descendants(host.pid)
         assert any("ipykernel" in cmd or "template_kernel.py" in cmd for cmd in kernels.values())
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in kernels):
+    while time.monotonic() < deadline and any(alive(pid) for pid in kernels):
         time.sleep(0.1)
-    assert [pid for pid in kernels if _alive(pid)] == []
+    assert [pid for pid in kernels if alive(pid)] == []
 
     # The killed host could not remove its kernels' folders; the next host to close does.
     left = sorted(tmp.glob("nbx-*"))
@@ -258,7 +225,7 @@ def test_execute_many_keeps_order_and_isolation(workdir: Path) -> None:
         )
         scraps = [ex.collect_outputs(r["run_id"]) for r in results]
     assert [r["parameters"]["mark"] for r in results] == [str(i) for i in range(6)]
-    assert all(r["status"] == "success" for r in results)
+    assert [r["status"] for r in results] == ["success"] * 6
     assert [s["leaked"] for s in scraps] == [False] * 6
     assert len({s["pid"] for s in scraps}) == 6
 
@@ -330,7 +297,7 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
     """What the command line does: a template importing ipykernel starts before the source is
     read; the first kernel is forked from it, fresh, in the run's cwd and environment; the
     warm kernels after it come from the full template; close() leaves nothing behind."""
-    before = set(_descendants(os.getpid()))
+    before = set(descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
         ex.prepare_kernel()
         pool = engine.pool
@@ -344,8 +311,8 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
         # The forked kernel of the first run exits like any other; so does a later one.
         second = ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"])
         assert second["leaked"] is False and second["pid"] != scraps["pid"]
-        during = set(_descendants(os.getpid())) - before
-    assert {pid for pid in during if _alive(pid)} == set()
+        during = set(descendants(os.getpid())) - before
+    assert {pid for pid in during if alive(pid)} == set()
 
 
 def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) -> None:
@@ -377,7 +344,7 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
 ) -> None:
     from notebook_executor import ParameterError
 
-    before = set(_descendants(os.getpid()))
+    before = set(descendants(os.getpid()))
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
         ex.prepare_kernel()
         with pytest.raises(ParameterError, match="unknown parameter 'nope'"):
@@ -385,8 +352,15 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
         pool = engine.pool
         assert pool is not None
         assert (pool.stats["forked"], pool.stats["launched"]) == (0, 0)
-        now = _descendants(os.getpid())
-        during = set(now) - before
-        assert all("template_kernel.py" in now[pid] for pid in during)
-    assert {pid for pid in during if _alive(pid)} == set()
+        # The prepared template starts (it is asked for at once) and is the only new process.
+        deadline = time.monotonic() + 60
+        while True:
+            now = descendants(os.getpid())
+            during = set(now) - before
+            if any("template_kernel.py" in now[pid] for pid in during):
+                break
+            assert time.monotonic() < deadline, "the prepared template never started"
+            time.sleep(0.05)
+        assert [now[pid] for pid in during if "template_kernel.py" not in now[pid]] == []
+    assert {pid for pid in during if alive(pid)} == set()
     assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))

@@ -6,8 +6,14 @@ the CLI), not a Python kernel:
 
 - every code cell of the job notebook is ``exec``-ed in one namespace shared by the run, in order;
   IPython magics and shell escapes (lines starting with ``%`` or ``!``) are ignored;
-- ``print`` output becomes a ``stream`` output (stdout and stderr separately), the value of a last
-  bare expression becomes an ``execute_result``; each cell gets an ``execution_count``;
+- each write to ``sys.stdout`` or ``sys.stderr`` (``print`` included) becomes a ``stream`` output
+  of its own, as each IOPub message does on a kernel (a secret printed in two writes lands in two
+  outputs); the value of a last bare expression becomes an ``execute_result``; each cell gets an
+  ``execution_count``;
+- ``sys.exit()``, ``sys.exit(0)`` and ``raise SystemExit`` end the run early and successfully
+  (an ``error`` output ``SystemExit``, as IPython shows it); other exit codes are cell errors;
+  ``input()`` raises ``StdinNotImplementedError`` (no one can answer); cells tagged
+  ``skip-execution`` do not run;
 - an exception becomes an ``error`` output with an ANSI-coloured traceback and a
   :class:`CellFailure` of kind ``"cell_error"``; the run stops there;
 - ``import scrapbook as sb`` gives a fake module whose ``glue`` writes outputs in scrapbook's exact
@@ -16,8 +22,10 @@ the CLI), not a Python kernel:
   timeout or a dead kernel; a cell that takes longer than ``job.cell_timeout`` (measured after the
   fact: the fake cannot preempt) is reported as a timeout; :class:`SimulatedInterrupt` makes
   ``run`` raise ``KeyboardInterrupt`` as the real engine does when the caller presses Ctrl-C;
-- while cells run, ``os.environ`` is ``job.env`` (restored afterwards), so a notebook reading its
-  secrets or environment behaves as on a kernel. The working directory is not changed.
+- a cell's ``import os`` gives a view of :mod:`os` whose ``environ`` (and ``getenv``) is
+  ``job.env``, so a notebook reading its secrets or environment behaves as on a kernel. Nothing
+  process-wide changes: output is captured per thread and the process environment is untouched,
+  so runs of ``execute_many`` on threads stay apart. The working directory is not changed.
 
 Every job is kept in :attr:`FakeEngine.jobs`, so a test can assert that bad input never reached
 the engine.
@@ -30,6 +38,8 @@ import builtins
 import contextlib
 import io
 import os
+import sys
+import threading
 import time
 import traceback
 import types
@@ -106,6 +116,9 @@ class _Glue:
     def glue(
         self, name: str, data: Any, encoder: str | None = None, display: bool | None = None
     ) -> None:
+        streams = getattr(_targets, "streams", None)
+        if streams is not None:
+            streams[0].flush()
         self.cell.outputs.extend(scrap_output(name, data, encoder, display=bool(display)))
 
 
@@ -139,15 +152,16 @@ class FakeEngine:
         glue = _Glue()
         namespace: dict[str, Any] = {
             "__name__": "__main__",
-            "__builtins__": _builtins_with(glue.module()),
+            "__builtins__": _builtins_with(glue.module(), _os_view(job.env)),
             "SimulatedTimeout": SimulatedTimeout,
             "SimulatedKernelDeath": SimulatedKernelDeath,
             "SimulatedInterrupt": SimulatedInterrupt,
         }
         count = 0
-        with _environ(job.env):
+        with _captured():
             for index, cell in enumerate(job.nb.cells):
-                if cell.cell_type != "code":
+                tags = cell.get("metadata", {}).get("tags", [])
+                if cell.cell_type != "code" or "skip-execution" in tags:
                     continue
                 if self.before_cell is not None:
                     self.before_cell(job, index)
@@ -165,6 +179,15 @@ class FakeEngine:
                 if failure is not None and failure.kind == "cancelled":
                     outcome.failure = failure
                     raise RunCancelled(outcome)
+                if (
+                    failure is not None
+                    and failure.ename == "SystemExit"
+                    and failure.evalue in ("", "0")
+                ):
+                    outcome.completed.append(index)
+                    outcome.exited = index
+                    job.cell_done(index)
+                    return outcome
                 if failure is not None:
                     outcome.failure = failure
                     return outcome
@@ -181,17 +204,29 @@ def _run_cell(cell: Any, index: int, namespace: dict[str, Any]) -> CellFailure |
     source = "\n".join(
         "" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines()
     )
-    stdout, stderr = _CellStream(cell, "stdout"), _CellStream(cell, "stderr")
+    cell_streams = _CellStreams(cell)
+    streams = cell_streams.stream("stdout"), cell_streams.stream("stderr")
     failure: CellFailure | None = None
     try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):  # type: ignore[type-var]
+        _targets.streams = streams
+        try:
             value = _exec(source, namespace)
+        finally:
+            _targets.streams = None
+            cell_streams.flush()
     except SimulatedTimeout as exc:
         failure = _failure(index, "timeout", "TimeoutError", str(exc) or "the cell timed out")
     except SimulatedKernelDeath as exc:
         failure = _failure(index, "kernel_died", "DeadKernelError", str(exc) or "kernel died")
     except SimulatedInterrupt:
         failure = _failure(index, "cancelled", "KeyboardInterrupt", "the run was cancelled")
+    except SystemExit as exc:
+        code = "" if exc.code is None else str(exc.code)
+        lines = ["An exception has occurred, use %tb to see the full traceback.\n"]
+        failure = CellFailure(
+            index, "cell_error", "SystemExit", code, [*lines, f"SystemExit: {code}\n"]
+        )
+        value = None
     except Exception as exc:
         lines = [
             f"{_RED}{'-' * 40}{_RESET}",
@@ -222,21 +257,94 @@ def _run_cell(cell: Any, index: int, namespace: dict[str, Any]) -> CellFailure |
     return None
 
 
-class _CellStream(io.TextIOBase):
-    """A text stream that writes into the cell's outputs as the kernel would: consecutive
-    writes to the same stream merge into one ``stream`` output, in order with other outputs."""
+class _CellStreams:
+    """A cell's stdout and stderr as ipykernel's streams behave: writes gather until a flush
+    (``flush()``, output of another kind or stream, the end of the cell), and each flush is a
+    ``stream`` output of its own, as each IOPub message is on a kernel."""
 
-    def __init__(self, cell: Any, name: str) -> None:
+    def __init__(self, cell: Any) -> None:
         self.cell = cell
+        self.name = ""
+        self.pending: list[str] = []
+
+    def write(self, name: str, text: str) -> int:
+        if name != self.name:
+            self.flush()
+            self.name = name
+        self.pending.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        self.pending.clear()
+        if text:
+            self.cell.outputs.append(nbformat.v4.new_output("stream", name=self.name, text=text))
+
+    def stream(self, name: str) -> _CellStream:
+        return _CellStream(self, name)
+
+
+class _CellStream(io.TextIOBase):
+    """``sys.stdout`` or ``sys.stderr`` of a running cell."""
+
+    def __init__(self, streams: _CellStreams, name: str) -> None:
+        self.streams = streams
         self.name = name
 
     def write(self, text: str) -> int:
-        outputs = self.cell.outputs
-        if outputs and outputs[-1].output_type == "stream" and outputs[-1].name == self.name:
-            outputs[-1].text += text
-        elif text:
-            outputs.append(nbformat.v4.new_output("stream", name=self.name, text=text))
-        return len(text)
+        return self.streams.write(self.name, text)
+
+    def flush(self) -> None:
+        self.streams.flush()
+
+
+class _ThreadStream(io.TextIOBase):
+    """Stands in for ``sys.stdout`` or ``sys.stderr`` while fake runs are in progress: a thread
+    running a cell writes to that cell; any other thread to the stream it replaced."""
+
+    def __init__(self, which: int, original: Any) -> None:
+        self.which = which
+        self.original = original
+
+    def write(self, text: str) -> int:
+        streams = getattr(_targets, "streams", None)
+        if streams is None:
+            written: int = self.original.write(text)
+            return written
+        return int(streams[self.which].write(text))
+
+    def flush(self) -> None:
+        streams = getattr(_targets, "streams", None)
+        if streams is None:
+            self.original.flush()
+        else:
+            streams[self.which].flush()
+
+
+_targets = threading.local()
+_capture_lock = threading.Lock()
+_capture_users = 0
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[None]:
+    """Route ``sys.stdout``/``sys.stderr`` per thread while any fake run is in progress."""
+    global _capture_users
+    with _capture_lock:
+        if _capture_users == 0:
+            sys.stdout = _ThreadStream(0, sys.stdout)
+            sys.stderr = _ThreadStream(1, sys.stderr)
+        _capture_users += 1
+    try:
+        yield
+    finally:
+        with _capture_lock:
+            _capture_users -= 1
+            if _capture_users == 0:
+                if isinstance(sys.stdout, _ThreadStream):
+                    sys.stdout = sys.stdout.original
+                if isinstance(sys.stderr, _ThreadStream):
+                    sys.stderr = sys.stderr.original
 
 
 def _exec(source: str, namespace: dict[str, Any]) -> Any:
@@ -255,29 +363,38 @@ def _failure(index: int, kind: ErrorKind, ename: str, evalue: str) -> CellFailur
     return CellFailure(index, kind, ename, evalue, [])
 
 
-def _builtins_with(scrapbook: types.ModuleType) -> dict[str, Any]:
+def _builtins_with(scrapbook: types.ModuleType, os_view: types.ModuleType) -> dict[str, Any]:
     real_import = builtins.__import__
+    replaced = {"scrapbook": scrapbook, "os": os_view}
 
     def fake_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "scrapbook":
-            return scrapbook
+        if name in replaced:
+            return replaced[name]
         return real_import(name, *args, **kwargs)
+
+    def no_input(prompt: object = "") -> str:
+        raise StdinNotImplementedError(
+            "raw_input was called, but this frontend does not support input requests."
+        )
 
     namespace = dict(vars(builtins))
     namespace["__import__"] = fake_import
+    namespace["input"] = no_input
     return namespace
 
 
-@contextlib.contextmanager
-def _environ(env: Mapping[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+class StdinNotImplementedError(RuntimeError):
+    """What IPython raises when a notebook asks for input no one can give."""
+
+
+def _os_view(env: Mapping[str, str]) -> types.ModuleType:
+    """:mod:`os` as a cell of this job sees it: ``environ`` and ``getenv`` read ``env``."""
+    view = types.ModuleType("os")
+    view.__dict__.update(vars(os))
+    environ = dict(env)
+    view.environ = environ  # type: ignore[attr-defined]
+    view.getenv = environ.get  # type: ignore[attr-defined]
+    return view
 
 
 def _now_iso() -> str:

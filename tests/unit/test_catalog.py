@@ -16,6 +16,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
@@ -702,3 +703,46 @@ def test_cli_catalog_commands(
     assert f"indexed {len(history)} runs" in capsys.readouterr().err
     assert main(["runs", "--since", "soon"]) == 2
     assert "ISO date" in capsys.readouterr().err
+
+
+def test_the_catalog_is_opened_once_when_threads_race_to_open_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_executor._catalog import store
+
+    opened: list[object] = []
+    real_init = store.Catalog.__init__
+
+    def counting_init(self: store.Catalog, *args: Any, **kwargs: Any) -> None:
+        opened.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(store.Catalog, "__init__", counting_init)
+    # Switch threads as often as the interpreter can: the race shows in every round.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            ex = NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine())
+            barrier = threading.Barrier(16)
+            seen: list[object] = []
+
+            def open_it(
+                ex: NotebookExecutor = ex,
+                barrier: threading.Barrier = barrier,
+                seen: list[object] = seen,
+            ) -> None:
+                barrier.wait()
+                seen.append(ex._open_catalog())
+
+            threads = [threading.Thread(target=open_it) for _ in range(16)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            ex.close()
+            assert len(seen) == 16
+            assert len({id(catalog) for catalog in seen}) == 1
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(opened) == 20

@@ -594,3 +594,70 @@ def test_execute_many_shows_a_bar_of_runs_when_asked(
     shown = capsys.readouterr()
     assert ("3/3" in shown.err) is progress
     assert shown.out == ""
+
+
+# -- the fake behaves as a kernel where tests rely on it --------------------------------------
+
+SPLIT_WRITES = """# %% tags=["parameters"]
+mark = ""
+
+# %%
+import os, sys, time
+value = os.environ["MARK_VALUE"]
+for _ in range(20):
+    sys.stdout.write(value[:3])
+    sys.stdout.flush()
+    time.sleep(0.001)
+    sys.stdout.write(value[3:] + "\\n")
+    sys.stdout.flush()
+print("done", mark, flush=True)
+"""
+
+
+def test_each_flushed_write_is_an_output_of_its_own(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "split.py").write_text(
+        "# %%\nimport sys\nsys.stdout.write('abc')\nsys.stdout.flush()\n"
+        "sys.stdout.write('def')\nprint('!', 1)\n_ = sys.stderr.write('e')\n"
+    )
+    result = ex.execute("split.py")
+    cell = nbformat.read(result["output_path"], as_version=4).cells[0]
+    texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
+    assert texts == [("stdout", "abc"), ("stdout", "def! 1\n"), ("stderr", "e")]
+
+
+def test_threads_of_execute_many_keep_their_output_and_environment_apart(
+    workdir: Path,
+) -> None:
+    (workdir / "split.py").write_text(SPLIT_WRITES)
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        plans = [{"mark": str(i)} for i in range(8)]
+        results = [
+            ex.execute_many("split.py", plans, max_workers=8, env={"MARK_VALUE": f"<{i}-value>"})
+            for i in range(2)
+        ]
+    assert "MARK_VALUE" not in __import__("os").environ
+    for i, batch in enumerate(results):
+        for mark, result in enumerate(batch):
+            assert result["status"] == "success", result
+            cell = nbformat.read(result["output_path"], as_version=4).cells[-1]
+            texts = [o["text"] for o in cell.outputs]
+            assert texts == [f"<{i}-", "value>\n"] * 20 + [f"done {mark}\n"]
+
+
+@pytest.mark.parametrize(("code", "status"), [("0", "success"), ("", "success"), ("2", "error")])
+def test_an_exit_ends_the_run_and_only_a_clean_one_succeeds(
+    ex: NotebookExecutor, workdir: Path, code: str, status: str
+) -> None:
+    (workdir / "exits.py").write_text(
+        f'# %%\nimport sys\nsys.exit({code})\n\n# %% tags=["skip-execution"]\nx = 1\n\n'
+        "# %%\nprint('never')\n"
+    )
+    result = ex.execute("exits.py")
+    assert result["status"] == status, result
+    assert (result["cells_total"], result["cells_executed"]) == (3, 1 if status == "success" else 0)
+    cells = nbformat.read(result["output_path"], as_version=4).cells
+    statuses = [c.metadata["notebook_executor"]["status"] for c in cells]
+    first = "completed" if status == "success" else "failed"
+    assert statuses == [first, "skipped", "not_run"]
+    assert cells[0].metadata["notebook_executor"].get("exited", False) is (status == "success")

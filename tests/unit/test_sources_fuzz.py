@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import NotebookSourceError, read_notebook
+from support import report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 SEEDS = {
@@ -39,6 +40,26 @@ FUZZ = settings(
 
 #: Examples tried per (test, extension); printed at the end of the session with -s or -rA.
 EXAMPLES: Counter[str] = Counter()
+
+
+@pytest.fixture(autouse=True)
+def enough_examples(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each fuzz test must have tried its full count of examples (whatever else runs)."""
+    before = sum(EXAMPLES.values())
+    yield
+    if getattr(request.function, "is_hypothesis_test", False):
+        tried = sum(EXAMPLES.values()) - before
+        assert tried >= FUZZ.max_examples, f"only {tried} examples tried"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_examples(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if EXAMPLES:
+        report(
+            request.config,
+            f"\nfuzz examples: {dict(sorted(EXAMPLES.items()))} total {sum(EXAMPLES.values())}",
+        )
 
 
 @pytest.fixture(scope="module")
@@ -191,10 +212,3 @@ def test_truncated_and_corrupted_real_sources(
     for where, byte in flips:
         data[int(where * (len(data) - 1))] = byte
     _check(scratch, extension, bytes(data[: int(cut * len(data))]), "truncated")
-
-
-def test_zz_fuzz_example_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    """Reports how many examples the fuzz tests above ran (they run first, in file order)."""
-    with capsys.disabled():
-        print("\nfuzz examples:", dict(sorted(EXAMPLES.items())), "total", sum(EXAMPLES.values()))
-    assert sum(EXAMPLES.values()) >= 300 or not EXAMPLES

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NotebookExecutorError
+from .._run import records as _records
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
 from .._times import now_utc
@@ -84,6 +85,7 @@ def run_on_cluster(
         return []
     dask_client, owned = _connect(client)
     try:
+        _records.prepare_runs_dir(runs_dir)
         return _Sweep(dask_client, plans, runs_dir, on_record, archive).run(progress)
     finally:
         if owned:

@@ -10,6 +10,7 @@ everything around the engine can hand the executor any object with the same ``ru
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     from .pool import KernelLoop, KernelPool
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class KernelEngine:
         self._pool: KernelPool | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._running: dict[concurrent.futures.Future[None], _CurrentCell] = {}
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
@@ -82,23 +84,40 @@ class KernelEngine:
                 finished.set()
 
         future = loop.submit(guarded())
+        with self._lock:
+            self._running[future] = current
         try:
             future.result()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            # Ctrl-C in this thread, or cancel() from another (execute_many's main thread).
+            current.cancelled = True
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
             if outcome.failure is None and current.index is not None:
                 outcome.failure = CellFailure(
-                    current.index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                    current.index, "cancelled", "KeyboardInterrupt", CANCELLED, []
                 )
             raise RunCancelled(outcome) from None
+        finally:
+            with self._lock:
+                self._running.pop(future, None)
         return outcome
+
+    def cancel(self) -> None:
+        """Cancel every run in progress, from any thread: each kills its kernel at once and
+        its :meth:`run` raises :class:`RunCancelled` (what Ctrl-C does to a run in the
+        calling thread, for runs in other threads)."""
+        with self._lock:
+            running = list(self._running.items())
+        for future, cell in running:
+            cell.cancelled = True
+            future.cancel()
 
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will need now, while the caller still prepares the run
         (see :class:`~notebook_executor.engine.SupportsPrestart`)."""
-        if not any(cell.cell_type == "code" for cell in job.nb.cells):
+        if not any(cell.cell_type == "code" and not skipped(cell) for cell in job.nb.cells):
             return
         loop, pool = self._kernel_loop()
 
@@ -157,7 +176,9 @@ class KernelEngine:
     ) -> None:
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
-        code_cells = [i for i, c in enumerate(job.nb.cells) if c.cell_type == "code"]
+        code_cells = [
+            i for i, c in enumerate(job.nb.cells) if c.cell_type == "code" and not skipped(c)
+        ]
         first = code_cells[0] if code_cells else None
         if first is None:
             return
@@ -208,8 +229,11 @@ class KernelEngine:
         )
         client.kc = kernel.client
         client.output_hook = job.on_output
+        # A notebook cannot answer a prompt: input() and getpass() raise at once in the kernel
+        # (StdinNotImplementedError, as with papermill) instead of waiting for a reply.
+        kernel.client.allow_stdin = False
         for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type != "code":
+            if cell.cell_type != "code" or skipped(cell):
                 continue
             current.index = index
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -219,17 +243,25 @@ class KernelEngine:
             limit["seconds"] = _smaller(job.cell_timeout, remaining)
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
+            exited = False
             try:
                 await client.async_execute_cell(cell, index)
             except CellExecutionError as exc:
-                outcome.failure = _cell_error(index, cell, exc)
+                exited = _clean_exit(cell)
+                if not exited:
+                    outcome.failure = _cell_error(index, cell, exc)
             except CellTimeoutError:
                 whole_run = deadline is not None and (
                     job.cell_timeout is None or deadline - began < job.cell_timeout
                 )
                 outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
             except DeadKernelError:
-                outcome.failure = _death_failure(index, kernel)
+                # nbclient reads a cancelled cell as a dead kernel: it was cancelled.
+                outcome.failure = (
+                    CellFailure(index, "cancelled", "KeyboardInterrupt", CANCELLED, [])
+                    if current.cancelled
+                    else _death_failure(index, kernel)
+                )
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if outcome.failure is not None:
@@ -237,6 +269,10 @@ class KernelEngine:
                 return outcome.failure.kind == "cell_error"
             outcome.completed.append(index)
             job.cell_done(index)
+            if exited:
+                # sys.exit(), sys.exit(0), raise SystemExit: the run ends here, successfully.
+                outcome.exited = index
+                break
         current.index = None
         return True
 
@@ -263,11 +299,16 @@ def _client_class() -> type[Any]:
     return _Client
 
 
+CANCELLED = "the run was cancelled"
+
+
 @dataclass
 class _CurrentCell:
-    """The index of the code cell the kernel is running, None between cells."""
+    """The index of the code cell the kernel is running (None between cells), and whether
+    the run was cancelled from another thread."""
 
     index: int | None = None
+    cancelled: bool = False
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:
@@ -276,6 +317,22 @@ def _smaller(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return min(a, b)
+
+
+def skipped(cell: NotebookNode) -> bool:
+    """Whether ``cell`` is tagged ``skip-execution`` (nbclient's and nbmake's convention)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "skip-execution" in tags
+
+
+def _clean_exit(cell: NotebookNode) -> bool:
+    """Whether the cell's error is a ``SystemExit`` with status 0 or none, as papermill reads
+    it (IPython reports ``sys.exit(0)`` as an error output ``SystemExit: 0``)."""
+    errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    return bool(errors) and all(
+        out.get("ename") == "SystemExit" and str(out.get("evalue", "")) in ("", "0")
+        for out in errors
+    )
 
 
 def _cell_error(index: int, cell: NotebookNode, exc: Exception) -> CellFailure:

@@ -11,8 +11,10 @@ the network, and ipykernel has no reason to warn about unencrypted TCP on every 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -53,27 +55,39 @@ def choose_kernel(
     """Decide the kernel for a run.
 
     ``requested`` (the caller's ``kernel_name``) wins; else the notebook's kernelspec; else the
-    native Python kernel. A notebook kernelspec that is not installed here but names a Python
-    kernel falls back to the native kernel; any other unknown name raises NotebookSourceError.
+    native Python kernel. ``python3`` is the native kernel: ipykernel in this interpreter. Any
+    other name must be an installed kernelspec, else NotebookSourceError lists those installed
+    (no silent fallback: a notebook naming ``python3.12`` or ``conda-env`` means that one).
     """
     kernelspec = kernelspec or {}
     name = requested or kernelspec.get("name") or NATIVE_KERNEL_NAME
+    if not isinstance(name, str):
+        raise NotebookSourceError(notebook, f"kernel name must be a string, got {name!r}")
     if name == NATIVE_KERNEL_NAME:
-        return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True)
+        return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True, interpreter=sys.executable)
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:
         spec = KernelSpecManager().get_kernel_spec(name)
     except NoSuchKernel:
-        language = str(kernelspec.get("language", "")).lower()
-        if requested is None and (language == "python" or "python" in name.lower()):
-            logger.info("kernel %r is not installed; using this interpreter's Python kernel", name)
-            return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True)
-        available = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
+        installed = {NATIVE_KERNEL_NAME, *_installed_kernels()}
         raise NotebookSourceError(
-            notebook, f"kernel {name!r} is not installed (available: {available})"
+            notebook,
+            f"kernel {name!r} is not installed (installed: {', '.join(sorted(installed))})",
         ) from None
-    return KernelChoice(name, spec.language or "python", native=False)
+    except (OSError, ValueError) as exc:
+        raise NotebookSourceError(notebook, f"kernel {name!r} is unusable: {exc}") from None
+    program = spec.argv[0] if spec.argv else None
+    return KernelChoice(name, spec.language or "python", native=False, interpreter=program)
+
+
+def _installed_kernels() -> list[str]:
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    try:
+        return list(KernelSpecManager().find_kernel_specs())
+    except (OSError, ValueError):
+        return []
 
 
 def _native_spec() -> KernelSpec:
@@ -131,6 +145,8 @@ class RunningKernel:
         or at once with ``now``, it is killed. True when it exited on its own when asked.
         """
         manager = self.manager
+        provisioner = getattr(manager, "provisioner", None)
+        leader = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
         exited = False
         try:
             self.client.stop_channels()
@@ -147,10 +163,38 @@ class RunningKernel:
                     await manager.provisioner.wait()
                 await manager.cleanup_resources()
         finally:
+            if isinstance(leader, int):
+                kill_session(leader)
             if self._stderr is not None:
                 self._stderr.close()
             self.workdir.remove()
         return exited
+
+
+def kill_session(leader: int) -> None:
+    """SIGKILL what a kernel left running: its process group, and every process still in its
+    session (a notebook's ``Popen(..., start_new_session=False)`` children, a grandchild that
+    moved to a group of its own). Every kernel leads a session of its own (launched ones by
+    jupyter_client, forked ones by ``setsid``); while any process is in that group or session,
+    Linux does not reuse its id, so nothing else is hit. Never this process's own session."""
+    if leader <= 1 or leader in (os.getpgrp(), os.getsid(0)):
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(leader, signal.SIGKILL)
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # Fields after the command name: state, ppid, pgrp, session, ...
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(leader):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 async def start_kernel(

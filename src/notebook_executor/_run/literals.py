@@ -12,13 +12,25 @@ from typing import Any
 __all__ = ["is_literal_value", "to_literal"]
 
 
-def to_literal(value: Any) -> str:
+#: Deepest nesting of lists, tuples and dicts a literal may have (Python's parser stops at 200).
+MAX_DEPTH = 100
+
+
+def to_literal(value: Any, _depth: int = 0) -> str:
     """Return Python source that evaluates to ``value``.
 
     Supports None, bool, int, float (including nan and infinities), str, and lists, tuples and
-    dicts of those. Raises TypeError for anything else.
+    dicts of those, nested up to :data:`MAX_DEPTH` deep. Raises TypeError for anything else
+    (ints too long for Python to print included).
     """
-    if value is None or isinstance(value, (bool, int, str)):
+    if _depth > MAX_DEPTH:
+        raise TypeError(f"values nested more than {MAX_DEPTH} deep cannot be written as a literal")
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return repr(value)
+        except ValueError:  # longer than sys.get_int_max_str_digits()
+            raise TypeError("int too long to be written as a literal") from None
+    if value is None or isinstance(value, (bool, str)):
         return repr(value)
     if isinstance(value, float):
         if math.isnan(value):
@@ -27,12 +39,14 @@ def to_literal(value: Any) -> str:
             return "float('inf')" if value > 0 else "float('-inf')"
         return repr(value)
     if isinstance(value, (list, tuple)):
-        items = ", ".join(to_literal(item) for item in value)
+        items = ", ".join(to_literal(item, _depth + 1) for item in value)
         if isinstance(value, tuple):
             return f"({items},)" if len(value) == 1 else f"({items})"
         return f"[{items}]"
     if isinstance(value, dict):
-        pairs = ", ".join(f"{to_literal(k)}: {to_literal(v)}" for k, v in value.items())
+        pairs = ", ".join(
+            f"{to_literal(k, _depth + 1)}: {to_literal(v, _depth + 1)}" for k, v in value.items()
+        )
         return "{" + pairs + "}"
     raise TypeError(f"{type(value).__name__} values cannot be written as a Python literal")
 

@@ -264,7 +264,7 @@ def validate_parameters(
     problems: list[tuple[str, str]] = []
     for name in given:
         if name not in declared:
-            problems.append((name, f"unknown parameter {name!r}"))
+            problems.append((name, f"unknown parameter {_short_repr(name)}"))
     effective: dict[str, Any] = {}
     for name, parameter in declared.items():
         if name in given:
@@ -295,7 +295,10 @@ def _expected(parameter: Parameter) -> str:
 
 
 def _short_repr(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int too long to print, a value nested too deep
+        return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -195,9 +195,13 @@ def check_seconds(name: str, value: float | None) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise NotebookExecutorError(f"{name} must be a positive number of seconds, got {value!r}")
-    if math.isinf(value):
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond any float: no limit, as infinity
         return None
-    return float(value)
+    if math.isinf(seconds):
+        return None
+    return seconds
 
 
 def check_path(name: str, value: object) -> None:

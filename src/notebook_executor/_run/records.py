@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookSourceError, RunNotFoundError
+from .._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from .files import atomic_write_text
 from .remote import is_url
 from .scraps import find_scraps, summarize_scrap
@@ -105,6 +105,21 @@ def display_path(path: str | os.PathLike[str]) -> str:
         return candidate.as_posix()
 
 
+def program_path(program: str | None) -> str | None:
+    """The program a kernel runs, fit for a record as :func:`display_path` makes paths, but
+    not resolved: a venv's ``bin/python`` is a link, and which venv ran is the point."""
+    if program is None:
+        return None
+    candidate = Path(program)
+    if not candidate.is_absolute():
+        return candidate.as_posix()
+    for base, shown in ((Path.cwd(), ""), (Path.home(), "~/")):
+        relative = os.path.relpath(candidate, base)
+        if not relative.startswith(".."):
+            return shown + Path(relative).as_posix()
+    return candidate.as_posix()
+
+
 def _relative_to(path: Path, base: Path) -> str | None:
     try:
         return path.resolve().relative_to(base.resolve()).as_posix()
@@ -145,6 +160,21 @@ def environment_record() -> dict[str, Any]:
         "platform": sys.platform,
         "packages": package_versions(),
     }
+
+
+def prepare_runs_dir(runs_dir: Path) -> None:
+    """Make sure ``runs_dir`` is a folder runs can be written to (creating it if need be).
+
+    Raises NotebookExecutorError when it cannot be: a file stands where it or a parent folder
+    should be, no permission, an invalid name. Called before anything starts.
+    """
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise NotebookExecutorError(
+            f"runs_dir {os.fspath(runs_dir)!r} cannot hold run records: {reason}"
+        ) from None
 
 
 def write_run_files(
@@ -360,8 +390,8 @@ def _render_cell(cell: Mapping[str, Any]) -> list[str]:
     if "injected-parameters" in tags:
         lines.append("*Injected parameters:*")
         lines.append("")
-    if status == "not_run":
-        lines.append("*Not run.*")
+    if status in ("not_run", "skipped"):
+        lines.append("*Not run.*" if status == "not_run" else "*Skipped (`skip-execution`).*")
         lines.append("")
     lines += _fence(source, label)
     for output in cell.get("outputs", ()):

@@ -18,7 +18,7 @@ from .text import strip_ansi
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-__all__ = ["CellMap", "annotate_cells", "build_result", "redact"]
+__all__ = ["CellMap", "annotate_cells", "build_result", "redact", "skip_tagged"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,9 @@ class CellMap:
 
 
 def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
-    """Record in each code cell's metadata whether it ran, failed, or never ran."""
+    """Record in each code cell's metadata whether it ran, failed, was skipped (tagged
+    ``skip-execution``) or never ran; the cell that ended the run with ``sys.exit()`` also
+    says so."""
     completed = set(outcome.completed)
     failed = outcome.failure.index if outcome.failure else None
     for index, cell in enumerate(nb.cells):
@@ -51,14 +53,24 @@ def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
             status = "completed"
         elif index == failed:
             status = "failed"
+        elif skip_tagged(cell):
+            status = "skipped"
         else:
             status = "not_run"
         info: dict[str, Any] = {"status": status}
+        if index == outcome.exited:
+            info["exited"] = True
         if index in outcome.cell_started:
             info["started_at"] = outcome.cell_started[index]
         if index in outcome.cell_seconds:
             info["duration_seconds"] = outcome.cell_seconds[index]
         cell.metadata["notebook_executor"] = info
+
+
+def skip_tagged(cell: NotebookNode) -> bool:
+    """Whether ``cell`` is tagged ``skip-execution`` (nbclient's and nbmake's convention)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "skip-execution" in tags
 
 
 def build_result(

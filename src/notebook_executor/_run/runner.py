@@ -112,7 +112,11 @@ def begin_run(
             "sha256": plan.sha256,
             "format": plan.source_format,
         },
-        "kernel": {"name": plan.job.kernel.name, "language": plan.job.kernel.language},
+        "kernel": {
+            "name": plan.job.kernel.name,
+            "language": plan.job.kernel.language,
+            "interpreter": _records.program_path(plan.job.kernel.interpreter),
+        },
         "environment": _records.environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),

@@ -101,6 +101,8 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
         The file is missing, not a regular file, too large, not UTF-8, malformed, or of an
         unsupported format.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise NotebookSourceError(repr(path), f"not a path but {type(path).__name__}")
     notebook = os.fspath(path)
     fmt = format_for(_url_path(notebook) if is_url(notebook) else path)
     source_path = Path(path)
@@ -403,15 +405,24 @@ def _with_kernelspec(nb: NotebookNode) -> NotebookNode:
 def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
     """Write ``nb`` to ``path`` in the format its extension names, atomically.
 
-    A URL (``s3://...``) is written by papermill's I/O handler for its scheme.
+    A URL (``s3://...``) is written by papermill's I/O handler for its scheme. Raises
+    NotebookSourceError when ``path`` is not a path, names no format, or cannot be written (a
+    file where a folder should be, no permission, a full disk).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise NotebookSourceError(repr(path), f"not a path but {type(path).__name__}")
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise NotebookSourceError(os.fspath(path), "nothing to write: not a notebook")
     if is_url(path):
         url = os.fspath(path)
         write_url(notebook_to_text(nb, format_for(_url_path(url))), url)
         return Path(url)
     fmt = format_for(path)
     target = Path(path)
-    atomic_write_text(target, notebook_to_text(nb, fmt))
+    try:
+        atomic_write_text(target, notebook_to_text(nb, fmt))
+    except (OSError, ValueError) as exc:
+        raise NotebookSourceError(os.fspath(path), f"cannot write: {_first_line(exc)}") from None
     return target
 
 

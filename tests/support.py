@@ -1,0 +1,109 @@
+"""Helpers shared by the test tiers: processes read from /proc, and reports past capture.
+
+Importable as ``support`` from every test module (``pythonpath`` in the pytest settings).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+__all__ = [
+    "SESSION_MARKER",
+    "alive",
+    "descendants",
+    "marked_processes",
+    "report",
+    "wait_gone",
+]
+
+#: Environment variable the suite sets in its own process (so every process it starts, and
+#: every process those start, inherits it): how an orphan reparented to init is still known.
+SESSION_MARKER = "NOTEBOOK_EXECUTOR_TEST_SESSION"
+
+
+def _stat_fields(pid: str) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: fields start after the last ')'.
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    fields = _stat_fields(str(pid))
+    return fields is not None and fields[0] != "Z"
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Live descendants of ``root`` as ``{pid: command line}``, from one read of /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is None or fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: dict[int, str] = {}
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found[child] = _cmdline(str(child))
+            stack.append(child)
+    return found
+
+
+def marked_processes(token: str) -> dict[int, str]:
+    """Live processes, other than this one, whose environment holds ``SESSION_MARKER=token``:
+    those the suite started, wherever they were reparented."""
+    wanted = f"{SESSION_MARKER}={token}".encode()
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        fields = _stat_fields(entry.name)
+        if fields is None or fields[0] == "Z":
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found[int(entry.name)] = _cmdline(entry.name)
+    return found
+
+
+def wait_gone(pids: Iterable[int], seconds: float = 10.0) -> set[int]:
+    """Wait up to ``seconds`` for ``pids`` to exit; return those still alive."""
+    pending = set(pids)
+    deadline = time.monotonic() + seconds
+    while pending and time.monotonic() < deadline:
+        pending = {pid for pid in pending if alive(pid)}
+        if pending:
+            time.sleep(0.1)
+    return {pid for pid in pending if alive(pid)}
+
+
+def report(config: pytest.Config, text: str) -> None:
+    """Print ``text`` on the terminal, past pytest's output capture."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        print(text)
+        return
+    with capture.global_and_fixture_disabled():
+        print(text)
