@@ -79,6 +79,8 @@ class EngineOutcome:
     cell_seconds: dict[int, float] = field(default_factory=dict)
     cell_started: dict[int, str] = field(default_factory=dict)
     kernel_seconds: float = 0.0
+    #: Cells whose output was lost in part (the engine marks the place in the cell's outputs).
+    output_lost: list[int] = field(default_factory=list)
 
 
 class RunCancelled(KeyboardInterrupt):

@@ -111,6 +111,7 @@ def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
         "cells_executed",
         "failed_cell",
         "scraps",
+        "output_cut",
     ]
     assert json.loads(json.dumps(result)) == result
     assert result["status"] == "success"
@@ -485,6 +486,7 @@ def test_public_names_are_pinned() -> None:
         "NotebookExecutor",
         "NotebookExecutorError",
         "NotebookSourceError",
+        "OutputWriteError",
         "ParameterError",
         "RunJob",
         "RunNotFoundError",

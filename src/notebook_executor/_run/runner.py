@@ -14,10 +14,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import NotebookExecutorError, OutputWriteError
 from ..engine import CellFailure, Engine, EngineOutcome
 from . import records as _records
 from .plan import Plan
-from .results import annotate_cells, build_result, redact
+from .results import annotate_cells, build_result
+from .scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .sources import write_notebook
 
 if TYPE_CHECKING:
@@ -36,7 +38,9 @@ def run_plan(
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
-    cancelled run, and is then raised again.
+    cancelled run, and is then raised again. When the caller's copy (``output_path``) cannot
+    be written, the run files and catalog are still finished, then :class:`OutputWriteError`
+    (holding the result) is raised.
     """
     started = _records.now_utc()
     clock = time.perf_counter()
@@ -55,6 +59,10 @@ def run_plan(
         "environment": _records.environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
+        # Too short to search for in outputs without damaging them (see _run/scrub.py).
+        "secrets_not_searched": sorted(
+            name for name, value in plan.secrets.items() if 0 < len(value) < MIN_SECRET_CHARS
+        ),
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
@@ -90,6 +98,12 @@ def run_plan(
             )
     finished = _records.now_utc()
     annotate_cells(plan.nb, outcome)
+    # What is stored: streams coalesced, secrets redacted, outputs holding one withheld; the
+    # run files also cap each cell's streams (the caller's copy keeps them whole).
+    executed = scrub_notebook(plan.nb, plan.secrets)
+    recorded, capped = _records.cap_streams(executed)
+    output_cut = dict.fromkeys(capped, "stream_cap")
+    output_cut.update(dict.fromkeys(outcome.output_lost, "lost"))
     result = build_result(
         run_id=run_id,
         notebook_path=plan.notebook,
@@ -99,24 +113,33 @@ def run_plan(
         started_at=_records.iso(started),
         finished_at=_records.iso(finished),
         duration_seconds=time.perf_counter() - clock,
-        executed=plan.nb,
+        executed=executed,
         outcome=outcome,
         cell_map=plan.cell_map,
+        secrets=plan.secrets,
+        output_cut=output_cut,
     )
     result = dict(redact(result, plan.secrets))
-    executed = redact(plan.nb, plan.secrets)
     stored = {
         **result,
         "notebook": record["notebook"],
         "output_path": record["output_path"],
         **provenance,
     }
-    _records.write_run_files(runs_dir, run_id, executed, stored, final=True)
+    _records.write_run_files(runs_dir, run_id, recorded, stored, final=True)
+    copy_failed: OutputWriteError | None = None
     if plan.output_path is not None:
-        write_notebook(executed, plan.output_path)
+        executed.metadata[_records.RECORD_KEY] = stored
+        try:
+            write_notebook(executed, plan.output_path)
+        except (OSError, NotebookExecutorError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            copy_failed = OutputWriteError(os.fspath(plan.output_path), reason, result)
     on_record("finish", stored)
     if interrupted is not None:
         raise interrupted
+    if copy_failed is not None:
+        raise copy_failed
     return result
 
 

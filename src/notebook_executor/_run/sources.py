@@ -246,12 +246,25 @@ def _language_family(lexer: str) -> str:
 
 
 def _normalised(notebook: NotebookNode) -> NotebookNode:
-    # Every cell gets an id, so later stages need no special cases.
+    # Every cell gets an id, so later stages need no special cases; ids exist from nbformat
+    # 4.5 on, so an older notebook becomes a 4.5 one (or it would no longer validate).
     from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
     for cell in notebook.cells:
         if "id" not in cell:
             cell["id"] = random_cell_id()
+    return _with_cell_ids_version(notebook)
+
+
+#: The nbformat minor version that introduced cell ids.
+_CELL_IDS_MINOR = 5
+
+
+def _with_cell_ids_version(notebook: NotebookNode) -> NotebookNode:
+    """``notebook`` marked nbformat 4.5 when its cells have ids and it says an older 4.x."""
+    old = notebook.get("nbformat") == 4 and notebook.get("nbformat_minor", 0) < _CELL_IDS_MINOR
+    if old and any("id" in cell for cell in notebook.get("cells", ())):
+        notebook["nbformat_minor"] = _CELL_IDS_MINOR
     return notebook
 
 
@@ -339,9 +352,10 @@ def notebook_to_text(notebook: NotebookNode, fmt: SourceFormat) -> str:
     if fmt.jupytext_format is None:
         import nbformat
 
-        return str(nbformat.writes(_with_kernelspec(notebook)))
-    import copy
-
+        document = _with_kernelspec(notebook)
+        if document is notebook and notebook.get("nbformat_minor", 0) < _CELL_IDS_MINOR:
+            document = copy.deepcopy(notebook)
+        return str(nbformat.writes(_with_cell_ids_version(document)))
     import jupytext
 
     notebook = copy.deepcopy(notebook)
@@ -364,8 +378,6 @@ def _with_kernelspec(notebook: NotebookNode) -> NotebookNode:
     language = notebook.metadata.get("jupytext", {}).get("main_language", "python")
     if language != "python":
         return notebook
-    import copy
-
     copied = copy.deepcopy(notebook)
     copied.metadata["kernelspec"] = {
         "name": "python3",
@@ -380,14 +392,21 @@ def write_notebook(notebook: NotebookNode, path: str | os.PathLike[str]) -> Path
     """Write ``notebook`` to ``path`` in the format its extension names, atomically."""
     fmt = format_for(path)
     target = Path(path)
-    atomic_write_text(target, notebook_to_text(notebook, fmt))
+    atomic_write_text(target, notebook_to_text(notebook, fmt), private=False)
     return target
 
 
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` so readers see the old file or the new one, never half."""
+def atomic_write_text(target: Path, text: str, *, private: bool = True) -> None:
+    """Write ``text`` to ``target`` so readers see the old file or the new one, never half.
+
+    ``private`` files (run files) get mode 0600; others the usual mode of a new file (0666
+    less the umask), or the mode of the file they replace.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if private:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    else:
+        fd, tmp_name = _open_usual(target)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
@@ -396,6 +415,28 @@ def atomic_write_text(target: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _open_usual(target: Path) -> tuple[int, str]:
+    """A new temporary file beside ``target`` with the mode ``target`` has or would get."""
+    import secrets
+
+    try:
+        mode: int | None = target.stat().st_mode & 0o7777
+    except OSError:
+        mode = None
+    for _ in range(100):
+        name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            # The OS applies the umask to 0666, as for any new file.
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, mode)
+        return fd, name
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 def _first_line(exc: BaseException) -> str:
