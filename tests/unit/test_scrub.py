@@ -33,7 +33,8 @@ def _stream(text: str, name: str = "stdout") -> Any:
 def _notebook(*outputs: Any) -> nbformat.NotebookNode:
     cell = new_code_cell("x")
     cell.outputs = list(outputs)
-    return new_notebook(cells=[cell])
+    nb: nbformat.NotebookNode = new_notebook(cells=[cell])
+    return nb
 
 
 def test_consecutive_streams_of_one_name_are_merged_in_order() -> None:
