@@ -239,6 +239,7 @@ class KernelEngine:
             # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
             client.iopub_timeout = math.ceil(max(1.0, limit["seconds"] or IOPUB_DRAIN_SECONDS))
             idle["seen"] = False
+            sent = client.code_cells_executed
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
             try:
@@ -254,7 +255,8 @@ class KernelEngine:
                 outcome.failure = _death_failure(index, kernel)
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
-            if outcome.failure is None and not idle["seen"]:
+            # (A cell nbclient skips, empty or tagged, is never sent: it has no output to lose.)
+            if outcome.failure is None and not idle["seen"] and client.code_cells_executed > sent:
                 _mark_output_lost(cell, index, client.iopub_timeout, outcome)
             if outcome.failure is not None:
                 # After a cell error the kernel is healthy: stop it politely.
