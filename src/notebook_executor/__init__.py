@@ -11,6 +11,7 @@ from ._errors import (
     CatalogError,
     NotebookExecutorError,
     NotebookSourceError,
+    OutputWriteError,
     ParameterError,
     RunNotFoundError,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "NotebookExecutor",
     "NotebookExecutorError",
     "NotebookSourceError",
+    "OutputWriteError",
     "ParameterError",
     "RunJob",
     "RunNotFoundError",

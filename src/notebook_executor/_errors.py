@@ -6,7 +6,9 @@
      ├── NotebookSourceError   missing, unreadable or malformed source; unsupported format
      ├── ParameterError        unknown, missing-required or ill-typed parameter
      ├── RunNotFoundError      no run with that id
-     └── CatalogError          the run catalog cannot be read (``reindex`` rebuilds it)
+     ├── CatalogError          the run catalog cannot be read (``reindex`` rebuilds it)
+     └── OutputWriteError      a run finished and is recorded, but its ``output_path`` copy
+                               could not be written (the error holds the result)
 
 Every error is raised for bad input *before* any kernel starts; a failure inside a notebook is
 never raised, it is reported in the result dict. Errors carry what caused them and pickle
@@ -22,6 +24,7 @@ __all__ = [
     "CatalogError",
     "NotebookExecutorError",
     "NotebookSourceError",
+    "OutputWriteError",
     "ParameterError",
     "RunNotFoundError",
 ]
@@ -137,3 +140,32 @@ class CatalogError(NotebookExecutorError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason))
+
+
+class OutputWriteError(NotebookExecutorError):
+    """A run finished and is recorded, but its copy at ``output_path`` could not be written.
+
+    The run files under ``runs_dir`` and the catalog hold the run as usual; the run's result
+    dict travels with the error.
+
+    Attributes
+    ----------
+    path : str
+        The ``output_path`` given.
+    reason : str
+        Why it could not be written.
+    result : dict
+        The run's result dict, as :meth:`NotebookExecutor.execute` would have returned it.
+    """
+
+    def __init__(self, path: str, reason: str, result: Mapping[str, Any]) -> None:
+        self.path = path
+        self.reason = reason
+        self.result = dict(result)
+        super().__init__(
+            f"{_printable(path)}: cannot write the executed notebook: {reason} "
+            f"(run {result.get('run_id')} is recorded under the runs directory)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason, self.result))

@@ -164,8 +164,9 @@ class NotebookExecutor:
         input_path : path
             ``.ipynb``, percent ``.py`` or markdown ``.md`` source.
         output_path : path, optional
-            Also write the executed notebook here (``.ipynb``). The run record is always kept
-            under ``runs_dir``.
+            Also write the whole executed notebook here (``.ipynb``, the usual file mode; the
+            stream cap is for the run files only; secrets redacted as there). The run record
+            is always kept under ``runs_dir``. The source itself is refused.
         parameters : mapping, optional
             Values for the notebook's declared parameters.
         timeout, cell_timeout : float, optional
@@ -178,7 +179,10 @@ class NotebookExecutor:
             Extra environment variables for the kernel (their names are recorded, not values).
         secrets : mapping, optional
             Environment variables whose values are never written anywhere: not to the result,
-            the run files, the catalog or logs. Occurrences in outputs are redacted.
+            the run files, the catalog or logs. Occurrences in outputs are redacted; an output
+            or scrap that holds one where text search cannot reach (an image's bytes, a
+            DataFrame) is withheld. Values shorter than 6 characters are not searched for
+            (they would damage ordinary text); the record lists them and a warning is logged.
 
         Raises
         ------
@@ -186,6 +190,9 @@ class NotebookExecutor:
             The source is missing, malformed or unsupported, or its kernel is not installed.
         ParameterError
             A parameter is unknown, missing, or of the wrong type.
+        OutputWriteError
+            The run finished and is recorded, but ``output_path`` could not be written; the
+            error's ``result`` is the run's result dict.
         """
         self._check_open()
         plan = self._plan(

@@ -127,6 +127,8 @@ class EngineOutcome:
     #: The cell that ended the run early and successfully (``sys.exit()``, ``sys.exit(0)``,
     #: ``raise SystemExit``), if one did; the cells after it did not run.
     exited: int | None = None
+    #: Cells whose output was lost in part (the engine marks the place in the cell's outputs).
+    output_lost: list[int] = field(default_factory=list)
 
 
 class RunCancelled(KeyboardInterrupt):

@@ -44,6 +44,7 @@ RESULT_KEYS = [
     "cells_executed",
     "failed_cell",
     "scraps",
+    "output_cut",
 ]
 
 

@@ -44,6 +44,7 @@ RESULT_KEYS = [
     "cells_executed",
     "failed_cell",
     "scraps",
+    "output_cut",
 ]
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")

@@ -190,6 +190,10 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
     tmp = workdir / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
+    # A folder of the user's own, named as older versions named kernel folders, holding data.
+    users = tmp / "nbx-analysis"
+    users.mkdir()
+    (users / "results.csv").write_text("a,b\n1,2\n")
     host = subprocess.Popen(
         [sys.executable, "-c", HOST, str(workdir)], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -207,15 +211,19 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         time.sleep(0.1)
     assert [pid for pid in kernels if alive(pid)] == []
 
-    # The killed host could not remove its kernels' folders; the next host to close does.
-    left = sorted(tmp.glob("nbx-*"))
+    # The killed host could not remove its kernels' folders; the next host to close does,
+    # and touches nothing else.
+    kernels_root = tmp / f"notebook-executor-{os.getuid()}"
+    left = sorted(kernels_root.iterdir())
     assert left, "the killed host's warm kernels had folders"
-    for folder in left:
+    for folder in [*left, users]:
         os.utime(folder, (time.time() - 3600, time.time() - 3600))
     subprocess.run(
         [sys.executable, "-c", NEXT_HOST, str(workdir)], env=env, check=True, timeout=120
     )
-    assert sorted(tmp.glob("nbx-*")) == []
+    assert sorted(kernels_root.iterdir()) == []
+    assert sorted(tmp.iterdir()) == sorted([kernels_root, users])
+    assert (users / "results.csv").read_text() == "a,b\n1,2\n"
 
 
 def test_execute_many_keeps_order_and_isolation(workdir: Path) -> None:

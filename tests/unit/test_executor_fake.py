@@ -112,6 +112,7 @@ def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
         "cells_executed",
         "failed_cell",
         "scraps",
+        "output_cut",
     ]
     assert json.loads(json.dumps(result)) == result
     assert result["status"] == "success"
@@ -486,6 +487,7 @@ def test_public_names_are_pinned() -> None:
         "NotebookExecutor",
         "NotebookExecutorError",
         "NotebookSourceError",
+        "OutputWriteError",
         "ParameterError",
         "RunJob",
         "RunNotFoundError",
@@ -614,15 +616,22 @@ print("done", mark, flush=True)
 """
 
 
-def test_each_flushed_write_is_an_output_of_its_own(ex: NotebookExecutor, workdir: Path) -> None:
+def test_each_flushed_write_is_an_output_of_its_own(
+    ex: NotebookExecutor, engine: FakeEngine, workdir: Path
+) -> None:
     (workdir / "split.py").write_text(
         "# %%\nimport sys\nsys.stdout.write('abc')\nsys.stdout.flush()\n"
         "sys.stdout.write('def')\nprint('!', 1)\n_ = sys.stderr.write('e')\n"
     )
     result = ex.execute("split.py")
-    cell = nbformat.read(result["output_path"], as_version=4).cells[0]
+    # As a kernel sends them: one output per flush (the engine's own notebook) ...
+    cell = engine.jobs[-1].nb.cells[0]
     texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
     assert texts == [("stdout", "abc"), ("stdout", "def! 1\n"), ("stderr", "e")]
+    # ... and the run files hold each stream coalesced, as they are redacted.
+    cell = nbformat.read(result["output_path"], as_version=4).cells[0]
+    texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
+    assert texts == [("stdout", "abcdef! 1\n"), ("stderr", "e")]
 
 
 def test_threads_of_execute_many_keep_their_output_and_environment_apart(
@@ -642,7 +651,8 @@ def test_threads_of_execute_many_keep_their_output_and_environment_apart(
             assert result["status"] == "success", result
             cell = nbformat.read(result["output_path"], as_version=4).cells[-1]
             texts = [o["text"] for o in cell.outputs]
-            assert texts == [f"<{i}-", "value>\n"] * 20 + [f"done {mark}\n"]
+            # The run file holds the stream coalesced: every piece of this run's, none other's.
+            assert texts == [f"<{i}-value>\n" * 20 + f"done {mark}\n"]
 
 
 @pytest.mark.parametrize(("code", "status"), [("0", "success"), ("", "success"), ("2", "error")])

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from notebook_executor import RunNotFoundError
 from notebook_executor._run import records as _records
 from notebook_executor._run.records import (
+    cap_streams,
     display_path,
     new_run_id,
     read_record,
@@ -207,12 +208,16 @@ def test_markdown_record_body() -> None:
     assert "application/scrapbook" not in text
 
 
-def test_write_run_files_caps_long_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_files_cap_long_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_records, "MAX_STREAM_CHARS", 100)
     nb = _run_notebook()
     nb.cells[3].outputs[0].text = "x" * 250
     nb.cells[3].outputs.append(nbformat.v4.new_output("stream", name="stderr", text=["y"] * 50))
-    path = write_run_files(tmp_path, RECORD["run_id"], nb, {"run_id": RECORD["run_id"]}, final=True)
+    capped, cut = cap_streams(nb)
+    assert cut == [3]
+    assert nb.cells[3].outputs[0].text == "x" * 250  # the notebook given is not changed
+    record = {"run_id": RECORD["run_id"]}
+    path = write_run_files(tmp_path, RECORD["run_id"], capped, record, final=True)
     assert path == tmp_path / "2024-03-09" / f"{RECORD['run_id']}.ipynb"
     stored = nbformat.read(path, as_version=4)
     streams = [o for o in stored.cells[3].outputs if o.output_type == "stream"]

@@ -101,6 +101,7 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "cells_executed": (int,),
     "failed_cell": (dict, type(None)),
     "scraps": (dict,),
+    "output_cut": (list,),
 }
 
 
@@ -186,9 +187,12 @@ def test_redact_nested_values() -> None:
 
 
 def test_redact_replaces_the_longest_secret_first() -> None:
-    secrets = {"SHORT": "abc", "LONG": "abcdef"}
-    assert redact("abcdef abc", secrets) == "[secret LONG] [secret SHORT]"
-    assert redact("abcdef abc", dict(reversed(secrets.items()))) == "[secret LONG] [secret SHORT]"
+    secrets = {"SHORT": "abcdef", "LONG": "abcdefghi"}
+    assert redact("abcdefghi abcdef", secrets) == "[secret LONG] [secret SHORT]"
+    assert (
+        redact("abcdefghi abcdef", dict(reversed(secrets.items())))
+        == "[secret LONG] [secret SHORT]"
+    )
 
 
 def test_redact_reaches_into_tuples() -> None:

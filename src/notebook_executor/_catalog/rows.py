@@ -32,7 +32,7 @@ __all__ = [
 
 STATUSES = ("success", "error", "running")
 
-_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell"})
+_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut"})
 
 
 def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -61,6 +61,9 @@ def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
         "cells_executed": _number(record.get("cells_executed"), int),
         "failed_cell": None if failed is None else _dumps(failed),
         "scraps": _dumps(scraps),
+        "output_cut": _dumps(
+            record.get("output_cut") if isinstance(record.get("output_cut"), list) else []
+        ),
         "notebook_name": PurePosixPath(notebook).name,
         "scrap_values": _dumps({k: v for k, v in scraps.items() if not _is_summary(v)}),
         "source_path": _text(source.get("path")),

@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the table changes; an older catalog is rebuilt from the run files.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _COLUMNS = (
     *_records.RESULT_KEYS,
@@ -67,6 +67,7 @@ _SCHEMA = (
         cells_executed INTEGER,
         failed_cell TEXT,
         scraps TEXT NOT NULL,
+        output_cut TEXT NOT NULL,
         notebook_name TEXT NOT NULL,
         scrap_values TEXT NOT NULL,
         source_path TEXT,

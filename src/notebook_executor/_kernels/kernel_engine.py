@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 #: Longest a kernel may take to start and answer, when the run itself has no deadline.
 KERNEL_READY_TIMEOUT = 60.0
+
+#: Longest to wait for a cell's output after its reply, when the run has no time limit.
+IOPUB_DRAIN_SECONDS = 300.0
 
 
 def _now_iso() -> str:
@@ -215,7 +219,12 @@ class KernelEngine:
         outcome: EngineOutcome,
         current: _CurrentCell,
     ) -> bool:
-        from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+        from nbclient.exceptions import (
+            CellExecutionComplete,
+            CellExecutionError,
+            CellTimeoutError,
+            DeadKernelError,
+        )
 
         limit: dict[str, float | None] = {"seconds": None}
         client = _client_class()(
@@ -224,7 +233,6 @@ class KernelEngine:
             timeout_func=lambda cell: limit["seconds"],
             allow_errors=False,
             record_timing=True,
-            iopub_timeout=4,
             raise_on_iopub_timeout=False,
         )
         client.kc = kernel.client
@@ -232,6 +240,20 @@ class KernelEngine:
         # A notebook cannot answer a prompt: input() and getpass() raise at once in the kernel
         # (StdinNotImplementedError, as with papermill) instead of waiting for a reply.
         kernel.client.allow_stdin = False
+        # A cell's output ends with the kernel's idle status; nbclient waits ``iopub_timeout``
+        # for it after the reply, then drops whatever is still to come. Watch for the idle
+        # status, so a cell whose output was cut short is marked, never passed off as whole.
+        idle = {"seen": False}
+        process_message = client.process_message
+
+        def watch_idle(msg: dict[str, Any], cell: NotebookNode, cell_index: int) -> Any:
+            try:
+                return process_message(msg, cell, cell_index)
+            except CellExecutionComplete:
+                idle["seen"] = True
+                raise
+
+        client.process_message = watch_idle  # type: ignore[method-assign]
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code" or skipped(cell):
                 continue
@@ -241,6 +263,11 @@ class KernelEngine:
                 outcome.failure = _timeout_failure(index, job, whole_run=True)
                 return False
             limit["seconds"] = _smaller(job.cell_timeout, remaining)
+            # Output may still be arriving after the reply: wait for it within the run's
+            # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
+            client.iopub_timeout = math.ceil(max(1.0, limit["seconds"] or IOPUB_DRAIN_SECONDS))
+            idle["seen"] = False
+            sent = client.code_cells_executed
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
             exited = False
@@ -264,6 +291,9 @@ class KernelEngine:
                 )
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
+            # (A cell nbclient skips, empty or tagged, is never sent: it has no output to lose.)
+            if outcome.failure is None and not idle["seen"] and client.code_cells_executed > sent:
+                _mark_output_lost(cell, index, client.iopub_timeout, outcome)
             if outcome.failure is not None:
                 # After a cell error the kernel is healthy: stop it politely.
                 return outcome.failure.kind == "cell_error"
@@ -300,6 +330,26 @@ def _client_class() -> type[Any]:
 
 
 CANCELLED = "the run was cancelled"
+
+
+#: Marker of a cell's output cut short, at the place of the cut (:func:`_mark_output_lost`).
+OUTPUT_LOST_MARKER = "[notebook-executor: output lost here: {why}]\n"
+
+
+def _mark_output_lost(
+    cell: NotebookNode, index: int, waited: float, outcome: EngineOutcome
+) -> None:
+    """Mark, at its end, a cell whose output was still arriving when the wait for it ended."""
+    from nbformat.v4 import new_output
+
+    why = (
+        f"the cell finished but its output was still arriving {waited:g} s later; "
+        "the rest was not kept"
+    )
+    cell.outputs.append(
+        new_output("stream", name="stderr", text=OUTPUT_LOST_MARKER.format(why=why))
+    )
+    outcome.output_lost.append(index)
 
 
 @dataclass

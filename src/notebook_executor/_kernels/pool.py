@@ -419,6 +419,8 @@ class KernelPool:
             # Kernels bind their IPC sockets a moment after we connect: retry quickly.
             self._context.setsockopt(zmq.RECONNECT_IVL, 10)
             self._context.setsockopt(zmq.LINGER, 0)
+            # No high-water mark on our side of IOPub either: a queue that fills drops output.
+            self._context.setsockopt(zmq.RCVHWM, 0)
         kernel = await start_kernel(
             choice,
             cwd=cwd,

@@ -73,7 +73,10 @@ _CONTROL_JOIN_TIMEOUT = 5.0
 
 
 def kernel_app() -> Any:
-    """ipykernel's ``IPKernelApp``, with a shutdown that cannot stall on its own threads.
+    """ipykernel's ``IPKernelApp``, losing no output, with a shutdown that cannot stall.
+
+    Its IOPub sockets have no high-water mark (:meth:`init_iopub`), so no output message is
+    dropped however fast a cell writes.
 
     After a shutdown request, ipykernel 7 returns from ``start()`` while its control thread may
     still be flushing to the IOPub thread, which the interpreter's exit handlers then stop:
@@ -84,6 +87,15 @@ def kernel_app() -> Any:
     from ipykernel.kernelapp import IPKernelApp
 
     class KernelApp(IPKernelApp):  # type: ignore[misc]
+        def init_iopub(self, context: Any) -> None:
+            # A PUB socket drops messages once its queue holds its high-water mark (1000 by
+            # default): a cell printing fast lost output silently. No limit: nothing is dropped.
+            import zmq
+
+            context.setsockopt(zmq.SNDHWM, 0)
+            context.setsockopt(zmq.RCVHWM, 0)
+            super().init_iopub(context)  # type: ignore[no-untyped-call]
+
         def start(self) -> None:
             try:
                 super().start()  # type: ignore[no-untyped-call]

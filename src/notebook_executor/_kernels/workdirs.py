@@ -1,26 +1,39 @@
 """Kernels' private folders: made locked by their owner, swept once the owner is gone.
 
-Each kernel gets a folder ``nbx-*`` in the temporary directory for its connection file, IPC
-sockets and stderr log, removed when the kernel stops. A host killed outright (``SIGKILL``)
-cannot remove them, so the owner holds an exclusive ``flock`` on the folder for as long as it
-uses it: the OS drops the lock when the owner dies, however it dies, and a later
-:func:`sweep_stale` (any process of the same user) removes folders whose lock is free. Pids are
-never involved, so processes in other pid namespaces sharing the folder are safe.
+Each kernel gets a folder for its connection file, IPC sockets and stderr log, removed when the
+kernel stops. Kernel folders live only in one parent per user that this library creates,
+``$TMPDIR/notebook-executor-<uid>/`` (mode 0700), and the parent is used only while it is
+provably this user's own: a real folder (not a symlink), owned by this user, that nobody else
+may write to. Anything else in the temporary directory is never looked at, let alone removed.
+
+A host killed outright (``SIGKILL``) cannot remove its kernels' folders, so the owner holds an
+exclusive ``flock`` on each folder for as long as it uses it: the OS drops the lock when the
+owner dies, however it dies, and a later :func:`sweep_stale` (any process of the same user)
+removes the kernel folders in that parent whose lock is free. Pids are never involved, so
+processes in other pid namespaces sharing the folder are safe.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "Workdir", "make_workdir", "sweep_stale"]
+__all__ = ["PREFIX", "KernelRootError", "Workdir", "kernel_root", "make_workdir", "sweep_stale"]
 
-#: Name prefix of a kernel's folder in the temporary directory.
-PREFIX = "nbx-"
+#: Name prefix of a kernel's folder inside the kernel root (short: IPC socket paths are short).
+PREFIX = "k-"
+
+#: The kernel root's name in the temporary directory, before the user id.
+ROOT_PREFIX = "notebook-executor-"
+
+#: A kernel folder's full name, as :func:`tempfile.mkdtemp` makes it with :data:`PREFIX`.
+_KERNEL_FOLDER = re.compile(r"k-[A-Za-z0-9_]{8}")
 
 #: Folders younger than this (seconds) are never swept: their owner may not hold its lock yet.
 STALE_AFTER = 60.0
@@ -29,6 +42,10 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: folders are only removed by their owner
     fcntl = None  # type: ignore[assignment]
+
+
+class KernelRootError(OSError):
+    """The parent folder of kernel folders exists but is not provably this user's own."""
 
 
 class Workdir:
@@ -47,25 +64,73 @@ class Workdir:
                 os.close(fd)
 
 
+def _uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else 0
+
+
+def kernel_root(*, create: bool = True, base: Path | None = None) -> Path | None:
+    """This user's parent of kernel folders in the temporary directory (``base``).
+
+    Made with mode 0700 when missing (with ``create``; else None is returned). Raises
+    :class:`KernelRootError` when the name is taken by something that is not provably this
+    user's private folder: a symlink, a file, a folder of another user, or one that others may
+    write to. It is then left alone; pointing ``TMPDIR`` at a private folder gets past it.
+    """
+    parent = Path(tempfile.gettempdir()) if base is None else base
+    root = parent / f"{ROOT_PREFIX}{_uid()}"
+    if create:
+        with contextlib.suppress(FileExistsError):
+            root.mkdir(mode=0o700)
+    try:
+        info = root.lstat()
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "it is a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "it is not a folder"
+    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
+        problem = f"it belongs to user id {info.st_uid}"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = "other users may write to it"
+    if problem is not None:
+        raise KernelRootError(
+            f"refusing to keep kernel files in {root}: {problem} (set TMPDIR to a private folder)"
+        )
+    return root
+
+
 def make_workdir() -> Workdir:
-    """A new private folder (mode 0700), locked by this process until removed."""
-    path = Path(tempfile.mkdtemp(prefix=PREFIX))
+    """A new private folder (mode 0700) in :func:`kernel_root`, locked until removed."""
+    root = kernel_root()
+    assert root is not None
+    path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
     return Workdir(path, _lock(path))
 
 
-def sweep_stale(root: Path | None = None) -> list[Path]:
-    """Remove this user's kernel folders whose owner has gone; return the removed ones."""
+def sweep_stale(base: Path | None = None) -> list[Path]:
+    """Remove kernel folders whose owner has gone; return the removed ones.
+
+    Only folders named as :func:`make_workdir` names them, inside this user's own
+    :func:`kernel_root` of ``base`` (default: the temporary directory), unlocked and older
+    than :data:`STALE_AFTER` seconds, are removed.
+    """
     if fcntl is None:
         return []
-    base = Path(tempfile.gettempdir()) if root is None else root
     removed: list[Path] = []
     try:
-        entries = list(os.scandir(base))
+        root = kernel_root(create=False, base=base)
+        if root is None:
+            return removed
+        entries = list(os.scandir(root))
     except OSError:
         return removed
     now = time.time()
     for entry in entries:
-        if not entry.name.startswith(PREFIX):
+        if not _KERNEL_FOLDER.fullmatch(entry.name):
             continue
         try:
             info = entry.stat(follow_symlinks=False)
@@ -91,7 +156,7 @@ def _lock(path: Path) -> int | None:
     if fcntl is None:
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
         return None
     try:

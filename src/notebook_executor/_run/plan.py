@@ -106,8 +106,8 @@ def plan_run(
         raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
     extra_env = check_env("env", env)
     secret_env = check_env("secrets", secrets)
-    if output_path is not None and Path(output_path).suffix.lower() != ".ipynb":
-        raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
+    if output_path is not None:
+        _check_output_path(input_path, output_path)
     run_timeout = check_seconds("timeout", timeout if timeout is not None else default_timeout)
     per_cell = check_seconds(
         "cell_timeout", cell_timeout if cell_timeout is not None else default_cell_timeout
@@ -188,6 +188,28 @@ def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str,
             ", ".join(sorted(given)),
         )
     return dict(given)
+
+
+def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
+    """Refuse an ``output_path`` that cannot take the copy, or that is the source itself."""
+    target = Path(output_path)
+    if target.suffix.lower() != ".ipynb":
+        raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
+    if is_url(output_path):
+        return  # a store's object: papermill's I/O writes it
+    if target.is_dir():
+        raise NotebookExecutorError(f"output_path {os.fspath(output_path)!r} is a directory")
+    same = target.resolve() == Path(input_path).resolve()
+    if not same and target.exists():
+        try:
+            same = target.samefile(input_path)
+        except OSError:
+            same = False
+    if same:
+        raise NotebookExecutorError(
+            f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
+            "give another path (the source is never overwritten)"
+        )
 
 
 def check_seconds(name: str, value: float | None) -> float | None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RECORD_KEY",
     "RESULT_KEYS",
+    "cap_streams",
     "display_path",
     "iter_run_notebooks",
     "new_run_id",
@@ -59,6 +60,7 @@ RESULT_KEYS = (
     "cells_executed",
     "failed_cell",
     "scraps",
+    "output_cut",
 )
 
 RECORD_VERSION = 1
@@ -182,13 +184,15 @@ def write_run_files(
 ) -> Path:
     """Write the run's ``.ipynb`` (and, when ``final``, its ``.md``) atomically.
 
+    ``nb`` is written as given (streams already capped: :func:`cap_streams`), with the
+    record in its metadata.
+
     The record written when a run starts (``final`` false) is replaced when it ends: it is the
     same document in compact JSON, the fastest form to write. The final one has nbformat's
     layout (sorted keys, one-space indent, text split into lines).
     """
     path = run_notebook_path(runs_dir, run_id)
     nb.metadata[RECORD_KEY] = dict(record)
-    _cap_streams(nb)
     if not final:
         atomic_write_text(path, _json(nb, indent=None))
         return path
@@ -262,10 +266,20 @@ def _split_bundle(bundle: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cap_streams(nb: NotebookNode) -> None:
-    # A kernel sends a long stream in many messages: the cap holds for each stream (stdout,
-    # stderr) of a cell as a whole; what follows the cut is dropped and counted in the marker.
-    for cell in nb.cells:
+def cap_streams(nb: NotebookNode) -> tuple[NotebookNode, list[int]]:
+    """A copy of ``nb`` whose streams hold at most :data:`MAX_STREAM_CHARS` per cell.
+
+    A kernel sends a long stream in many messages: the cap holds for each stream (stdout,
+    stderr) of a cell as a whole; what follows the cut is dropped and counted in a marker at
+    the place of the cut. Returns the copy and the indices of the cells that were cut.
+    ``nb`` itself is not changed.
+    """
+    import copy
+
+    capped = copy.copy(nb)
+    capped["cells"] = list(nb.cells)
+    cut_cells: list[int] = []
+    for index, cell in enumerate(nb.cells):
         kept: dict[str, int] = {}
         cut: dict[str, Any] = {}
         dropped: dict[str, int] = {}
@@ -283,17 +297,22 @@ def _cap_streams(nb: NotebookNode) -> None:
                 continue
             room = MAX_STREAM_CHARS - kept.get(name, 0)
             if len(text) > room:
+                output = copy.copy(output)
                 output["text"] = text[:room]
                 cut[name], dropped[name] = output, len(text) - room
             kept[name] = kept.get(name, 0) + len(text)
             outputs.append(output)
+        if not cut:
+            continue
         for name, output in cut.items():
             output["text"] += (
                 f"\n[notebook-executor: output truncated, {dropped[name]} more characters "
                 "not kept]\n"
             )
-        if cut:
-            cell["outputs"] = outputs
+        capped.cells[index] = copy.copy(cell)
+        capped.cells[index]["outputs"] = outputs
+        cut_cells.append(index)
+    return capped, cut_cells
 
 
 def read_record(path: Path) -> dict[str, Any]:

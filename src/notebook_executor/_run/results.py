@@ -7,12 +7,14 @@ source does not have. :class:`CellMap` translates back, so ``failed_cell.index``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine import EngineOutcome
 from .scraps import find_scraps, summarize_scrap
+from .scrub import Redactor, redact
 from .text import strip_ansi
 
 if TYPE_CHECKING:
@@ -86,8 +88,17 @@ def build_result(
     executed: NotebookNode,
     outcome: EngineOutcome,
     cell_map: CellMap,
+    secrets: Mapping[str, str] | None = None,
+    output_cut: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the result dict for one run."""
+    """Assemble the result dict for one run.
+
+    The failed cell's texts are redacted of ``secrets`` and then clipped (:data:`ERROR_LIMITS`),
+    so the result stays small whatever the notebook raises and a clip never leaves part of a
+    secret. ``output_cut`` maps job cell indices whose outputs the run files do not hold whole
+    to why (``"stream_cap"`` or ``"lost"``).
+    """
+    redactor = Redactor(secrets or {})
     code_cells = [
         i
         for i, cell in enumerate(executed.cells)
@@ -100,10 +111,12 @@ def build_result(
         source_index = cell_map.to_source(failure.index)
         failed_cell = {
             "index": source_index,
-            "source": _cell_source(executed, failure.index),
-            "ename": _clip(strip_ansi(failure.ename)),
-            "evalue": _clip(strip_ansi(failure.evalue)),
-            "traceback": _clip_lines([strip_ansi(line) for line in failure.traceback]),
+            "source": _clip(redactor.text(_cell_source(executed, failure.index)), "source"),
+            "ename": _clip(redactor.text(strip_ansi(failure.ename)), "ename"),
+            "evalue": _clip(redactor.text(strip_ansi(failure.evalue)), "evalue"),
+            "traceback": _clip_lines(
+                [redactor.text(strip_ansi(line)) for line in failure.traceback]
+            ),
         }
     scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(executed.cells).items()}
     return {
@@ -121,29 +134,53 @@ def build_result(
         "cells_executed": sum(1 for i in code_cells if i in completed),
         "failed_cell": failed_cell,
         "scraps": scraps,
+        "output_cut": [
+            {"index": cell_map.to_source(index), "reason": reason}
+            for index, reason in sorted((output_cut or {}).items())
+        ],
     }
 
 
-#: The result dict stays small: long error texts are cut (the run files keep them whole).
-MAX_ERROR_CHARS = 10_000
+#: Longest text (in JSON characters, as ``json.dumps`` writes it) kept in the result dict for
+#: each part of ``failed_cell``: the run files keep them whole. Together they stay well under
+#: 20,000 characters whatever the notebook raises.
+ERROR_LIMITS = {"ename": 200, "evalue": 4_000, "source": 4_000, "traceback": 6_000}
+#: Longest single traceback line kept (the last line usually repeats ``ename: evalue``).
+MAX_TRACEBACK_LINE = 2_000
+MAX_ERROR_CHARS = ERROR_LIMITS["evalue"]
 
 
-def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    if len(text) <= limit:
+def _encoded(text: str) -> int:
+    return len(json.dumps(text)) - 2
+
+
+def _clip(text: str, part: str, limit: int | None = None) -> str:
+    """``text`` cut to ``limit`` JSON characters (default: that of ``part``), with a marker."""
+    limit = ERROR_LIMITS[part] if limit is None else limit
+    if len(text) <= limit // 12 or _encoded(text) <= limit:
         return text
-    return text[:limit] + f"... [{len(text) - limit} more characters in the run files]"
+    room = max(0, limit - 60)
+    low, high = 0, min(len(text), room)
+    while low < high:  # the longest prefix that fits once encoded
+        middle = (low + high + 1) // 2
+        if _encoded(text[:middle]) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low] + f"... [{len(text) - low} more characters in the run files]"
 
 
 def _clip_lines(lines: list[str]) -> list[str]:
     clipped: list[str] = []
-    budget = MAX_ERROR_CHARS * 3
+    budget = ERROR_LIMITS["traceback"]
     for line in reversed(lines):  # the end of a traceback says the most
-        line = _clip(line)
-        if len(line) > budget:
+        line = _clip(line, "traceback", min(MAX_TRACEBACK_LINE, budget))
+        cost = _encoded(line) + 4  # quotes and separator
+        if cost > budget or budget < 100:
             clipped.append("[earlier traceback lines are in the run files]")
             break
         clipped.append(line)
-        budget -= len(line)
+        budget -= cost
     return clipped[::-1]
 
 
@@ -151,51 +188,3 @@ def _cell_source(nb: NotebookNode, index: int) -> str:
     if 0 <= index < len(nb.cells):
         return str(nb.cells[index].source)
     return ""
-
-
-def redact(value: Any, secrets: Mapping[str, str]) -> Any:
-    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively.
-
-    A value is also found as a notebook commonly prints it: in a repr or in JSON.
-    """
-    pairs = sorted(
-        {(name, form) for name, text in secrets.items() if text for form in _printed(text)},
-        key=lambda pair: -len(pair[1]),
-    )
-    if not pairs:
-        return value
-    return _redact(value, pairs)
-
-
-def _printed(text: str) -> set[str]:
-    """``text`` plain, and as the inside of a repr (either quoting) and of a JSON string."""
-    import json
-
-    both = "'\""  # a repr of a text holding both quotes escapes its single quotes
-    return {
-        text,
-        repr(text)[1:-1],
-        repr(text + both)[1:-4],
-        ascii(text)[1:-1],
-        ascii(text + both)[1:-4],
-        json.dumps(text, ensure_ascii=False)[1:-1],
-        json.dumps(text)[1:-1],
-    }
-
-
-def _redact(value: Any, pairs: list[tuple[str, str]]) -> Any:
-    if isinstance(value, str):
-        for name, text in pairs:
-            if text in value:
-                value = value.replace(text, f"[secret {name}]")
-        return value
-    if isinstance(value, list):
-        return [_redact(item, pairs) for item in value]
-    if isinstance(value, tuple):
-        return tuple(_redact(item, pairs) for item in value)
-    if isinstance(value, dict):
-        redacted = type(value)() if type(value) is not dict else {}
-        for key, item in value.items():
-            redacted[_redact(key, pairs) if isinstance(key, str) else key] = _redact(item, pairs)
-        return redacted
-    return value

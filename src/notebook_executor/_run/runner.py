@@ -16,13 +16,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import NotebookExecutorError, OutputWriteError
 from .._times import iso, now_utc
 from ..engine import CellFailure, Engine, EngineOutcome
 from . import records as _records
 from .papermill_meta import annotate_papermill
 from .plan import Plan
 from .remote import is_url
-from .results import annotate_cells, build_result, redact
+from .results import annotate_cells, build_result
+from .scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .sources import write_notebook
 
 if TYPE_CHECKING:
@@ -52,7 +54,9 @@ def run_plan(
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
-    cancelled run, and is then raised again.
+    cancelled run, and is then raised again. When the caller's copy (``output_path``) cannot
+    be written, the run files and catalog are still finished, then :class:`OutputWriteError`
+    (holding the result) is raised.
     """
     clock = time.perf_counter()
     start = begin_run(plan, runs_dir, on_record)
@@ -120,6 +124,10 @@ def begin_run(
         "environment": _records.environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
+        # Too short to search for in outputs without damaging them (see _run/scrub.py).
+        "secrets_not_searched": sorted(
+            name for name, value in plan.secrets.items() if 0 < len(value) < MIN_SECRET_CHARS
+        ),
         "parameters_checked": plan.parameters_checked,
         "host": socket.gethostname(),
         "pid": os.getpid(),
@@ -166,6 +174,12 @@ def finish_run(
         started=start.started,
         finished=finished,
     )
+    # What is stored: streams coalesced, secrets redacted, outputs holding one withheld; the
+    # run files also cap each cell's streams (the caller's copy keeps them whole).
+    executed = scrub_notebook(plan.nb, plan.secrets)
+    recorded, capped = _records.cap_streams(executed)
+    output_cut = dict.fromkeys(capped, "stream_cap")
+    output_cut.update(dict.fromkeys(outcome.output_lost, "lost"))
     result = build_result(
         run_id=start.run_id,
         notebook_path=plan.notebook,
@@ -175,26 +189,32 @@ def finish_run(
         started_at=iso(start.started),
         finished_at=iso(finished),
         duration_seconds=duration_seconds,
-        executed=plan.nb,
+        executed=executed,
         outcome=outcome,
         cell_map=plan.cell_map,
+        secrets=plan.secrets,
+        output_cut=output_cut,
     )
     result = dict(redact(result, plan.secrets))
-    executed = redact(plan.nb, plan.secrets)
     stored = {
         **result,
         "notebook": start.record["notebook"],
         "output_path": start.record["output_path"],
         **start.provenance,
     }
-    _records.write_run_files(runs_dir, start.run_id, executed, stored, final=True)
-    try:
-        if plan.output_path is not None:
-            # A URL is written by papermill's I/O; if that fails, the run record is kept
-            # and the error (NotebookSourceError) raised.
+    _records.write_run_files(runs_dir, start.run_id, recorded, stored, final=True)
+    copy_failed: OutputWriteError | None = None
+    if plan.output_path is not None:
+        executed.metadata[_records.RECORD_KEY] = stored
+        try:
+            # A URL is written by papermill's I/O; a local path atomically, with the usual mode.
             write_notebook(executed, plan.output_path)
-    finally:
-        on_record("finish", stored)
+        except (OSError, NotebookExecutorError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            copy_failed = OutputWriteError(os.fspath(plan.output_path), reason, result)
+    on_record("finish", stored)
+    if copy_failed is not None:
+        raise copy_failed
     return result
 
 

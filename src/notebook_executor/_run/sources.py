@@ -272,12 +272,25 @@ def _language_family(lexer: str) -> str:
 
 
 def _normalised(nb: NotebookNode) -> NotebookNode:
-    # Every cell gets an id, so later stages need no special cases.
+    # Every cell gets an id, so later stages need no special cases; ids exist from nbformat
+    # 4.5 on, so an older nb becomes a 4.5 one (or it would no longer validate).
     from nbformat.corpus.words import generate_corpus_id as random_cell_id
 
     for cell in nb.cells:
         if "id" not in cell:
             cell["id"] = random_cell_id()
+    return _with_cell_ids_version(nb)
+
+
+#: The nbformat minor version that introduced cell ids.
+_CELL_IDS_MINOR = 5
+
+
+def _with_cell_ids_version(nb: NotebookNode) -> NotebookNode:
+    """``nb`` marked nbformat 4.5 when its cells have ids and it says an older 4.x."""
+    old = nb.get("nbformat") == 4 and nb.get("nbformat_minor", 0) < _CELL_IDS_MINOR
+    if old and any("id" in cell for cell in nb.get("cells", ())):
+        nb["nbformat_minor"] = _CELL_IDS_MINOR
     return nb
 
 
@@ -365,9 +378,10 @@ def notebook_to_text(nb: NotebookNode, fmt: SourceFormat) -> str:
     if fmt.jupytext_format is None:
         import nbformat
 
-        return str(nbformat.writes(_with_kernelspec(nb)))
-    import copy
-
+        document = _with_kernelspec(nb)
+        if document is nb and nb.get("nbformat_minor", 0) < _CELL_IDS_MINOR:
+            document = copy.deepcopy(nb)
+        return str(nbformat.writes(_with_cell_ids_version(document)))
     import jupytext
 
     nb = copy.deepcopy(nb)
@@ -390,8 +404,6 @@ def _with_kernelspec(nb: NotebookNode) -> NotebookNode:
     language = nb.metadata.get("jupytext", {}).get("main_language", "python")
     if language != "python":
         return nb
-    import copy
-
     copied = copy.deepcopy(nb)
     copied.metadata["kernelspec"] = {
         "name": "python3",
@@ -420,7 +432,7 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
     fmt = format_for(path)
     target = Path(path)
     try:
-        atomic_write_text(target, notebook_to_text(nb, fmt))
+        atomic_write_text(target, notebook_to_text(nb, fmt), private=False)
     except (OSError, ValueError) as exc:
         raise NotebookSourceError(os.fspath(path), f"cannot write: {_first_line(exc)}") from None
     return target
