@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,6 +143,8 @@ class NotebookExecutor:
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        on_cell: Callable[[int, int], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> dict[str, Any]:
         """Run one notebook and return its result dict.
 
@@ -168,6 +171,14 @@ class NotebookExecutor:
         secrets : mapping, optional
             Environment variables whose values are never written anywhere: not to the result,
             the run files, the catalog or logs. Occurrences in outputs are redacted.
+        on_cell : callable, optional
+            Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
+            counting the code cells that run (the injected parameters cell included). Called
+            from the engine's thread; what it raises is logged and ignored.
+        cancel : threading.Event, optional
+            Set it from another thread to cancel the run: the kernel is stopped, the run is
+            recorded with ``error_kind`` ``"cancelled"`` and :class:`RunCancelled
+            <notebook_executor.engine.RunCancelled>` (a ``KeyboardInterrupt``) is raised here.
 
         Raises
         ------
@@ -193,8 +204,9 @@ class NotebookExecutor:
         if prestart is not None:
             prestart(plan.job)
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
-        with cell_progress(cells, Path(plan.notebook).name, self.progress) as on_cell:
-            plan.job.on_cell = on_cell
+        plan.job.cancel = cancel
+        with cell_progress(cells, Path(plan.notebook).name, self.progress) as bar:
+            plan.job.on_cell = _cell_hook(bar, on_cell, cells)
             return self._run(plan)
 
     def execute_many(
@@ -326,6 +338,24 @@ class NotebookExecutor:
             getattr(self._open_catalog(), method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+
+
+def _cell_hook(
+    bar: Callable[[int], None] | None, hook: Callable[[int, int], None] | None, total: int
+) -> Callable[[int], None] | None:
+    """The engine's per-cell callback: the progress bar's, the caller's ``(done, total)``, both."""
+    if hook is None:
+        return bar
+    done = 0
+
+    def on_cell(index: int) -> None:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar(index)
+        hook(done, total)
+
+    return on_cell
 
 
 def _run_all(

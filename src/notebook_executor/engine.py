@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
+    import threading
+
     from nbformat import NotebookNode
 
 __all__ = [
@@ -57,6 +59,9 @@ class RunJob:
     #: Called with a code cell's index each time one completes (from the engine's thread);
     #: for progress display only: what it raises is logged and ignored.
     on_cell: Callable[[int], None] | None = None
+    #: Set (from any thread) to cancel the run: the engine stops its kernel and raises
+    #: :class:`RunCancelled`, as on Ctrl-C. An engine that does not honour it runs to the end.
+    cancel: threading.Event | None = None
 
 
 @dataclass
@@ -97,8 +102,8 @@ class RunCancelled(KeyboardInterrupt):
 class Engine(Protocol):
     """Runs one job and reports what happened; never raises for a failure in the notebook.
 
-    The one exception is Ctrl-C: the engine stops its kernel and raises :class:`RunCancelled`
-    carrying the partial outcome.
+    The one exception is Ctrl-C (or the job's ``cancel`` event): the engine stops its kernel and
+    raises :class:`RunCancelled` carrying the partial outcome.
     """
 
     def run(self, job: RunJob) -> EngineOutcome:

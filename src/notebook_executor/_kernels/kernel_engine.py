@@ -10,6 +10,7 @@ everything around the engine can hand the executor any object with the same ``ru
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -81,8 +82,8 @@ class KernelEngine:
 
         future = loop.submit(guarded())
         try:
-            future.result()
-        except KeyboardInterrupt:
+            _wait(future, job.cancel)
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
@@ -235,6 +236,24 @@ class KernelEngine:
             notify_cell(job, index)
         state.current = None
         return True
+
+
+#: How often a run waiting on its kernel looks at the job's cancel event (seconds).
+_CANCEL_POLL = 0.05
+
+
+def _wait(future: concurrent.futures.Future[None], cancel: threading.Event | None) -> None:
+    """``future.result()``, cut short by ``cancel`` (raises ``CancelledError`` once it is set)."""
+    if cancel is None:
+        future.result()
+        return
+    while not cancel.is_set():
+        try:
+            future.result(timeout=_CANCEL_POLL)
+            return
+        except concurrent.futures.TimeoutError:
+            continue
+    raise concurrent.futures.CancelledError
 
 
 def notify_cell(job: RunJob, index: int) -> None:

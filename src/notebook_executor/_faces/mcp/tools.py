@@ -1,0 +1,497 @@
+"""The server's tools and resources, each a thin call into one warm NotebookExecutor.
+
+Every tool answers with a small JSON document (structured content, and the same JSON as text)
+cut to the context budget, with secret values redacted; bad input of any kind (a path outside
+the root, an unknown run, a parameter that does not fit) is a tool error, never a crash.
+Blocking work runs on worker threads, so a long run does not hold up other requests.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads these signatures at run time to
+# build each tool's input schema.
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ..._errors import NotebookExecutorError
+from ..._executor import NotebookExecutor
+from ..._run.records import run_notebook_path
+from ..._run.results import redact
+from ...engine import RunCancelled
+from .budget import MAX_PAYLOAD_CHARS, fit, trim_traceback
+from .paths import Root
+from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
+
+__all__ = ["Workspace", "add_tools"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Most notebooks ``list_notebooks`` names in one answer.
+_MAX_LISTED = 200
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+_EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+_RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+class Workspace:
+    """What the tools share: the root, the warm executor, and the secret values to redact.
+
+    Parameters
+    ----------
+    root : Root
+        The folder paths are confined to.
+    executor : NotebookExecutor
+        Lives as long as the server: after the first run, kernels are ready.
+    environ : mapping
+        Where secrets named by a caller are looked up (the server's environment).
+    """
+
+    def __init__(self, root: Root, executor: NotebookExecutor, environ: dict[str, str]) -> None:
+        self.root = root
+        self.executor = executor
+        self.environ = environ
+        self._secrets: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def secrets(self, names: list[str] | None) -> dict[str, str]:
+        """The values of the named environment variables; remembered so that no later answer
+        can show them either."""
+        found: dict[str, str] = {}
+        for name in names or []:
+            value = self.environ.get(name)
+            if value is None:
+                raise ToolError(f"secret {name!r} is not set in the server's environment")
+            found[name] = value
+        with self._lock:
+            self._secrets.update(found)
+        return found
+
+    def answer(self, payload: dict[str, Any]) -> CallToolResult:
+        """``payload`` redacted and cut to the budget, as structured content and JSON text."""
+        with self._lock:
+            known = dict(self._secrets)
+        payload = fit(redact(payload, known), MAX_PAYLOAD_CHARS)
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=json.loads(text),
+        )
+
+    def present(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
+        shown = dict(result)
+        for key in ("notebook", "output_path"):
+            if isinstance(shown.get(key), str):
+                shown[key] = self.root.relative(shown[key])
+        failed = shown.get("failed_cell")
+        if isinstance(failed, dict):
+            shown["failed_cell"] = {
+                **failed,
+                "traceback": trim_traceback([str(line) for line in failed.get("traceback", [])]),
+            }
+        return shown
+
+    def run_path(self, run_id: str) -> Path:
+        """The executed notebook of run ``run_id``."""
+        try:
+            path = run_notebook_path(self.executor.runs_dir, run_id)
+        except NotebookExecutorError as exc:
+            raise ToolError(str(exc)) from None
+        if not path.is_file():
+            raise ToolError(f"no run {run_id!r}")
+        return path
+
+    def path_or_run(self, value: str) -> tuple[str, bool]:
+        """``(absolute path, False)`` if ``value`` names a file under the root, else
+        ``(value, True)`` for the run id it must then be."""
+        try:
+            path = self.root.resolve(value)
+        except NotebookExecutorError:
+            path = None
+        if path is not None and path.is_file():
+            return str(path), False
+        if path is None and ("/" in value or "\\" in value):
+            raise ToolError(f"{value!r} is outside the server's root folder")
+        self.run_path(value)
+        return value, True
+
+
+async def _blocking(call: Callable[[], T]) -> T:
+    """``call()`` on a worker thread; the library's errors become tool errors."""
+    try:
+        return await anyio.to_thread.run_sync(call)
+    except NotebookExecutorError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
+    """Register every tool and the run image resources on ``server``."""
+    ex = ws.executor
+    root = ws.root
+
+    def where(path: str) -> str:
+        try:
+            return str(root.resolve(path))
+        except NotebookExecutorError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool(annotations=_READ_ONLY)
+    async def list_notebooks(
+        folder: Annotated[str, Field(description="Folder to list, relative to the root.")] = ".",
+    ) -> CallToolResult:
+        """List the notebook sources under a folder of the root: .ipynb files, percent scripts
+        (.py with '# %%' cells) and markdown notebooks (.md with code blocks)."""
+        base = Path(where(folder))
+        if not base.is_dir():
+            raise ToolError(f"{folder!r} is not a folder")
+
+        def scan() -> dict[str, Any]:
+            found: list[str] = []
+            more = False
+            runs = ex.runs_dir.resolve()
+            for path in root.notebooks(base, runs):
+                if not _looks_like_notebook(path):
+                    continue
+                if len(found) == _MAX_LISTED:
+                    more = True
+                    break
+                found.append(root.relative(path))
+            answer: dict[str, Any] = {"folder": root.relative(base), "notebooks": found}
+            if more:
+                answer["note"] = f"only the first {_MAX_LISTED} are listed; list a subfolder"
+            return answer
+
+        return ws.answer(await _blocking(scan))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def inspect_parameters(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+    ) -> CallToolResult:
+        """The parameters a notebook declares: name, type, default, help text, required."""
+        target = where(path)
+        declared = await _blocking(lambda: ex.inspect_parameters(target))
+        return ws.answer({"path": path, "parameters": declared})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def read_notebook(
+        path: Annotated[
+            str | None, Field(description="Notebook source, relative to the root.")
+        ] = None,
+        run_id: Annotated[
+            str | None, Field(description="Read a past run's executed notebook instead.")
+        ] = None,
+        start: Annotated[int, Field(ge=0, description="Index of the first cell to show.")] = 0,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most cells to show.")] = 20,
+        output_start: Annotated[
+            int, Field(ge=0, description="Character offset into each text output (to page).")
+        ] = 0,
+        output_chars: Annotated[
+            int, Field(ge=100, le=8000, description="Most characters of each output shown.")
+        ] = 2000,
+    ) -> CallToolResult:
+        """Read cells of a notebook source or of a run, with their outputs.
+
+        Cell indices are those of failed_cell.index and edit_cell. Long outputs are cut with a
+        marker giving the output_start to read on; images are given as run:// resource URIs,
+        never inline. The answer says next_start when more cells follow."""
+        if (path is None) == (run_id is None):
+            raise ToolError("give exactly one of path or run_id")
+        if run_id is not None:
+            target = ws.run_path(run_id)
+            reread = f"read_notebook(run_id={run_id!r}"
+        else:
+            target = Path(where(path or ""))
+            reread = f"read_notebook(path={path!r}"
+        nb = await _blocking(lambda: ex.read_notebook(target))
+        page = page_cells(
+            nb,
+            start=start,
+            limit=limit,
+            output_start=output_start,
+            output_chars=output_chars,
+            run_id=run_id,
+            reread=reread,
+        )
+        head: dict[str, Any] = {"run_id": run_id} if run_id is not None else {"path": path}
+        return ws.answer({**head, **page})
+
+    @server.tool(annotations=_EDITS)
+    async def edit_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Cell index (as in failed_cell.index).")],
+        source: Annotated[str, Field(description="The cell's new source text.")],
+    ) -> CallToolResult:
+        """Replace one cell's source in the file, in the file's own format; every other cell
+        stays byte-identical."""
+        target = where(path)
+        await _blocking(lambda: ex.edit_cell(target, index, source))  # type: ignore[attr-defined]
+        return ws.answer({"path": path, "edited": index})
+
+    @server.tool(annotations=_EDITS)
+    async def insert_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Position of the new cell.")],
+        source: Annotated[str, Field(description="The new cell's source text.")],
+        cell_type: Annotated[
+            str, Field(pattern="^(code|markdown|raw)$", description="code, markdown or raw.")
+        ] = "code",
+    ) -> CallToolResult:
+        """Insert a cell at a position in the file, in the file's own format."""
+        target = where(path)
+        await _blocking(
+            lambda: ex.insert_cell(target, index, source, cell_type=cell_type)  # type: ignore[attr-defined]
+        )
+        return ws.answer({"path": path, "inserted": index, "cell_type": cell_type})
+
+    @server.tool(annotations=_EDITS)
+    async def delete_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Index of the cell to delete.")],
+    ) -> CallToolResult:
+        """Delete one cell from the file, in the file's own format."""
+        target = where(path)
+        await _blocking(lambda: ex.delete_cell(target, index))  # type: ignore[attr-defined]
+        return ws.answer({"path": path, "deleted": index})
+
+    @server.tool(annotations=_RUNS)
+    async def execute(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        ctx: Context,
+        parameters: Annotated[
+            dict[str, Any] | None,
+            Field(description="Values for the notebook's declared parameters."),
+        ] = None,
+        timeout: Annotated[
+            float | None, Field(gt=0, description="Limit in seconds for the whole run.")
+        ] = None,
+        request: Annotated[
+            str | None, Field(description="Why the run is made; kept in the run record.")
+        ] = None,
+        secrets: Annotated[
+            list[str] | None,
+            Field(
+                description="Names of the server's environment variables handed to the kernel "
+                "as secrets; their values never appear in a record or an answer."
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
+        failed_cell (index, source, ename, evalue, traceback), scraps, run_id. A failure inside
+        the notebook is a result, not an error. Progress is reported per cell; cancelling the
+        request stops the kernel and records the run as cancelled."""
+        target = where(path)
+        values = ws.secrets(secrets)
+        token = anyio.lowlevel.current_token()
+        send, receive = anyio.create_memory_object_stream[tuple[int, int]](math.inf)
+        finished = anyio.Event()
+        cancel = threading.Event()
+
+        def on_cell(done: int, total: int) -> None:
+            anyio.from_thread.run_sync(send.send_nowait, (done, total), token=token)
+
+        def finish() -> None:
+            send.close()
+            finished.set()
+
+        def run() -> dict[str, Any] | None:
+            try:
+                return ex.execute(
+                    target,
+                    parameters=parameters,
+                    timeout=timeout,
+                    request=request,
+                    secrets=values,
+                    on_cell=on_cell,
+                    cancel=cancel,
+                )
+            except RunCancelled:
+                return None
+            finally:
+                anyio.from_thread.run_sync(finish, token=token)
+
+        async def report() -> None:
+            async with receive:
+                async for done, total in receive:
+                    await ctx.report_progress(done, total, f"{done}/{total} code cells done")
+
+        failure: NotebookExecutorError | None = None
+        result: dict[str, Any] | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(report)
+            try:
+                result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                # The client cancelled: stop the kernel, and let the run record say so
+                # before the request ends.
+                cancel.set()
+                with anyio.CancelScope(shield=True):
+                    await finished.wait()
+                raise
+            except NotebookExecutorError as exc:
+                failure = exc
+        if failure is not None:
+            raise ToolError(str(failure))
+        if result is None:
+            raise ToolError("the run was cancelled")
+        return ws.answer(ws.present(result))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def get_run(
+        run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
+    ) -> CallToolResult:
+        """The result dict of a past run."""
+        result = await _blocking(lambda: ex.get_run(run_id))
+        return ws.answer(ws.present(result))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def list_runs(
+        notebook: Annotated[
+            str | None, Field(description="Only runs of this notebook (relative to the root).")
+        ] = None,
+        status: Annotated[
+            str | None,
+            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most runs listed.")] = 20,
+    ) -> CallToolResult:
+        """Past runs, newest first, as short summaries (get_run gives one in full)."""
+        wanted = where(notebook) if notebook is not None else None
+        found = await _blocking(lambda: ex.runs(notebook=wanted, status=status, limit=limit))
+        return ws.answer({"runs": [_summary(ws.present(result)) for result in found]})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def search_runs(
+        query: Annotated[str, Field(min_length=1, description="Words to find in the runs.")],
+        notebook: Annotated[
+            str | None, Field(description="Only runs of this notebook (relative to the root).")
+        ] = None,
+        status: Annotated[
+            str | None,
+            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most hits.")] = 20,
+    ) -> CallToolResult:
+        """Full-text search over every run record (request, parameters, code, narrative,
+        outputs, errors, scraps); hits best first with where they matched and a snippet."""
+        wanted = where(notebook) if notebook is not None else None
+        hits = await _blocking(
+            lambda: ex.search(query, notebook=wanted, status=status, limit=limit)  # type: ignore[attr-defined]
+        )
+        return ws.answer({"hits": [ws.present(hit) for hit in hits]})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def collect_outputs(
+        run_id: Annotated[str, Field(description="A run id.")],
+    ) -> CallToolResult:
+        """The scraps a run recorded (scrapbook glue), decoded; a DataFrame is summarized as
+        its shape, columns and first rows."""
+        ws.run_path(run_id)
+        scraps = await _blocking(lambda: ex.collect_outputs(run_id))
+        return ws.answer(
+            {"run_id": run_id, "scraps": {name: scrap_view(v) for name, v in scraps.items()}}
+        )
+
+    @server.tool(annotations=_READ_ONLY)
+    async def diff(
+        a: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
+        b: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
+        outputs: Annotated[
+            bool, Field(description="Compare outputs too (notebooks only).")
+        ] = False,
+    ) -> CallToolResult:
+        """What differs between two runs (status, parameters, scraps, cells) or two notebooks
+        (cells added, removed, modified, with unified diffs of their sources)."""
+        (first, first_run), (second, second_run) = ws.path_or_run(a), ws.path_or_run(b)
+        if first_run and second_run and not outputs:
+            found = await _blocking(lambda: ex.diff_runs(first, second))  # type: ignore[attr-defined]
+        else:
+            found = await _blocking(
+                lambda: ex.diff_notebooks(first, second, outputs=outputs)  # type: ignore[attr-defined]
+            )
+        return ws.answer({"a": a, "b": b, **found})
+
+    @server.tool(annotations=_RUNS)
+    async def validate(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        execute: Annotated[
+            bool, Field(description="Also run it, honouring nbval markers.")
+        ] = False,
+    ) -> CallToolResult:
+        """Check a notebook: schema, parameters cell, one language, kernel, declared
+        environment; with execute=true also run it and compare NBVAL_CHECK_OUTPUT cells."""
+        target = where(path)
+        found = await _blocking(lambda: ex.validate(target, execute=execute))  # type: ignore[attr-defined]
+        return ws.answer({"path": path, **found})
+
+    _add_image_resources(server, ws)
+
+
+def _add_image_resources(server: MCPServer[Any], ws: Workspace) -> None:
+    for mime, name in IMAGE_MIMES.items():
+        _add_image_resource(server, ws, mime, name)
+
+
+def _add_image_resource(server: MCPServer[Any], ws: Workspace, mime: str, name: str) -> None:
+    def read(run_id: str, cell: str, output: str) -> bytes | str:
+        try:
+            path = ws.run_path(run_id)
+            nb = ws.executor.read_notebook(path)
+            image = output_image(nb, int(cell), int(output), mime)
+        except (ToolError, NotebookExecutorError, ValueError) as exc:
+            raise ResourceError(str(exc)) from None
+        if image is None:
+            raise ResourceError(f"run {run_id} has no {mime} at cell {cell}, output {output}")
+        return image
+
+    server.resource(
+        f"run://{{run_id}}/cells/{{cell}}/outputs/{{output}}/{name}",
+        name=f"run-{name.replace('.', '-')}",
+        description=f"A {mime} image output of a run's cell (cells numbered as in the source).",
+        mime_type=mime,
+    )(read)
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    failed = result.get("failed_cell")
+    return {
+        "run_id": result.get("run_id"),
+        "notebook": result.get("notebook"),
+        "status": result.get("status"),
+        "error_kind": result.get("error_kind"),
+        "request": result.get("request"),
+        "started_at": result.get("started_at"),
+        "duration_seconds": result.get("duration_seconds"),
+        "parameters": result.get("parameters"),
+        "failed_cell": None
+        if not isinstance(failed, dict)
+        else {"index": failed.get("index"), "ename": failed.get("ename")},
+    }
+
+
+def _looks_like_notebook(path: Path) -> bool:
+    if path.suffix == ".ipynb":
+        return True
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(100_000)
+    except OSError:
+        return False
+    if path.suffix == ".py":
+        return "# %%" in head
+    return "```python" in head or "```{code-cell}" in head or head.startswith("---")
