@@ -84,6 +84,7 @@ class KernelEngine:
         try:
             _wait(future, job.cancel)
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            state.cancelled = True
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
             finished.wait(timeout=10)
@@ -226,7 +227,12 @@ class KernelEngine:
                 )
                 outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
             except DeadKernelError:
-                outcome.failure = _death_failure(index, kernel)
+                # nbclient reports its own cancellation as a dead kernel.
+                outcome.failure = (
+                    CellFailure(index, "cancelled", "KeyboardInterrupt", "the run was cancelled", [])
+                    if state.cancelled
+                    else _death_failure(index, kernel)
+                )
             finally:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if outcome.failure is not None:
@@ -269,6 +275,8 @@ def notify_cell(job: RunJob, index: int) -> None:
 @dataclass
 class _Progress:
     current: int | None = None
+    #: Set by the caller's thread before it cancels the run's task.
+    cancelled: bool = False
 
 
 def _smaller(a: float | None, b: float | None) -> float | None:

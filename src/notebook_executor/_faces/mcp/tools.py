@@ -355,7 +355,8 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     async def get_run(
         run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
     ) -> CallToolResult:
-        """The result dict of a past run."""
+        """The result dict of a past run: status, error_kind, failed_cell, parameters, scraps,
+        timing."""
         result = await _blocking(lambda: ex.get_run(run_id))
         return ws.answer(ws.present(result))
 
