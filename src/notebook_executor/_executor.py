@@ -254,6 +254,125 @@ class NotebookExecutor:
         """Write ``nb`` in the format ``path``'s extension names; return the path."""
         return _write_notebook(nb, path)
 
+    # -- authoring and review ----------------------------------------------------------------
+
+    @staticmethod
+    def edit_cell(
+        path: PathLike, index: int, source: str, *, expect: str | None = None
+    ) -> NotebookNode:
+        """Replace the source of cell ``index`` in the file, in its own format.
+
+        Every other cell's text stays byte-identical; the file is written atomically. Indices
+        are those of ``read_notebook(path).cells`` (and of a result's ``failed_cell.index``).
+        ``expect``, the source the caller read, refuses the edit when the cell changed since.
+        A new text that would split or merge cells in this format (``# %%`` in a percent
+        script, a fence in markdown) is refused with :class:`NotebookSourceError`.
+
+        Returns
+        -------
+        NotebookNode
+            ``read_notebook(path)`` after the edit.
+        """
+        from ._review.edit import edit_cell
+
+        return edit_cell(path, index, source, expect=expect)
+
+    @staticmethod
+    def insert_cell(
+        path: PathLike, index: int, source: str, cell_type: str = "code"
+    ) -> NotebookNode:
+        """Insert a cell at ``index`` (``len(cells)`` appends); same rules as :meth:`edit_cell`."""
+        from ._review.edit import insert_cell
+
+        return insert_cell(path, index, source, cell_type)
+
+    @staticmethod
+    def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> NotebookNode:
+        """Delete cell ``index``; same rules as :meth:`edit_cell`."""
+        from ._review.edit import delete_cell
+
+        return delete_cell(path, index, expect=expect)
+
+    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> dict[str, Any]:
+        """Compare two notebooks, each a source path (any format) or a run id.
+
+        Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
+        ``"added"``, ``"removed"`` or ``"modified"`` with ``index_a``, ``index_b`` (indices of
+        ``read_notebook``; a run's injected parameters cell is left out), a unified
+        ``source_diff`` and ``outputs_changed`` (compared only with ``outputs=True``, without
+        execution counts, timings or memory addresses).
+        """
+        from ._review.diff import diff_cells
+
+        return diff_cells(
+            self._notebook_or_run(a),
+            self._notebook_or_run(b),
+            outputs=outputs,
+            labels=(os.fspath(a), os.fspath(b)),
+        )
+
+    def diff_runs(self, run_a: str, run_b: str) -> dict[str, Any]:
+        """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
+        [a, b]}, "scraps": {name: [a, b]}, "cells": [...]}`` (only differing names; ``cells``
+        as in :meth:`diff_notebooks` with outputs compared)."""
+        from ._review.diff import diff_records
+
+        return diff_records(
+            self.get_run(run_a),
+            self.get_run(run_b),
+            self._run_notebook(run_a),
+            self._run_notebook(run_b),
+        )
+
+    def validate(
+        self, path: PathLike, *, execute: bool = False, **execute_options: Any
+    ) -> dict[str, Any]:
+        """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
+
+        Checks the nbformat schema, that the parameters cell parses, that code cells compile,
+        one language, an installed kernel and the declared environment variables. With
+        ``execute=True`` it also runs the notebook (options as for :meth:`execute`; the run is
+        not recorded) and honours nbval's markers: ``# NBVAL_SKIP`` / tags ``skip-execution``,
+        ``nbval-skip``; ``raises-exception`` (the cell must raise; the run goes on);
+        ``# NBVAL_CHECK_OUTPUT`` (outputs must equal the stored ones, sanitised). ``cell`` is
+        an index of ``read_notebook(path).cells`` or None; ``severity`` is ``"error"`` or
+        ``"warning"``; the notebook is valid when there is no error.
+        """
+        from ._review.validate import validate_notebook
+
+        self._check_open()
+        if self.kernel_name is not None:
+            execute_options.setdefault("kernel_name", self.kernel_name)
+        return validate_notebook(
+            path, execute=execute, plan=self._plan, engine=self._engine, options=execute_options
+        )
+
+    def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
+        candidate = Path(reference)
+        if candidate.is_file():
+            return _read_notebook(candidate)
+        try:
+            return self._run_notebook(os.fspath(reference))
+        except RunNotFoundError:
+            if candidate.suffix.lower() in (".ipynb", ".py", ".md"):
+                raise NotebookSourceError(os.fspath(reference), "no such file") from None
+            raise
+
+    def _run_notebook(self, run_id: str) -> NotebookNode:
+        import nbformat
+
+        try:
+            path = _records.run_notebook_path(self.runs_dir, run_id)
+        except NotebookExecutorError:
+            raise RunNotFoundError(run_id) from None
+        if not path.is_file():
+            raise RunNotFoundError(run_id)
+        try:
+            nb: NotebookNode = nbformat.read(path, as_version=4)
+        except Exception as exc:  # a damaged run file can break nbformat in many ways
+            raise NotebookSourceError(str(path), f"unreadable run notebook: {exc}") from None
+        return nb
+
     # -- records ---------------------------------------------------------------------------
 
     def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:

@@ -38,6 +38,7 @@ __all__ = [
     "format_for",
     "load_source",
     "notebook_to_text",
+    "parse_source_text",
     "read_notebook",
     "write_notebook",
 ]
@@ -130,6 +131,12 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
     digest = hashlib.sha256(data).hexdigest()
     notebook = _parse_cached(shown, text, fmt, digest)
     return LoadedSource(path=source_path, notebook=notebook, sha256=digest, format=fmt)
+
+
+def parse_source_text(shown: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    """Parse ``text`` (a source's content, named ``shown`` in errors) as :func:`load_source`
+    does, without the cache."""
+    return _parse(shown, text, fmt)
 
 
 #: Parsed sources by (extension, sha256): a sweep or a warm loop parses its notebook once.

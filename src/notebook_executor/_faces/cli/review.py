@@ -1,0 +1,150 @@
+"""``diff`` and ``check``: review notebooks and gate them in CI."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import common
+from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json
+
+__all__ = ["register"]
+
+
+def register(commands: Any) -> None:
+    """Add this module's commands to the ``commands`` subparsers."""
+    diff = commands.add_parser(
+        "diff", help="compare two notebooks (paths in any format, or run ids)"
+    )
+    diff.add_argument("a", metavar="A", help="a notebook source or a run id")
+    diff.add_argument("b", metavar="B", help="a notebook source or a run id")
+    diff.add_argument("--outputs", action="store_true", help="compare cell outputs too")
+    common.add_runs_dir(diff)
+    diff.add_argument("--json", action="store_true", help="print the difference as JSON")
+    diff.set_defaults(handler=_cmd_diff)
+
+    check = commands.add_parser(
+        "check", help="validate notebooks (and run them with --execute); the CI gate"
+    )
+    check.add_argument("paths", nargs="*", metavar="PATH", help="notebooks or folders (default: .)")
+    check.add_argument(
+        "--execute", action="store_true", help="also run each notebook (nbval markers honoured)"
+    )
+    check.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report here")
+    check.add_argument(
+        "-j",
+        "--jobs",
+        type=common.positive_int,
+        default=None,
+        metavar="N",
+        help="notebooks checked at once (default: the number of CPUs)",
+    )
+    check.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for each run")
+    check.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit per cell")
+    common.add_runs_dir(check)
+    check.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    check.set_defaults(handler=_cmd_check)
+
+
+def _colour(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _paint(text: str, code: str, on: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if on else text
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    with common.executor(args) as ex:
+        difference = ex.diff_notebooks(args.a, args.b, outputs=args.outputs)
+    if args.json:
+        print_json(difference)
+    else:
+        write_diff(difference, args.a, args.b, sys.stdout, _colour(sys.stdout))
+    return EXIT_OK if difference["identical"] else EXIT_FAILED
+
+
+def write_diff(difference: dict[str, Any], a: str, b: str, out: TextIO, colour: bool) -> None:
+    """The readable form of a ``diff_notebooks`` result."""
+    if difference["identical"]:
+        out.write(f"identical: {a} and {b}\n")
+        return
+    out.write(_paint(f"--- {a}\n+++ {b}\n", "1", colour))
+    for change in difference["cells"]:
+        op = change["op"]
+        where = {
+            "added": f"cell {change['index_b']} added",
+            "removed": f"cell {change['index_a']} removed",
+            "modified": f"cell {change['index_a']} modified"
+            + (
+                f" (cell {change['index_b']} in B)"
+                if change["index_a"] != change["index_b"]
+                else ""
+            ),
+        }[op]
+        code = {"added": "32", "removed": "31", "modified": "33"}[op]
+        out.write(_paint(f"@@ {where} [{change.get('cell_type', 'code')}]", code, colour) + "\n")
+        for line in change["source_diff"].splitlines()[2:]:
+            if line.startswith("+"):
+                out.write(_paint(line, "32", colour) + "\n")
+            elif line.startswith("-"):
+                out.write(_paint(line, "31", colour) + "\n")
+            elif line.startswith("@@"):
+                out.write(_paint(line, "36", colour) + "\n")
+            else:
+                out.write(line + "\n")
+        if change["outputs_changed"]:
+            out.write(_paint("  outputs changed", "35", colour) + "\n")
+    if difference["metadata_changed"]:
+        out.write(_paint("notebook metadata changed\n", "35", colour))
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..._review.check import find_notebooks, junit_xml, run_checks
+
+    paths = args.paths or ["."]
+    try:
+        notebooks = find_notebooks(paths)
+    except FileNotFoundError as exc:
+        raise UsageError(f"no such file or folder: {exc.args[0]!r}") from None
+    if args.junit_xml is not None and Path(args.junit_xml).is_dir():
+        raise UsageError(f"--junit-xml {args.junit_xml!r} is a folder")
+    if not notebooks:
+        raise UsageError(f"no notebooks found in {', '.join(map(repr, paths))}")
+    workers = args.jobs or os.cpu_count() or 1
+    options: dict[str, Any] = {}
+    if args.timeout is not None:
+        options["timeout"] = args.timeout
+    if args.cell_timeout is not None:
+        options["cell_timeout"] = args.cell_timeout
+    colour = _colour(sys.stdout) and not args.json
+
+    def show(result: Any) -> None:
+        if not args.json:
+            line = result.line()
+            code = "32" if result.valid else "31"
+            head, _, rest = line.partition(" ")
+            sys.stdout.write(_paint(head, code, colour) + " " + rest + "\n")
+            sys.stdout.flush()
+
+    with common.executor(args, warm_kernels=min(workers, 4) if args.execute else None) as ex:
+        results = run_checks(
+            notebooks,
+            lambda path: ex.validate(path, execute=args.execute, **options),
+            workers=workers if args.execute else 1,
+            on_result=show,
+        )
+    failed = sum(1 for r in results if not r.valid)
+    if args.junit_xml is not None:
+        from ..._run.sources import atomic_write_text
+
+        atomic_write_text(Path(args.junit_xml), junit_xml(results))
+    if args.json:
+        print_json([{"path": r.path, "valid": r.valid, "problems": r.problems} for r in results])
+    else:
+        summary = f"{len(results) - failed} passed, {failed} failed"
+        sys.stdout.write(_paint(summary, "31" if failed else "32", colour) + "\n")
+    return EXIT_FAILED if failed else EXIT_OK

@@ -1,0 +1,1 @@
+"""Authoring and review: edit cells in place, diff notebooks and runs, validate, check."""

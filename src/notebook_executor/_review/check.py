@@ -1,0 +1,212 @@
+"""The CI gate: find the notebooks under some paths, validate each, write a JUnit report.
+
+A folder expands to the notebooks in it, recursively: ``.ipynb`` files, ``.py`` files that are
+percent scripts (a ``# %%`` cell marker or a jupytext header) and ``.md`` files that are
+notebooks (a jupytext/MyST header, ```` ```{code-cell} ```` cells, or a logbook front matter
+declaring ``parameters:``). Hidden folders, ``.ipynb_checkpoints``, ``__pycache__``,
+``node_modules``, virtual environments and run-record folders (holding ``catalog.sqlite``) are
+skipped. A file named explicitly is always checked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+__all__ = ["CheckResult", "find_notebooks", "junit_xml", "run_checks"]
+
+_SKIPPED_DIRS = frozenset({".ipynb_checkpoints", "__pycache__", "node_modules", "site-packages"})
+_PERCENT = re.compile(r"^#\s*%%", re.MULTILINE)
+_JUPYTEXT_HEADER = re.compile(r"^(# )?---\s*$\n(?:.*\n)*?(# )?\s*(jupyter|jupytext)\s*:", re.M)
+_LOGBOOK = re.compile(r"\A---\s*\n(?:.*\n)*?parameters\s*:", re.MULTILINE)
+
+
+@dataclass
+class CheckResult:
+    """The verdict on one notebook."""
+
+    path: str
+    valid: bool
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """One line for the terminal: ``ok`` or ``FAIL``, the path, the first error."""
+        if self.valid:
+            warnings = sum(1 for p in self.problems if p["severity"] == "warning")
+            note = f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else ""
+            return f"ok    {self.path}{note}"
+        first = next(p for p in self.problems if p["severity"] == "error")
+        where = f"cell {first['cell']}: " if first["cell"] is not None else ""
+        return f"FAIL  {self.path}: {where}{first['message']}"
+
+
+def is_notebook(path: Path) -> bool:
+    """Whether ``path`` (found in a folder) is a notebook source."""
+    suffix = path.suffix.lower()
+    if suffix == ".ipynb":
+        return True
+    if suffix not in (".py", ".md"):
+        return False
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(64 * 1024)
+    except OSError:
+        return False
+    if suffix == ".py":
+        return bool(_PERCENT.search(head) or _JUPYTEXT_HEADER.match(head))
+    return bool(_JUPYTEXT_HEADER.match(head) or "```{code-cell}" in head or _LOGBOOK.match(head))
+
+
+def _skipped_dir(folder: Path) -> bool:
+    name = folder.name
+    return (
+        name.startswith(".")
+        or name in _SKIPPED_DIRS
+        or (folder / "catalog.sqlite").exists()
+        or (folder / "pyvenv.cfg").exists()
+    )
+
+
+def find_notebooks(paths: Iterable[str]) -> list[str]:
+    """The notebooks ``paths`` name, folders expanded, in a stable order, without repeats.
+
+    Raises
+    ------
+    FileNotFoundError
+        A path does not exist.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def add(path: Path) -> None:
+        key = os.path.normpath(path)
+        if key not in seen:
+            seen.add(key)
+            found.append(os.fspath(path))
+
+    for given in paths:
+        path = Path(given)
+        if path.is_file():
+            add(path)
+        elif path.is_dir():
+            for root, dirs, files in os.walk(path):
+                here = Path(root)
+                dirs[:] = sorted(d for d in dirs if not _skipped_dir(here / d))
+                for name in sorted(files):
+                    if not name.startswith(".") and is_notebook(here / name):
+                        add(here / name)
+        else:
+            raise FileNotFoundError(given)
+    return found
+
+
+def run_checks(
+    notebooks: Sequence[str],
+    validate: Callable[[str], dict[str, Any]],
+    *,
+    workers: int = 1,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Validate every notebook, ``workers`` at a time; results in the order of ``notebooks``.
+
+    ``on_result`` is told of each result as it completes (from the calling thread, in order).
+    """
+
+    def one(path: str) -> CheckResult:
+        began = time.perf_counter()
+        try:
+            verdict = validate(path)
+        except Exception as exc:  # a notebook that cannot be checked fails its check
+            verdict = {
+                "valid": False,
+                "problems": [{"cell": None, "severity": "error", "message": str(exc)}],
+            }
+        return CheckResult(
+            path, bool(verdict["valid"]), list(verdict["problems"]), time.perf_counter() - began
+        )
+
+    results: list[CheckResult] = []
+    if workers <= 1 or len(notebooks) <= 1:
+        for path in notebooks:
+            results.append(one(path))
+            if on_result is not None:
+                on_result(results[-1])
+        return results
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-check") as pool:
+        for result in pool.map(one, notebooks):
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results
+
+
+def junit_xml(results: Sequence[CheckResult], *, name: str = "notebook-executor check") -> str:
+    """A JUnit XML report: one ``testsuite``, one ``testcase`` per notebook, a ``failure``
+    naming the failing cell and its error for each invalid notebook."""
+    failures = sum(1 for r in results if not r.valid)
+    total_seconds = sum(r.seconds for r in results)
+    suites = ElementTree.Element("testsuites")
+    suite = ElementTree.SubElement(
+        suites,
+        "testsuite",
+        name=name,
+        tests=str(len(results)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+        time=f"{total_seconds:.3f}",
+    )
+    for result in results:
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            classname=_classname(result.path),
+            name=result.path,
+            file=result.path,
+            time=f"{result.seconds:.3f}",
+        )
+        errors = [p for p in result.problems if p["severity"] == "error"]
+        if errors:
+            first = errors[0]
+            where = f"cell {first['cell']}: " if first["cell"] is not None else ""
+            failure = ElementTree.SubElement(
+                case,
+                "failure",
+                message=_xml_text(f"{where}{first['message']}")[:1000],
+                type="NotebookCheckFailure",
+            )
+            failure.text = _xml_text("\n".join(_problem_line(p) for p in result.problems))
+        warnings = [p for p in result.problems if p["severity"] == "warning"]
+        if warnings and not errors:
+            out = ElementTree.SubElement(case, "system-out")
+            out.text = _xml_text("\n".join(_problem_line(p) for p in warnings))
+    ElementTree.indent(suites)
+    body = ElementTree.tostring(suites, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def _classname(path: str) -> str:
+    parent = Path(path).parent.as_posix().strip("./")
+    return parent.replace("/", ".") or "notebooks"
+
+
+def _problem_line(problem: dict[str, Any]) -> str:
+    where = f"cell {problem['cell']}" if problem["cell"] is not None else "notebook"
+    return f"{problem['severity']}: {where}: {problem['message']}"
+
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _xml_text(text: str) -> str:
+    # XML 1.0 cannot hold most control characters, even escaped.
+    return _XML_INVALID.sub("?", text)

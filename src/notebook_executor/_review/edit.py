@@ -1,0 +1,469 @@
+"""Edit one cell of a source file in place, in the file's own format.
+
+Every other cell's text stays byte-identical: the file is never round-tripped through a
+converter. Instead the text is cut into cell spans (for ``.ipynb`` the elements of the JSON
+``cells`` array; for text formats the line ranges jupytext's own cell readers consume), the
+changed span alone is replaced, and the result is read back: when the notebook read from the new
+text does not have exactly the intended cells (a new source holding ``# %%`` in a percent
+script, a fence in markdown...), nothing is written and :class:`NotebookSourceError` says why.
+
+Indices are positions in ``read_notebook(path).cells``: those of a result's
+``failed_cell.index``. In a logbook the YAML front matter is cell 0 (read as the parameters
+cell); it is edited by hand, not through these functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import NotebookExecutorError, NotebookSourceError
+from .._run.sources import SourceFormat, format_for, load_source, parse_source_text
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["CELL_TYPES", "delete_cell", "edit_cell", "insert_cell"]
+
+PathLike = str | os.PathLike[str]
+
+CELL_TYPES = ("code", "markdown", "raw")
+
+#: ``(cell_type, source)`` of each cell: what an edit must leave as intended.
+_Shape = list[tuple[str, str]]
+
+
+def edit_cell(
+    path: PathLike, index: int, source: str, *, expect: str | None = None
+) -> NotebookNode:
+    """Replace the source of cell ``index`` of ``path``; return the notebook read back.
+
+    Parameters
+    ----------
+    path : path
+        ``.ipynb``, percent ``.py`` or markdown ``.md`` source; changed in place.
+    index : int
+        Position in ``read_notebook(path).cells`` (as in a result's ``failed_cell.index``).
+    source : str
+        The cell's new text.
+    expect : str, optional
+        The source the caller read for that cell; when the file now holds another text, the
+        edit is refused (someone else changed it) and nothing is written.
+
+    Raises
+    ------
+    NotebookSourceError
+        Unreadable source, or a new text that would change the notebook's cells.
+    NotebookExecutorError
+        Index out of range, or ``expect`` does not match.
+    """
+    _check_text("source", source)
+    return _change(path, "edit", index, source, None, expect)
+
+
+def insert_cell(path: PathLike, index: int, source: str, cell_type: str = "code") -> NotebookNode:
+    """Insert a new cell at position ``index`` (``len(cells)`` appends); return the notebook.
+
+    Same rules as :func:`edit_cell`; ``cell_type`` is ``"code"``, ``"markdown"`` or ``"raw"``.
+    """
+    _check_text("source", source)
+    if cell_type not in CELL_TYPES:
+        raise NotebookExecutorError(
+            f"cell_type must be one of {', '.join(CELL_TYPES)}, got {cell_type!r}"
+        )
+    return _change(path, "insert", index, source, cell_type, None)
+
+
+def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> NotebookNode:
+    """Delete cell ``index`` of ``path``; return the notebook read back.
+
+    Same rules as :func:`edit_cell`.
+    """
+    return _change(path, "delete", index, None, None, expect)
+
+
+def _check_text(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise NotebookExecutorError(f"{name} must be a str, got {type(value).__name__}")
+
+
+@dataclass
+class _Request:
+    op: str
+    index: int
+    source: str | None
+    cell_type: str | None
+
+
+def _change(
+    path: PathLike,
+    op: str,
+    index: object,
+    source: str | None,
+    cell_type: str | None,
+    expect: str | None,
+) -> NotebookNode:
+    shown = os.fspath(path)
+    fmt = format_for(path)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise NotebookExecutorError(f"cell index must be an int, got {index!r}")
+    if expect is not None:
+        _check_text("expect", expect)
+    target = Path(path)
+    loaded = load_source(target)
+    data = target.read_bytes()
+    nb = loaded.notebook
+    count = len(nb.cells)
+    limit = count if op == "insert" else count - 1
+    if not 0 <= index <= limit:
+        have = f"cells 0-{count - 1}" if count else "no cells"
+        raise NotebookExecutorError(
+            f"{shown}: cell index {index} is out of range (the notebook has {have})"
+        )
+    if expect is not None and nb.cells[index].source != expect:
+        raise NotebookExecutorError(
+            f"{shown}: cell {index} changed since it was read (its source is not the expected "
+            "one); read the notebook again before editing"
+        )
+    request = _Request(op, index, source, cell_type)
+    shape: _Shape = [(cell.cell_type, cell.source) for cell in nb.cells]
+    if op == "edit":
+        assert source is not None
+        shape[index] = (shape[index][0], source)
+    elif op == "insert":
+        assert source is not None and cell_type is not None
+        shape.insert(index, (cell_type, source))
+    else:
+        del shape[index]
+    bom = data.startswith(b"\xef\xbb\xbf")
+    text = data.decode("utf-8-sig")
+    if fmt.jupytext_format is None:
+        new_text = _change_ipynb(shown, text, request)
+    else:
+        new_text = _change_text(shown, text, fmt, nb, request)
+    _verify(shown, new_text, fmt, shape, request)
+    _replace_file(target, data, (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8"))
+    return load_source(target).notebook
+
+
+def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _Request) -> None:
+    """Read ``text`` back; refuse unless its cells are exactly ``shape``."""
+    try:
+        nb = parse_source_text(shown, text, fmt)
+    except NotebookSourceError as exc:
+        raise NotebookSourceError(
+            shown, f"the {request.op} would make the file unreadable ({exc.reason}); not written"
+        ) from None
+    got = [(cell.cell_type, cell.source) for cell in nb.cells]
+    if got == shape:
+        return
+    what = {"edit": "new source of", "insert": "inserted", "delete": "deletion of"}[request.op]
+    hint = ""
+    if request.source is not None and fmt.jupytext_format is not None:
+        hint = (
+            "; it holds text this format reads as a cell boundary (such as '# %%' in a "
+            "percent script, or a fence or '+++' in markdown)"
+        )
+    raise NotebookSourceError(
+        shown,
+        f"the {what} cell {request.index} would change the notebook's other cells "
+        f"({len(shape)} cells intended, {len(got)} read back){hint}; nothing was written",
+    )
+
+
+def _replace_file(target: Path, old: bytes, new: bytes) -> None:
+    """Write ``new`` over ``target`` atomically, keeping its mode; refuse when the file no
+    longer holds ``old`` (another writer changed it meanwhile)."""
+    mode = stat.S_IMODE(target.stat().st_mode)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(new)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.chmod(mode)
+        if target.read_bytes() != old:
+            raise NotebookExecutorError(
+                f"{target}: the file changed while it was being edited; nothing was written"
+            )
+        tmp.replace(target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- .ipynb: the JSON text, one array element at a time -------------------------------------
+
+
+@dataclass
+class _JsonCells:
+    """Where the cells array and its elements lie in a notebook's JSON text."""
+
+    open_at: int  # index of "["
+    close_at: int  # index of "]"
+    elements: list[tuple[int, int]]  # [start, end) of each cell object
+
+
+_WHITESPACE = " \t\n\r"
+
+
+def _skip(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
+def _locate_cells(shown: str, text: str) -> _JsonCells:
+    decoder = json.JSONDecoder()
+    at = _skip(text, 0)
+    if text[at : at + 1] != "{":
+        raise NotebookSourceError(shown, "not a JSON object")
+    at = _skip(text, at + 1)
+    while at < len(text) and text[at] != "}":
+        key, at = decoder.raw_decode(text, at)
+        at = _skip(text, at)
+        at = _skip(text, at + 1)  # the colon
+        if key == "cells" and text[at] == "[":
+            open_at = at
+            elements: list[tuple[int, int]] = []
+            at = _skip(text, at + 1)
+            while text[at] != "]":
+                _, end = decoder.raw_decode(text, at)
+                elements.append((at, end))
+                at = _skip(text, end)
+                if text[at] == ",":
+                    at = _skip(text, at + 1)
+            return _JsonCells(open_at, at, elements)
+        _, at = decoder.raw_decode(text, at)
+        at = _skip(text, at)
+        if text[at : at + 1] == ",":
+            at = _skip(text, at + 1)
+    raise NotebookSourceError(shown, "no 'cells' array")
+
+
+def _line_indent(text: str, at: int) -> str:
+    start = text.rfind("\n", 0, at) + 1
+    return text[start:at] if text[start:at].strip() == "" else ""
+
+
+def _change_ipynb(shown: str, text: str, request: _Request) -> str:
+    located = _locate_cells(shown, text)
+    elements = located.elements
+    compact = "\n" not in text[located.open_at : located.close_at + 1]
+    array_indent = _line_indent(text, located.open_at) or _line_indent(
+        text, text.rfind('"cells"', 0, located.open_at)
+    )
+    element_indent = _line_indent(text, elements[0][0]) if elements else (array_indent * 2 or "  ")
+    unit = len(element_indent) // 2 if element_indent else 1
+    ensure_ascii = _ascii_only(text)
+    dump: Callable[[dict[str, Any], bool], str] = lambda cell, sort: _dump_cell(  # noqa: E731
+        cell, element_indent, unit, ensure_ascii, sort, compact
+    )
+    index = request.index
+    if request.op == "edit":
+        start, end = elements[index]
+        cell = json.loads(text[start:end])
+        assert request.source is not None
+        cell["source"] = (
+            request.source if isinstance(cell.get("source"), str) else _lines(request.source)
+        )
+        return text[:start] + dump(cell, False) + text[end:]
+    separator = "," if compact else ",\n" + element_indent
+    if request.op == "insert":
+        assert request.source is not None and request.cell_type is not None
+        new = dump(_new_cell(text, request.cell_type, request.source), True)
+        if index < len(elements):
+            start = elements[index][0]
+            return text[:start] + new + separator + text[start:]
+        if elements:
+            end = elements[-1][1]
+            return text[:end] + separator + new + text[end:]
+        inner = new if compact else "\n" + element_indent + new + "\n" + array_indent
+        return text[: located.open_at + 1] + inner + text[located.close_at :]
+    start, end = elements[index]
+    if index + 1 < len(elements):
+        return text[:start] + text[elements[index + 1][0] :]
+    if index > 0:
+        return text[: elements[index - 1][1]] + text[end:]
+    return text[: located.open_at + 1] + text[located.close_at :]
+
+
+def _ascii_only(text: str) -> bool:
+    """True when the file escapes non-ASCII text (``\\u00e9``) rather than writing it."""
+    return text.isascii() and "\\u" in text
+
+
+def _lines(source: str) -> list[str]:
+    return source.splitlines(keepends=True)
+
+
+def _dump_cell(
+    cell: dict[str, Any], indent: str, unit: int, ensure_ascii: bool, sort: bool, compact: bool
+) -> str:
+    if compact:
+        return json.dumps(cell, ensure_ascii=ensure_ascii, sort_keys=sort)
+    text = json.dumps(cell, indent=unit, ensure_ascii=ensure_ascii, sort_keys=sort)
+    return text.replace("\n", "\n" + indent)
+
+
+def _new_cell(text: str, cell_type: str, source: str) -> dict[str, Any]:
+    from nbformat.corpus.words import generate_corpus_id
+
+    head = json.loads(text)
+    cell: dict[str, Any] = {"cell_type": cell_type, "metadata": {}, "source": _lines(source)}
+    if (head.get("nbformat"), head.get("nbformat_minor", 0)) >= (4, 5):
+        taken = {c.get("id") for c in head.get("cells", [])}
+        new_id = generate_corpus_id()
+        while new_id in taken:
+            new_id = generate_corpus_id()
+        cell["id"] = new_id
+    if cell_type == "code":
+        cell["execution_count"] = None
+        cell["outputs"] = []
+    return cell
+
+
+# -- text formats: the line ranges of cells -------------------------------------------------
+
+
+@dataclass
+class _TextLayout:
+    lines: list[str]  # with their line ends
+    #: [start, end) line range of each cell; spans are contiguous and cover everything
+    #: after the header.
+    spans: list[tuple[int, int]]
+    #: the first cell is the front matter (a logbook's parameters)
+    header_is_cell: bool
+
+
+def _layout(shown: str, text: str, fmt: SourceFormat, nb: NotebookNode) -> _TextLayout:
+    from .spans import myst_spans, text_spans
+
+    lines = text.splitlines(keepends=True)
+    if fmt.extension == ".md" and _is_myst(nb):
+        header_end, spans = myst_spans(text)
+    else:
+        assert fmt.jupytext_format is not None
+        header_end, spans = text_spans(text, fmt.jupytext_format)
+    header_is_cell = len(spans) + 1 == len(nb.cells) and header_end > 0
+    if header_is_cell:
+        spans.insert(0, (0, header_end))
+    if len(spans) != len(nb.cells):
+        raise NotebookSourceError(
+            shown, "cannot locate its cells in the text for a surgical edit; nothing was written"
+        )
+    return _TextLayout(lines, spans, header_is_cell)
+
+
+def _is_myst(nb: NotebookNode) -> bool:
+    representation = nb.metadata.get("jupytext", {}).get("text_representation", {})
+    return bool(representation.get("format_name") == "myst")
+
+
+def _change_text(
+    shown: str, text: str, fmt: SourceFormat, nb: NotebookNode, request: _Request
+) -> str:
+    import copy
+
+    import nbformat
+
+    from .spans import Renderer
+
+    layout = _layout(shown, text, fmt, nb)
+    index = request.index
+    if layout.header_is_cell and index == 0:
+        raise NotebookExecutorError(
+            f"{shown}: cell 0 is the front matter (the logbook's parameters); edit it by hand"
+        )
+    renderer = Renderer(nb, fmt)
+    lines = layout.lines
+    cells = list(nb.cells)
+    first = 1 if layout.header_is_cell else 0
+    previous = cells[index - 1] if index - 1 >= first else None
+    new_cell = None
+    if request.op == "edit":
+        assert request.source is not None
+        new_cell = copy.deepcopy(cells[index])
+        new_cell.source = request.source
+    elif request.op == "insert":
+        assert request.source is not None and request.cell_type is not None
+        maker = {
+            "code": nbformat.v4.new_code_cell,
+            "markdown": nbformat.v4.new_markdown_cell,
+            "raw": nbformat.v4.new_raw_cell,
+        }[request.cell_type]
+        new_cell = maker(request.source)  # type: ignore[no-untyped-call]
+    if request.op == "insert":
+        start = end = layout.spans[index][0] if index < len(cells) else len(lines)
+        following = cells[index] if index < len(cells) else None
+    else:
+        start, end = layout.spans[index]
+        following = cells[index + 1] if index + 1 < len(cells) else None
+    before = lines[:start]
+    after = lines[end:]
+    middle: list[str] = []
+    if request.op == "edit":
+        # Blank lines that open the cell's span (before a MyST markdown cell) stay.
+        middle = _leading_blank(lines[start:end])
+    if new_cell is not None:
+        body = renderer.cell_text(previous, new_cell)
+        if before and not before[-1].endswith(("\n", "\r")):
+            before[-1] += "\n"
+        if request.op == "insert" and previous is not None:
+            blanks, _ = renderer.joint(previous, new_cell)
+            before += ["\n"] * max(0, blanks - len(_trailing_blank(before)))
+        middle = [*middle, body]
+        tail_blanks = _trailing_blank(lines[start:end]) if request.op == "edit" else []
+        joined = new_cell
+    else:
+        tail_blanks = []
+        joined = previous
+    if following is not None:
+        blanks, marker = renderer.joint(joined, following)
+        have = len(tail_blanks) if new_cell is not None else len(_trailing_blank(before))
+        gap = ["\n"] * max(0, blanks - have)
+        if marker and not _starts_with(after, marker):
+            gap.append(marker)
+        if new_cell is not None:
+            middle += tail_blanks + gap
+        else:
+            before += gap
+    elif new_cell is None:
+        # The last cell went: the cell now last ends the file, with no blank line after it.
+        while before and not before[-1].strip() and len(before) > 1:
+            before.pop()
+    elif tail_blanks:
+        middle += tail_blanks
+    elif request.op == "edit" and end == len(lines) and not lines[-1].endswith(("\n", "\r")):
+        middle[-1] = middle[-1].rstrip("\n")
+    return "".join(before + middle + after)
+
+
+def _starts_with(lines: list[str], marker: str) -> bool:
+    text = "".join(lines).lstrip("\n")
+    return text.startswith(marker.rstrip("\n"))
+
+
+def _leading_blank(span: list[str]) -> list[str]:
+    blanks: list[str] = []
+    for line in span:
+        if line.strip():
+            break
+        blanks.append(line)
+    return blanks
+
+
+def _trailing_blank(span: list[str]) -> list[str]:
+    blanks: list[str] = []
+    for line in reversed(span):
+        if line.strip():
+            break
+        blanks.insert(0, line)
+    return blanks

@@ -1,0 +1,402 @@
+"""Check a notebook without running it, and optionally by running it with nbval's markers.
+
+Static checks: the file reads (for ``.ipynb``, each nbformat schema error with its cell), the
+parameters cell parses and declares something, code cells compile, the notebook names one
+language, its kernel is installed, and the environment variables it declares can be found.
+
+With ``execute=True`` the notebook also runs (on the executor's engine, so on its warm kernels;
+the run is not kept in the run records), honouring nbval's markers:
+
+- ``# NBVAL_SKIP`` (a comment line in the cell), tags ``skip-execution`` / ``nbval-skip``: the
+  cell does not run;
+- tag ``raises-exception`` or ``# NBVAL_RAISES_EXCEPTION``: the cell must raise, and the run
+  goes on past it; a cell so marked that raises nothing is a problem;
+- ``# NBVAL_CHECK_OUTPUT`` or tag ``nbval-check-output``: the cell's new outputs must equal its
+  stored ones (``.ipynb`` only; text formats store no outputs). Compared as nbval's lax mode
+  does, text only: streams, errors (name and value), and the ``text/plain``, ``text/html``,
+  ``text/markdown``, ``text/latex`` and ``application/json`` data of results; images and other
+  binary data are not compared. Sanitised first: ANSI colours removed, memory addresses
+  (``0x7f3a...``) and trailing spaces ignored.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import NotebookExecutorError, NotebookSourceError
+from .._run.parameters import INJECTED_TAG, PARAMETERS_TAG, declared_parameters
+from .diff import normalised_outputs
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from .._run.plan import Plan
+    from ..engine import Engine
+
+__all__ = ["declared_env", "validate_notebook"]
+
+Problem = dict[str, Any]
+
+SKIP_TAGS = frozenset({"skip-execution", "nbval-skip"})
+RAISES_TAGS = frozenset({"raises-exception", "nbval-raises-exception"})
+CHECK_TAGS = frozenset({"nbval-check-output"})
+#: Output types compared for ``NBVAL_CHECK_OUTPUT``.
+COMPARED_MIMES = frozenset(
+    {"text/plain", "text/html", "text/markdown", "text/latex", "application/json"}
+)
+
+
+def _problem(cell: int | None, severity: str, message: str) -> Problem:
+    return {"cell": cell, "severity": severity, "message": message}
+
+
+def _marker(cell: NotebookNode, comment: str, tags: frozenset[str]) -> bool:
+    if set(cell.get("metadata", {}).get("tags", [])) & tags:
+        return True
+    if cell.cell_type != "code":
+        return False
+    return any(line.strip().upper() == f"# {comment}" for line in cell.source.splitlines())
+
+
+def validate_notebook(
+    path: str | os.PathLike[str],
+    *,
+    execute: bool = False,
+    plan: Callable[..., Plan] | None = None,
+    engine: Engine | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``{"valid", "problems"}`` for ``path`` (see ``NotebookExecutor.validate``).
+
+    ``plan`` and ``engine`` are the executor's (needed with ``execute``); ``options`` are
+    ``execute`` options (parameters, timeouts, env, secrets...).
+    """
+    from .._run.sources import format_for, load_source
+
+    options = dict(options or {})
+    shown = os.fspath(path)
+    problems: list[Problem] = []
+    try:
+        fmt = format_for(path)
+    except NotebookSourceError as exc:
+        return _verdict([_problem(None, "error", exc.reason)])
+    if fmt.jupytext_format is None:
+        problems.extend(_schema_problems(Path(path)))
+        if problems:
+            return _verdict(problems)
+    try:
+        nb = load_source(path).notebook
+    except NotebookSourceError as exc:
+        return _verdict([_problem(None, "error", exc.reason)])
+    problems.extend(_parameters_problems(nb))
+    language = _language(nb)
+    problems.extend(_language_problems(nb, language))
+    if language == "python":
+        problems.extend(_syntax_problems(nb))
+    problems.extend(_kernel_problems(shown, nb, options.get("kernel_name")))
+    problems.extend(_env_problems(Path(path), nb, options))
+    if execute and not any(p["severity"] == "error" for p in problems):
+        if plan is None or engine is None:
+            raise NotebookExecutorError("validate(execute=True) needs an executor")
+        problems.extend(_run_problems(path, nb, plan, engine, options))
+    return _verdict(problems)
+
+
+def _verdict(problems: list[Problem]) -> dict[str, Any]:
+    problems.sort(key=lambda p: -1 if p["cell"] is None else p["cell"])
+    return {"valid": not any(p["severity"] == "error" for p in problems), "problems": problems}
+
+
+def _schema_problems(path: Path) -> list[Problem]:
+    """nbformat schema errors, each with the cell it is in."""
+    import nbformat
+    from nbformat.validator import iter_validate
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        return [_problem(None, "error", "no such file")]
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return [_problem(None, "error", f"not a readable JSON notebook: {exc}")]
+    if not isinstance(raw, dict) or raw.get("nbformat") != 4:
+        return [_problem(None, "error", "not an nbformat 4 notebook")]
+    problems = []
+    seen: set[tuple[int | None, str]] = set()
+    with contextlib.suppress(Exception):
+        from nbformat.v4.rwbase import rejoin_lines
+
+        for error in iter_validate(rejoin_lines(nbformat.from_dict(raw))):
+            where = list(getattr(error, "absolute_path", []) or [])
+            cell = where[1] if len(where) > 1 and where[0] == "cells" else None
+            message = f"schema: {str(error.message)[:300]}"
+            if (cell, message) not in seen:
+                seen.add((cell, message))
+                problems.append(_problem(cell, "error", message))
+    return problems
+
+
+def _parameters_problems(nb: NotebookNode) -> list[Problem]:
+    tagged = [
+        i
+        for i, cell in enumerate(nb.cells)
+        if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", [])
+    ]
+    problems = []
+    code = [i for i in tagged if nb.cells[i].cell_type == "code"]
+    for i in tagged:
+        if nb.cells[i].cell_type != "code":
+            problems.append(_problem(i, "warning", "a non-code cell is tagged 'parameters'"))
+    for i in code[1:]:
+        problems.append(
+            _problem(i, "warning", f"another cell tagged 'parameters' (cell {code[0]} is used)")
+        )
+    if code:
+        index = code[0]
+        source = nb.cells[index].source
+        try:
+            ast.parse(_without_magics(source))
+        except SyntaxError as exc:
+            return [
+                *problems,
+                _problem(
+                    index,
+                    "error",
+                    f"the parameters cell does not parse: {exc.msg} (line {exc.lineno})",
+                ),
+            ]
+        if not declared_parameters(nb) and source.strip():
+            problems.append(
+                _problem(
+                    index, "warning", "the parameters cell assigns no parameter (name = value)"
+                )
+            )
+    return problems
+
+
+_MAGIC = re.compile(r"^\s*[%!?]")
+
+
+def _without_magics(source: str) -> str:
+    # Line magics and shell escapes are IPython, not Python; ``pass`` keeps the line numbers.
+    return "\n".join(
+        re.match(r"^\s*", line).group(0) + "pass" if _MAGIC.match(line) else line  # type: ignore[union-attr]
+        for line in source.splitlines()
+    )
+
+
+def _syntax_problems(nb: NotebookNode) -> list[Problem]:
+    problems = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or cell.source.lstrip().startswith("%%"):
+            continue
+        if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
+            continue  # reported by the parameters check
+        try:
+            ast.parse(_without_magics(cell.source))
+        except SyntaxError as exc:
+            problems.append(
+                _problem(index, "error", f"syntax error: {exc.msg} (line {exc.lineno})")
+            )
+        except ValueError as exc:  # e.g. NUL bytes
+            problems.append(_problem(index, "error", f"cannot compile: {exc}"))
+    return problems
+
+
+def _language(nb: NotebookNode) -> str:
+    metadata = nb.metadata
+    return str(
+        metadata.get("kernelspec", {}).get("language")
+        or metadata.get("language_info", {}).get("name")
+        or metadata.get("jupytext", {}).get("main_language")
+        or "python"
+    ).lower()
+
+
+def _language_problems(nb: NotebookNode, language: str) -> list[Problem]:
+    metadata = nb.metadata
+    names = {
+        "kernelspec": metadata.get("kernelspec", {}).get("language"),
+        "language_info": metadata.get("language_info", {}).get("name"),
+        "jupytext": metadata.get("jupytext", {}).get("main_language"),
+    }
+    named = {key: str(value).lower() for key, value in names.items() if value}
+    problems = []
+    if len(set(named.values())) > 1:
+        listed = ", ".join(f"{key} says {value}" for key, value in named.items())
+        problems.append(_problem(None, "error", f"the notebook names two languages ({listed})"))
+    for index, cell in enumerate(nb.cells):
+        other = cell.get("metadata", {}).get("language")
+        if cell.cell_type == "code" and other and str(other).lower() != language:
+            problems.append(
+                _problem(
+                    index,
+                    "error",
+                    f"a {other} cell in a {language} notebook (one kernel runs every cell)",
+                )
+            )
+    return problems
+
+
+def _kernel_problems(shown: str, nb: NotebookNode, requested: Any) -> list[Problem]:
+    from .._kernels.launch import choose_kernel
+
+    try:
+        choose_kernel(shown, requested, nb.metadata.get("kernelspec"))
+    except NotebookSourceError as exc:
+        return [_problem(None, "error", exc.reason)]
+    return []
+
+
+def declared_env(nb: NotebookNode) -> list[str]:
+    """Environment variable names the notebook declares (logbook front matter ``env:`` or
+    metadata ``notebook_executor.env``)."""
+    declared: Any = nb.metadata.get("front_matter", {}).get("env")
+    if declared is None:
+        declared = nb.metadata.get("notebook_executor", {}).get("env")
+    if isinstance(declared, str):
+        declared = [declared]
+    if not isinstance(declared, list):
+        return []
+    return [str(name) for name in declared]
+
+
+def _env_problems(path: Path, nb: NotebookNode, options: Mapping[str, Any]) -> list[Problem]:
+    """Each declared variable must be found where a run looks for it (SPEC section 8)."""
+    names = declared_env(nb)
+    if not names:
+        return []
+    given = {**dict(options.get("env") or {}), **dict(options.get("secrets") or {})}
+    found = set(given) | set(os.environ)
+    for folder in (path.parent, Path.cwd()):
+        found |= _dotenv_names(folder / ".env")
+    missing = [name for name in names if name not in found]
+    return [
+        _problem(
+            None,
+            "error",
+            f"environment variable {name} is declared but not set (not in "
+            "env=/secrets=, the environment, or a .env file)",
+        )
+        for name in missing
+    ]
+
+
+def _dotenv_names(path: Path) -> set[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    names = set()
+    for line in text.splitlines():
+        match = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
+        if match:
+            names.add(match.group(1))
+    return names
+
+
+def _run_problems(
+    path: str | os.PathLike[str],
+    nb: NotebookNode,
+    plan: Callable[..., Plan],
+    engine: Engine,
+    options: dict[str, Any],
+) -> list[Problem]:
+    """Run the notebook with nbval's markers honoured; the problems its run shows."""
+    import nbformat
+
+    from .._run.runner import run_plan
+
+    options = {k: v for k, v in options.items() if k != "kernel_name"}
+    planned = plan(path, output_path=None, **options)
+    job_cells = [
+        i
+        for i, cell in enumerate(planned.nb.cells)
+        if INJECTED_TAG not in cell.get("metadata", {}).get("tags", [])
+    ]
+    skipped, raising, checked = set(), set(), set()
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        job_cell = planned.nb.cells[job_cells[index]]
+        if _marker(cell, "NBVAL_SKIP", SKIP_TAGS):
+            skipped.add(index)
+            # A raw cell keeps its place (indices still match the source) and never runs.
+            planned.nb.cells[job_cells[index]] = nbformat.v4.new_raw_cell(
+                job_cell.source, metadata=job_cell.metadata
+            )
+        elif _marker(cell, "NBVAL_RAISES_EXCEPTION", RAISES_TAGS):
+            raising.add(index)
+            tags = job_cell.metadata.setdefault("tags", [])
+            if "raises-exception" not in tags:
+                tags.append("raises-exception")
+        if _marker(cell, "NBVAL_CHECK_OUTPUT", CHECK_TAGS):
+            checked.add(index)
+    scratch = Path(tempfile.mkdtemp(prefix="notebook-executor-validate-"))
+    try:
+        result = run_plan(planned, engine, scratch, lambda *_: None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    problems: list[Problem] = []
+    failed = result.get("failed_cell")
+    if result["status"] != "success":
+        where = failed["index"] if failed else None
+        what = f"{failed['ename']}: {failed['evalue']}" if failed else "the run failed"
+        problems.append(_problem(where, "error", f"{result['error_kind']}: {what}"))
+    ran = planned.nb.cells
+    for index in sorted(raising):
+        outputs = ran[job_cells[index]].get("outputs", [])
+        reached = ran[job_cells[index]].get("execution_count") is not None
+        if reached and not any(o.get("output_type") == "error" for o in outputs):
+            problems.append(
+                _problem(index, "error", "marked raises-exception but raised no exception")
+            )
+    for index in sorted(checked - skipped):
+        cell = ran[job_cells[index]]
+        if cell.get("execution_count") is None:
+            continue
+        stored = nb.cells[index].get("outputs")
+        if stored is None or not (stored or "outputs" in nb.cells[index]):
+            problems.append(
+                _problem(
+                    index,
+                    "warning",
+                    "NBVAL_CHECK_OUTPUT: no stored outputs to compare "
+                    "(only .ipynb sources store outputs)",
+                )
+            )
+            continue
+        want = _comparable(stored)
+        got = _comparable(cell.get("outputs", []))
+        if want != got:
+            problems.append(
+                _problem(
+                    index, "error", f"outputs differ from the stored ones: {_first_diff(want, got)}"
+                )
+            )
+    return problems
+
+
+def _comparable(outputs: list[Any]) -> list[Any]:
+    items = normalised_outputs(outputs, mimes=COMPARED_MIMES)
+    return [[part.rstrip() if isinstance(part, str) else part for part in item] for item in items]
+
+
+def _first_diff(want: list[Any], got: list[Any]) -> str:
+    for position, (a, b) in enumerate(zip(want, got, strict=False)):
+        if a != b:
+            return f"output {position}: expected {_short(a)}, got {_short(b)}"
+    return f"expected {len(want)} outputs, got {len(got)}"
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value[-1] if isinstance(value, list) else value, ensure_ascii=False)
+    return text if len(text) <= 120 else text[:117] + "..."
