@@ -421,6 +421,32 @@ class NotebookExecutor:
         )
         return frame
 
+    def search(
+        self,
+        query: str,
+        *,
+        notebook: PathLike | None = None,
+        status: str | None = None,
+        since: Any = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
+        """Full-text search over every run record; hits best first, one per run.
+
+        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
+        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
+        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
+        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
+        Filters as in :meth:`runs`.
+
+        Raises
+        ------
+        NotebookExecutorError
+            The query is malformed (an unbalanced quote, a bare ``AND``...).
+        """
+        return self._open_catalog().search(
+            query, notebook=notebook, status=status, since=since, limit=limit
+        )
+
     def reindex(self) -> int:
         """Rebuild the catalog from the run files; return the number of runs indexed."""
         return self._open_catalog().reindex()

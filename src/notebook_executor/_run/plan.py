@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError
+from .._errors import NotebookExecutorError, NotebookSourceError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
+from .declared_env import declared_env_names, resolve_declared_env
 from .parameters import INJECTED_TAG, declared_parameters, inject_parameters, validate_parameters
+from .placeholders import substitute_placeholders
 from .results import CellMap
 from .sources import load_source
 
@@ -100,7 +102,17 @@ def plan_run(
     else:
         workdir = loaded.path.parent
     notebook = loaded.notebook
+    declared_dicts = {name: parameter.as_dict() for name, parameter in declared.items()}
+    resolve_declared_env(
+        declared_env_names(shown, notebook),
+        env=extra_env,
+        secrets=secret_env,
+        folders=[loaded.path.parent, Path.cwd()],
+        declared=declared_dicts,
+    )
     _start_afresh(notebook)
+    if _substitutes(shown, notebook):
+        substitute_placeholders(notebook, effective, declared_dicts)
     injected_at = inject_parameters(
         notebook, {name: effective[name] for name in given}, kernel.language
     )
@@ -158,6 +170,20 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
         checked[name] = value
     return checked
+
+
+def _substitutes(shown: str, notebook: NotebookNode) -> bool:
+    """Whether placeholders apply: a logbook (its front matter read) not saying
+    ``substitute: false``."""
+    front = notebook.metadata.get("front_matter")
+    if not isinstance(front, Mapping):
+        return False
+    wanted = front.get("substitute", True)
+    if not isinstance(wanted, bool):
+        raise NotebookSourceError(
+            shown, f"front matter 'substitute' must be true or false, got {wanted!r}"
+        )
+    return wanted
 
 
 def _start_afresh(notebook: NotebookNode) -> None:

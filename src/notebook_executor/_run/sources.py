@@ -313,8 +313,8 @@ def _translate_front_matter(shown: str, notebook: NotebookNode) -> None:
         lines.append(f"{name} = {literal}{comment}")
     cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
     notebook.cells[0] = cell
-    if front:
-        notebook.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
+    # Present (maybe empty) on every logbook: it is what makes placeholders apply.
+    notebook.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
 
 
 def _string_keys(value: object) -> object:
