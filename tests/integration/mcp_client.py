@@ -22,10 +22,10 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.types import CallToolResult  # noqa: E402
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
 __all__ = [
     "MAX_RESPONSE_CHARS",
@@ -124,4 +124,4 @@ def structured(result: CallToolResult) -> dict[str, Any]:
     assert result.structured_content is not None
     text = result.content[0]
     assert json.loads(text.text) == result.structured_content  # type: ignore[union-attr]
-    return result.structured_content
+    return dict(result.structured_content)

@@ -205,7 +205,9 @@ def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
     with http_server(tmp_path) as url:
         rebound = httpx2.post(url, json=request, headers={**headers, "Host": "evil.example"})
         assert rebound.status_code in (403, 421)
-        foreign = httpx2.post(url, json=request, headers={**headers, "Origin": "http://evil.example"})
+        foreign = httpx2.post(
+            url, json=request, headers={**headers, "Origin": "http://evil.example"}
+        )
         assert foreign.status_code == 403
     token = "t0ken-" + os.urandom(8).hex()
     with http_server(tmp_path, host="0.0.0.0", env={"NOTEBOOK_EXECUTOR_MCP_TOKEN": token}) as url:
@@ -229,10 +231,10 @@ def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
     write(tmp_path, "notebooks/hello.py", HELLO)
 
     async def scenario(url: str) -> None:
-        progress: list[tuple[float, float | None]] = []
+        reports: list[tuple[float, float | None]] = []
 
-        async def on_progress(done: float, total: float | None, message: str | None) -> None:
-            progress.append((done, total))
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reports.append((progress, total))
 
         async with http_session(url) as session:
             result = structured(
@@ -247,7 +249,7 @@ def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
             assert result["scraps"] == {"greeting": "hello Ada"}
             assert result["parameters"] == {"name": "Ada"}
             # Four code cells ran: the parameters cell, the injected values, and two more.
-            assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+            assert reports == [(1, 4), (2, 4), (3, 4), (4, 4)]
             again = structured(await session.call_tool("get_run", {"run_id": result["run_id"]}))
             assert again["run_id"] == result["run_id"]
             assert again["status"] == "success"
@@ -338,7 +340,8 @@ def test_secrets_come_from_the_server_environment_and_never_come_back(tmp_path: 
     write(
         tmp_path,
         "leak.py",
-        "# %%\nimport os\nprint(os.environ['API_KEY'])\n# %%\nraise KeyError(os.environ['API_KEY'])\n",
+        "# %%\nimport os\nprint(os.environ['API_KEY'])\n"
+        "# %%\nraise KeyError(os.environ['API_KEY'])\n",
     )
 
     async def scenario() -> None:
@@ -377,7 +380,9 @@ def test_cancelling_a_run_stops_its_kernel_and_records_it_cancelled(tmp_path: Pa
         async with stdio_session(tmp_path) as session:
             started = anyio.Event()
 
-            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
                 started.set()
 
             async with anyio.create_task_group() as group:
@@ -468,9 +473,9 @@ def test_agent_loop_fail_read_edit_rerun_diff_search(tmp_path: Path) -> None:
                 await session.call_tool("diff", {"a": first["run_id"], "b": second["run_id"]})
             )
             assert changes["status"] == ["error", "success"]
-            hits = structured(
-                await session.call_tool("search_runs", {"query": "attempt mean"})
-            )["hits"]
+            hits = structured(await session.call_tool("search_runs", {"query": "attempt mean"}))[
+                "hits"
+            ]
             assert {hit["run_id"] for hit in hits} == {first["run_id"], second["run_id"]}
 
     anyio.run(scenario)

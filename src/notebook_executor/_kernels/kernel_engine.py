@@ -229,7 +229,9 @@ class KernelEngine:
             except DeadKernelError:
                 # nbclient reports its own cancellation as a dead kernel.
                 outcome.failure = (
-                    CellFailure(index, "cancelled", "KeyboardInterrupt", "the run was cancelled", [])
+                    CellFailure(
+                        index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                    )
                     if state.cancelled
                     else _death_failure(index, kernel)
                 )

@@ -236,12 +236,16 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         index: Annotated[int, Field(ge=0, description="Cell index (as in failed_cell.index).")],
         source: Annotated[str, Field(description="The cell's new source text.")],
+        expect: Annotated[
+            str | None,
+            Field(description="The source you read; the edit is refused if the cell changed."),
+        ] = None,
     ) -> CallToolResult:
         """Replace one cell's source in the file, in the file's own format; every other cell
         stays byte-identical."""
         target = where(path)
-        await _blocking(lambda: ex.edit_cell(target, index, source))  # type: ignore[attr-defined]
-        return ws.answer({"path": path, "edited": index})
+        nb = await _blocking(lambda: ex.edit_cell(target, index, source, expect=expect))
+        return ws.answer({"path": path, "edited": index, "cells_total": len(nb.cells)})
 
     @server.tool(annotations=_EDITS)
     async def insert_cell(
@@ -254,20 +258,24 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """Insert a cell at a position in the file, in the file's own format."""
         target = where(path)
-        await _blocking(
-            lambda: ex.insert_cell(target, index, source, cell_type=cell_type)  # type: ignore[attr-defined]
+        nb = await _blocking(lambda: ex.insert_cell(target, index, source, cell_type=cell_type))
+        return ws.answer(
+            {"path": path, "inserted": index, "cell_type": cell_type, "cells_total": len(nb.cells)}
         )
-        return ws.answer({"path": path, "inserted": index, "cell_type": cell_type})
 
     @server.tool(annotations=_EDITS)
     async def delete_cell(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         index: Annotated[int, Field(ge=0, description="Index of the cell to delete.")],
+        expect: Annotated[
+            str | None,
+            Field(description="The source you read; refused if the cell changed since."),
+        ] = None,
     ) -> CallToolResult:
         """Delete one cell from the file, in the file's own format."""
         target = where(path)
-        await _blocking(lambda: ex.delete_cell(target, index))  # type: ignore[attr-defined]
-        return ws.answer({"path": path, "deleted": index})
+        nb = await _blocking(lambda: ex.delete_cell(target, index, expect=expect))
+        return ws.answer({"path": path, "deleted": index, "cells_total": len(nb.cells)})
 
     @server.tool(annotations=_RUNS)
     async def execute(
@@ -392,7 +400,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         outputs, errors, scraps); hits best first with where they matched and a snippet."""
         wanted = where(notebook) if notebook is not None else None
         hits = await _blocking(
-            lambda: ex.search(query, notebook=wanted, status=status, limit=limit)  # type: ignore[attr-defined]
+            lambda: ex.search(query, notebook=wanted, status=status, limit=limit)
         )
         return ws.answer({"hits": [ws.present(hit) for hit in hits]})
 
@@ -420,11 +428,9 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         (cells added, removed, modified, with unified diffs of their sources)."""
         (first, first_run), (second, second_run) = ws.path_or_run(a), ws.path_or_run(b)
         if first_run and second_run and not outputs:
-            found = await _blocking(lambda: ex.diff_runs(first, second))  # type: ignore[attr-defined]
+            found = await _blocking(lambda: ex.diff_runs(first, second))
         else:
-            found = await _blocking(
-                lambda: ex.diff_notebooks(first, second, outputs=outputs)  # type: ignore[attr-defined]
-            )
+            found = await _blocking(lambda: ex.diff_notebooks(first, second, outputs=outputs))
         return ws.answer({"a": a, "b": b, **found})
 
     @server.tool(annotations=_RUNS)
@@ -437,7 +443,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """Check a notebook: schema, parameters cell, one language, kernel, declared
         environment; with execute=true also run it and compare NBVAL_CHECK_OUTPUT cells."""
         target = where(path)
-        found = await _blocking(lambda: ex.validate(target, execute=execute))  # type: ignore[attr-defined]
+        found = await _blocking(lambda: ex.validate(target, execute=execute))
         return ws.answer({"path": path, **found})
 
     _add_image_resources(server, ws)
