@@ -31,15 +31,18 @@ from ..._executor import NotebookExecutor
 from ..._run.records import run_notebook_path
 from ..._run.results import redact
 from ...engine import RunCancelled
-from .budget import MAX_PAYLOAD_CHARS, fit, trim_traceback
+from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
 from .paths import Root
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 
-__all__ = ["Workspace", "add_tools"]
+__all__ = ["Workspace", "add_tools", "tool_result"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: What a tool result may take of the budget; the rest is for the JSON-RPC envelope.
+_ROOM = MAX_RESPONSE_CHARS - 200
 
 #: Most notebooks ``list_notebooks`` names in one answer.
 _MAX_LISTED = 200
@@ -86,12 +89,7 @@ class Workspace:
         """``payload`` redacted and cut to the budget, as structured content and JSON text."""
         with self._lock:
             known = dict(self._secrets)
-        payload = fit(redact(payload, known), MAX_PAYLOAD_CHARS)
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content=json.loads(text),
-        )
+        return tool_result(redact(payload, known))
 
     def present(self, result: dict[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
@@ -130,6 +128,22 @@ class Workspace:
             raise ToolError(f"{value!r} is outside the server's root folder")
         self.run_path(value)
         return value, True
+
+
+def tool_result(payload: dict[str, Any]) -> CallToolResult:
+    """``payload`` as structured content and as JSON text, the whole result (as it goes over
+    the wire) within :data:`MAX_RESPONSE_CHARS` characters."""
+    limit = MAX_PAYLOAD_CHARS
+    while True:
+        fitted = fit(payload, limit)
+        text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"), default=str)
+        result = CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
+        )
+        # The text copy is JSON inside JSON: its quotes and backslashes are escaped again.
+        if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM or limit < 500:
+            return result
+        limit = limit * 3 // 4
 
 
 async def _blocking(call: Callable[[], T]) -> T:
