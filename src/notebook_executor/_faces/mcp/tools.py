@@ -140,8 +140,11 @@ def tool_result(payload: dict[str, Any]) -> CallToolResult:
         result = CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
         )
-        # The text copy is JSON inside JSON: its quotes and backslashes are escaped again.
-        if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM or limit < 500:
+        # The text copy is JSON inside JSON: its quotes and backslashes are escaped again, so
+        # a long answer is measured as it will be sent.
+        if 3 * len(text) < _ROOM or limit < 500:
+            return result
+        if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM:
             return result
         limit = limit * 3 // 4
 
@@ -319,17 +322,14 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         request stops the kernel and records the run as cancelled."""
         target = where(path)
         values = ws.secrets(secrets)
+        # Progress costs a hop to the event loop per cell: only when the client asked for it.
+        wants_progress = _progress_requested(ctx)
         token = anyio.lowlevel.current_token()
         send, receive = anyio.create_memory_object_stream[tuple[int, int]](math.inf)
-        finished = anyio.Event()
-        cancel = threading.Event()
+        cancel, done = threading.Event(), threading.Event()
 
-        def on_cell(done: int, total: int) -> None:
-            anyio.from_thread.run_sync(send.send_nowait, (done, total), token=token)
-
-        def finish() -> None:
-            send.close()
-            finished.set()
+        def on_cell(cells_done: int, total: int) -> None:
+            anyio.from_thread.run_sync(send.send_nowait, (cells_done, total), token=token)
 
         def run() -> dict[str, Any] | None:
             try:
@@ -339,23 +339,26 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
                     timeout=timeout,
                     request=request,
                     secrets=values,
-                    on_cell=on_cell,
+                    on_cell=on_cell if wants_progress else None,
                     cancel=cancel,
                 )
             except RunCancelled:
                 return None
             finally:
-                anyio.from_thread.run_sync(finish, token=token)
+                done.set()
 
         async def report() -> None:
             async with receive:
-                async for done, total in receive:
-                    await ctx.report_progress(done, total, f"{done}/{total} code cells done")
+                async for cells_done, total in receive:
+                    await ctx.report_progress(
+                        cells_done, total, f"{cells_done}/{total} code cells done"
+                    )
 
         failure: NotebookExecutorError | None = None
         result: dict[str, Any] | None = None
         async with anyio.create_task_group() as group:
-            group.start_soon(report)
+            if wants_progress:
+                group.start_soon(report)
             try:
                 result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
             except anyio.get_cancelled_exc_class():
@@ -363,10 +366,12 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
                 # before the request ends.
                 cancel.set()
                 with anyio.CancelScope(shield=True):
-                    await finished.wait()
+                    await anyio.to_thread.run_sync(done.wait)
                 raise
             except NotebookExecutorError as exc:
                 failure = exc
+            finally:
+                send.close()
         if failure is not None:
             raise ToolError(str(failure))
         if result is None:
@@ -486,6 +491,12 @@ def _add_image_resource(server: MCPServer[Any], ws: Workspace, mime: str, name: 
         description=f"A {mime} image output of a run's cell (cells numbered as in the source).",
         mime_type=mime,
     )(read)
+
+
+def _progress_requested(ctx: Context) -> bool:
+    """Whether the request carried a progress token."""
+    meta = ctx.request_context.meta or {}
+    return "progressToken" in meta or "progress_token" in meta
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
