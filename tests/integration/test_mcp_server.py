@@ -137,6 +137,10 @@ def test_paths_outside_the_root_are_tool_errors(tmp_path: Path) -> None:
             assert refused.is_error
             refused = await session.call_tool("diff", {"a": "hello.py", "b": "../outside.py"})
             assert refused.is_error
+            for run_id in ["../../etc/passwd", "20260101T000000Z-nothing-00000000"]:
+                for tool in ("get_run", "collect_outputs"):
+                    assert (await session.call_tool(tool, {"run_id": run_id})).is_error
+                assert (await session.call_tool("read_notebook", {"run_id": run_id})).is_error
             # The server is still there after every refusal.
             inspected = structured(
                 await session.call_tool("inspect_parameters", {"path": "hello.py"})
@@ -262,6 +266,32 @@ def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
 
     with http_server(tmp_path) as url:
         anyio.run(scenario, url)
+
+
+@pytest.mark.kernel
+def test_a_kernel_writing_to_its_own_descriptors_leaves_the_stdio_stream_intact(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        "fds.py",
+        "# %%\nimport os\nos.write(1, b'raw stdout\\n')\nos.write(2, b'raw stderr\\n')\n"
+        "os.system('echo from a child process')\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            for _ in range(2):
+                result = structured(await session.call_tool("execute", {"path": "fds.py"}))
+                assert result["status"] == "success"
+            page = structured(
+                await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            )
+            texts = "".join(output.get("text", "") for output in page["cells"][0]["outputs"])
+            assert "raw stdout" in texts
+            assert "from a child process" in texts
+
+    anyio.run(scenario)
 
 
 @pytest.mark.kernel
