@@ -510,3 +510,29 @@ def test_agent_loop_fail_read_edit_rerun_diff_search(tmp_path: Path) -> None:
 
     anyio.run(scenario)
     assert "print('mean', total / n)" in (tmp_path / "analysis.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.kernel
+def test_a_failed_cell_traceback_keeps_the_notebook_frames_only(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "parse.py",
+        "# %%\nimport json\n\ndef parse(text):\n    return json.loads(text)\n\n# %%\nparse('{')\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            result = structured(await session.call_tool("execute", {"path": "parse.py"}))
+            failed = result["failed_cell"]
+            assert failed["index"] == 1
+            assert failed["ename"] == "JSONDecodeError"
+            traceback = failed["traceback"]
+            assert not any("\x1b" in entry for entry in traceback)
+            cells = [entry for entry in traceback if entry.startswith("Cell In")]
+            assert len(cells) == 2
+            assert "json.loads(text)" in cells[1]
+            assert any("frame(s) in library code omitted" in entry for entry in traceback)
+            assert not any("json/decoder.py" in entry for entry in traceback)
+            assert traceback[-1].startswith("JSONDecodeError: Expecting property name")
+
+    anyio.run(scenario)

@@ -49,6 +49,7 @@ def test_fit_leaves_a_small_document_as_it_is() -> None:
 def test_trim_traceback_keeps_cell_frames_and_drops_ansi_and_library_frames() -> None:
     lines = [
         "\x1b[0;31m----------------------------------------\x1b[0m",
+        "\x1b[0;31mValueError\x1b[0m          Traceback (most recent call last)",
         "Cell \x1b[0;32mIn[3], line 2\x1b[0m\n      1 x = 1\n----> 2 f(x)",
         "File /usr/lib/python3/site-packages/lib.py:10, in f(x)\n---> 10 g(x)",
         "File /usr/lib/python3/site-packages/lib.py:20, in g(x)\n---> 20 raise ValueError",
@@ -57,8 +58,9 @@ def test_trim_traceback_keeps_cell_frames_and_drops_ansi_and_library_frames() ->
     trimmed = trim_traceback(lines)
     assert all("\x1b" not in line for line in trimmed)
     assert trimmed[0].startswith("----")
-    assert trimmed[1].startswith("Cell In[3], line 2")
-    assert trimmed[2] == "[... 2 frame(s) in library code omitted]"
+    assert trimmed[1].startswith("ValueError")
+    assert trimmed[2].startswith("Cell In[3], line 2")
+    assert trimmed[3] == "[... 2 frame(s) in library code omitted]"
     assert trimmed[-1] == "ValueError: bad"
 
 

@@ -32,7 +32,10 @@ _STEPS = (4_000, 2_000, 1_000, 400, 160)
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: A traceback entry that shows a frame of a notebook cell (IPython 7 and 8 spellings).
-_CELL_FRAME = re.compile(r"Cell In\s*\[|<ipython-input-|^\s*File \"/tmp/ipykernel_|^Input In \[")
+_CELL_FRAME = re.compile(
+    r"Cell In\s*\[|<ipython-input-|^\s*File \"/tmp/ipykernel_|^Input In \["
+    r"|Traceback \(most recent call last\)"
+)
 
 
 def serialized_size(document: Any) -> int:
@@ -116,8 +119,8 @@ def _halve_longest_list(value: Any) -> Any:
 def trim_traceback(lines: list[str]) -> list[str]:
     """A traceback without ANSI codes, keeping the frames of notebook cells.
 
-    IPython gives one entry per frame, a header first and the exception line last; frames in
-    library code between them are replaced by one line that counts them.
+    IPython gives one entry per frame between a header (a rule, the exception's name) and the
+    exception line; frames in library code are replaced by one line that counts them.
     """
     plain = [_ANSI.sub("", line) for line in lines]
     if len(plain) <= 2:
