@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..._executor import NotebookExecutor
 from .paths import Root
-from .tools import Workspace, add_tools
+from .tools import add_tools
+from .workspace import Workspace
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -1,15 +1,14 @@
 """The server's tools and resources, each a thin call into one warm NotebookExecutor.
 
-Every tool answers with a small JSON document (structured content, and the same JSON as text)
-cut to the context budget, with secret values redacted; bad input of any kind (a path outside
-the root, an unknown run, a parameter that does not fit) is a tool error, never a crash.
+Every tool answers through :meth:`Workspace.answer <.workspace.Workspace.answer>` (small JSON,
+redacted, cut to the budget); bad input of any kind (a path outside the root, an unknown run,
+a parameter that does not fit) is a tool error, never a crash.
 Blocking work runs on worker threads, so a long run does not hold up other requests.
 """
 
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time to
 # build each tool's input schema.
 
-import json
 import logging
 import math
 import threading
@@ -23,26 +22,19 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..._errors import NotebookExecutorError
-from ..._executor import NotebookExecutor
-from ..._run.records import run_notebook_path
-from ..._run.results import redact
 from ...engine import RunCancelled
-from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
-from .paths import Root
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
+from .workspace import Workspace
 
-__all__ = ["Workspace", "add_tools", "tool_result"]
+__all__ = ["add_tools"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: What a tool result may take of the budget; the rest is for the JSON-RPC envelope.
-_ROOM = MAX_RESPONSE_CHARS - 200
 
 #: Most notebooks ``list_notebooks`` names in one answer.
 _MAX_LISTED = 200
@@ -50,103 +42,6 @@ _MAX_LISTED = 200
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-
-
-class Workspace:
-    """What the tools share: the root, the warm executor, and the secret values to redact.
-
-    Parameters
-    ----------
-    root : Root
-        The folder paths are confined to.
-    executor : NotebookExecutor
-        Lives as long as the server: after the first run, kernels are ready.
-    environ : mapping
-        Where secrets named by a caller are looked up (the server's environment).
-    """
-
-    def __init__(self, root: Root, executor: NotebookExecutor, environ: dict[str, str]) -> None:
-        self.root = root
-        self.executor = executor
-        self.environ = environ
-        self._secrets: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def secrets(self, names: list[str] | None) -> dict[str, str]:
-        """The values of the named environment variables; remembered so that no later answer
-        can show them either."""
-        found: dict[str, str] = {}
-        for name in names or []:
-            value = self.environ.get(name)
-            if value is None:
-                raise ToolError(f"secret {name!r} is not set in the server's environment")
-            found[name] = value
-        with self._lock:
-            self._secrets.update(found)
-        return found
-
-    def answer(self, payload: dict[str, Any]) -> CallToolResult:
-        """``payload`` redacted and cut to the budget, as structured content and JSON text."""
-        with self._lock:
-            known = dict(self._secrets)
-        return tool_result(redact(payload, known))
-
-    def present(self, result: dict[str, Any]) -> dict[str, Any]:
-        """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
-        shown = dict(result)
-        for key in ("notebook", "output_path"):
-            if isinstance(shown.get(key), str):
-                shown[key] = self.root.relative(shown[key])
-        failed = shown.get("failed_cell")
-        if isinstance(failed, dict):
-            shown["failed_cell"] = {
-                **failed,
-                "traceback": trim_traceback([str(line) for line in failed.get("traceback", [])]),
-            }
-        return shown
-
-    def run_path(self, run_id: str) -> Path:
-        """The executed notebook of run ``run_id``."""
-        try:
-            path = run_notebook_path(self.executor.runs_dir, run_id)
-        except NotebookExecutorError as exc:
-            raise ToolError(str(exc)) from None
-        if not path.is_file():
-            raise ToolError(f"no run {run_id!r}")
-        return path
-
-    def path_or_run(self, value: str) -> tuple[str, bool]:
-        """``(absolute path, False)`` if ``value`` names a file under the root, else
-        ``(value, True)`` for the run id it must then be."""
-        try:
-            path = self.root.resolve(value)
-        except NotebookExecutorError:
-            path = None
-        if path is not None and path.is_file():
-            return str(path), False
-        if path is None and ("/" in value or "\\" in value):
-            raise ToolError(f"{value!r} is outside the server's root folder")
-        self.run_path(value)
-        return value, True
-
-
-def tool_result(payload: dict[str, Any]) -> CallToolResult:
-    """``payload`` as structured content and as JSON text, the whole result (as it goes over
-    the wire) within :data:`MAX_RESPONSE_CHARS` characters."""
-    limit = MAX_PAYLOAD_CHARS
-    while True:
-        fitted = fit(payload, limit)
-        text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"), default=str)
-        result = CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
-        )
-        # The text copy is JSON inside JSON: its quotes and backslashes are escaped again, so
-        # a long answer is measured as it will be sent.
-        if 3 * len(text) < _ROOM or limit < 500:
-            return result
-        if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM:
-            return result
-        limit = limit * 3 // 4
 
 
 async def _blocking(call: Callable[[], T]) -> T:
