@@ -374,6 +374,8 @@ def test_secrets_come_from_the_server_environment_and_never_come_back(tmp_path: 
         "# %%\nraise KeyError(os.environ['API_KEY'])\n",
     )
 
+    write(tmp_path, "typed.py", '# %% tags=["parameters"]\nn: int = 1\n')
+
     async def scenario() -> None:
         async with stdio_session(tmp_path, env={"API_KEY": secret}) as session:
             executed = await session.call_tool(
@@ -389,6 +391,13 @@ def test_secrets_come_from_the_server_environment_and_never_come_back(tmp_path: 
                 "execute", {"path": "leak.py", "secrets": ["NOT_SET_ANYWHERE"]}
             )
             assert unknown.is_error
+            # An error message that would quote the value shows its name instead.
+            refused = await session.call_tool(
+                "execute", {"path": "typed.py", "parameters": {"n": secret}}
+            )
+            assert refused.is_error
+            assert "[secret API_KEY]" in refused.content[0].text  # type: ignore[union-attr]
+            assert secret not in refused.model_dump_json()
         for path in (tmp_path / "runs").rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path

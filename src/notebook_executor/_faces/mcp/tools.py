@@ -12,9 +12,8 @@ Blocking work runs on worker threads, so a long run does not hold up other reque
 import logging
 import math
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
@@ -34,22 +33,12 @@ __all__ = ["add_tools"]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 #: Most notebooks ``list_notebooks`` names in one answer.
 _MAX_LISTED = 200
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-
-
-async def _blocking(call: Callable[[], T]) -> T:
-    """``call()`` on a worker thread; the library's errors become tool errors."""
-    try:
-        return await anyio.to_thread.run_sync(call)
-    except NotebookExecutorError as exc:
-        raise ToolError(str(exc)) from None
 
 
 def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
@@ -89,7 +78,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
                 answer["note"] = f"only the first {_MAX_LISTED} are listed; list a subfolder"
             return answer
 
-        return ws.answer(await _blocking(scan))
+        return ws.answer(await ws.call(scan))
 
     @server.tool(annotations=_READ_ONLY)
     async def inspect_parameters(
@@ -97,7 +86,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """The parameters a notebook declares: name, type, default, help text, required."""
         target = where(path)
-        declared = await _blocking(lambda: ex.inspect_parameters(target))
+        declared = await ws.call(lambda: ex.inspect_parameters(target))
         return ws.answer({"path": path, "parameters": declared})
 
     @server.tool(annotations=_READ_ONLY)
@@ -130,7 +119,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         else:
             target = Path(where(path or ""))
             reread = f"read_notebook(path={path!r}"
-        nb = await _blocking(lambda: ex.read_notebook(target))
+        nb = await ws.call(lambda: ex.read_notebook(target))
         page = page_cells(
             nb,
             start=start,
@@ -156,7 +145,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """Replace one cell's source in the file, in the file's own format; every other cell
         stays byte-identical."""
         target = where(path)
-        nb = await _blocking(lambda: ex.edit_cell(target, index, source, expect=expect))
+        nb = await ws.call(lambda: ex.edit_cell(target, index, source, expect=expect))
         return ws.answer({"path": path, "edited": index, "cells_total": len(nb.cells)})
 
     @server.tool(annotations=_EDITS)
@@ -170,7 +159,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """Insert a cell at a position in the file, in the file's own format."""
         target = where(path)
-        nb = await _blocking(lambda: ex.insert_cell(target, index, source, cell_type=cell_type))
+        nb = await ws.call(lambda: ex.insert_cell(target, index, source, cell_type=cell_type))
         return ws.answer(
             {"path": path, "inserted": index, "cell_type": cell_type, "cells_total": len(nb.cells)}
         )
@@ -186,7 +175,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """Delete one cell from the file, in the file's own format."""
         target = where(path)
-        nb = await _blocking(lambda: ex.delete_cell(target, index, expect=expect))
+        nb = await ws.call(lambda: ex.delete_cell(target, index, expect=expect))
         return ws.answer({"path": path, "deleted": index, "cells_total": len(nb.cells)})
 
     @server.tool(annotations=_RUNS)
@@ -268,7 +257,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             finally:
                 send.close()
         if failure is not None:
-            raise ToolError(str(failure))
+            raise ws.refusal(str(failure))
         if result is None:
             raise ToolError("the run was cancelled")
         return ws.answer(ws.present(result))
@@ -279,7 +268,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """The result dict of a past run: status, error_kind, failed_cell, parameters, scraps,
         timing."""
-        result = await _blocking(lambda: ex.get_run(run_id))
+        result = await ws.call(lambda: ex.get_run(run_id))
         return ws.answer(ws.present(result))
 
     @server.tool(annotations=_READ_ONLY)
@@ -295,7 +284,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     ) -> CallToolResult:
         """Past runs, newest first, as short summaries (get_run gives one in full)."""
         wanted = where(notebook) if notebook is not None else None
-        found = await _blocking(lambda: ex.runs(notebook=wanted, status=status, limit=limit))
+        found = await ws.call(lambda: ex.runs(notebook=wanted, status=status, limit=limit))
         return ws.answer({"runs": [_summary(ws.present(result)) for result in found]})
 
     @server.tool(annotations=_READ_ONLY)
@@ -313,9 +302,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """Full-text search over every run record (request, parameters, code, narrative,
         outputs, errors, scraps); hits best first with where they matched and a snippet."""
         wanted = where(notebook) if notebook is not None else None
-        hits = await _blocking(
-            lambda: ex.search(query, notebook=wanted, status=status, limit=limit)
-        )
+        hits = await ws.call(lambda: ex.search(query, notebook=wanted, status=status, limit=limit))
         return ws.answer({"hits": [ws.present(hit) for hit in hits]})
 
     @server.tool(annotations=_READ_ONLY)
@@ -325,7 +312,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """The scraps a run recorded (scrapbook glue), decoded; a DataFrame is summarized as
         its shape, columns and first rows."""
         ws.run_path(run_id)
-        scraps = await _blocking(lambda: ex.collect_outputs(run_id))
+        scraps = await ws.call(lambda: ex.collect_outputs(run_id))
         return ws.answer(
             {"run_id": run_id, "scraps": {name: scrap_view(v) for name, v in scraps.items()}}
         )
@@ -342,9 +329,9 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         (cells added, removed, modified, with unified diffs of their sources)."""
         (first, first_run), (second, second_run) = ws.path_or_run(a), ws.path_or_run(b)
         if first_run and second_run and not outputs:
-            found = await _blocking(lambda: ex.diff_runs(first, second))
+            found = await ws.call(lambda: ex.diff_runs(first, second))
         else:
-            found = await _blocking(lambda: ex.diff_notebooks(first, second, outputs=outputs))
+            found = await ws.call(lambda: ex.diff_notebooks(first, second, outputs=outputs))
         return ws.answer({"a": a, "b": b, **found})
 
     @server.tool(annotations=_RUNS)
@@ -357,7 +344,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         """Check a notebook: schema, parameters cell, one language, kernel, declared
         environment; with execute=true also run it and compare NBVAL_CHECK_OUTPUT cells."""
         target = where(path)
-        found = await _blocking(lambda: ex.validate(target, execute=execute))
+        found = await ws.call(lambda: ex.validate(target, execute=execute))
         return ws.answer({"path": path, **found})
 
     _add_image_resources(server, ws)

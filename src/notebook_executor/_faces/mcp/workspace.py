@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
@@ -23,6 +24,8 @@ from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
 from .paths import Root
 
 __all__ = ["Workspace", "tool_result"]
+
+T = TypeVar("T")
 
 #: What a tool result may take of the budget; the rest is for the JSON-RPC envelope.
 _ROOM = MAX_RESPONSE_CHARS - 200
@@ -60,6 +63,21 @@ class Workspace:
         with self._lock:
             self._secrets.update(found)
         return found
+
+    async def call(self, call: Callable[[], T]) -> T:
+        """``call()`` on a worker thread; the library's errors become tool errors."""
+        import anyio.to_thread
+
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except NotebookExecutorError as exc:
+            raise self.refusal(str(exc)) from None
+
+    def refusal(self, message: str) -> ToolError:
+        """A tool error whose message shows no secret value."""
+        with self._lock:
+            known = dict(self._secrets)
+        return ToolError(str(redact(message, known)))
 
     def answer(self, payload: dict[str, Any]) -> CallToolResult:
         """``payload`` redacted and cut to the budget, as structured content and JSON text."""
