@@ -176,6 +176,42 @@ def test_read_notebook_pages_cells(tmp_path: Path) -> None:
     anyio.run(scenario)
 
 
+def test_authoring_tools_change_one_cell_and_review_tools_compare_and_check(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "a.py", HELLO)
+    write(tmp_path, "b.py", HELLO)
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            inserted = structured(
+                await session.call_tool(
+                    "insert_cell",
+                    {"path": "b.py", "index": 1, "source": "# Notes", "cell_type": "markdown"},
+                )
+            )
+            assert inserted["cells_total"] == 4
+            stale = await session.call_tool(
+                "edit_cell", {"path": "b.py", "index": 2, "source": "pass", "expect": "nope"}
+            )
+            assert stale.is_error
+            structured(await session.call_tool("delete_cell", {"path": "b.py", "index": 3}))
+            changes = structured(await session.call_tool("diff", {"a": "a.py", "b": "b.py"}))
+            assert changes["identical"] is False
+            assert {cell["op"] for cell in changes["cells"]} == {"added", "removed"}
+            checked = structured(await session.call_tool("validate", {"path": "b.py"}))
+            assert checked["valid"] is True
+            write(tmp_path, "broken.py", "# %%\ndef f(:\n")
+            broken = structured(await session.call_tool("validate", {"path": "broken.py"}))
+            assert broken["valid"] is False
+            assert broken["problems"][0]["cell"] == 0
+        text = (tmp_path / "b.py").read_text(encoding="utf-8")
+        assert "# Notes" in text
+        assert "sb.glue" not in text
+
+    anyio.run(scenario)
+
+
 def test_cli_refuses_http_beyond_loopback_without_a_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
