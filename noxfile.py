@@ -44,3 +44,10 @@ def bench_catalog(session: nox.Session) -> None:
     """The run catalog against scrapbook (issue 3 targets); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_catalog.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_check(session: nox.Session) -> None:
+    """The check gate against pytest --nbmake, and large diffs (issue 15); not run by default."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/bench_check.py", *session.posargs)

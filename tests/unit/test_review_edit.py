@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 from pathlib import Path
@@ -43,9 +42,17 @@ def _copy(tmp_path: Path, name: str) -> Path:
 
 def _split(old: str, new: str) -> tuple[str, str]:
     """The longest common prefix and the longest common suffix of two texts."""
-    prefix = os.path.commonprefix([old, new])
-    suffix = os.path.commonprefix([old[::-1], new[::-1]])[::-1]
-    return prefix, suffix
+    return old[: _common(old, new)], old[len(old) - _common(old[::-1], new[::-1]) :]
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (character by character)."""
+    size = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        size += 1
+    return size
 
 
 def _assert_untouched(path: Path, old: str, new: str, before: Any, kept: range, tail: int) -> None:
@@ -312,3 +319,25 @@ def test_jupytext_reads_edited_files_as_our_reader_does(tmp_path: Path) -> None:
     nb = edit_cell(path, 2, "y = 3")
     theirs = jupytext.read(path, fmt="py:percent")
     assert _shape(theirs) == _shape(nb)
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_an_edit_undone_gives_back_the_same_bytes(tmp_path: Path, name: str) -> None:
+    path = _copy(tmp_path, name)
+    original = path.read_bytes()
+    cells = read_notebook(path).cells
+    for index in range(1 if "logbook" in name else 0, len(cells)):
+        edit_cell(path, index, "changed = True", expect=cells[index].source)
+        edit_cell(path, index, cells[index].source, expect="changed = True")
+        assert path.read_bytes() == original
+
+
+@pytest.mark.parametrize("name", ["unit_basic.py", "unit_basic.md", "unit_myst.md"])
+def test_windows_line_ends_are_kept(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes((DATA / name).read_bytes().replace(b"\n", b"\r\n"))
+    nb = insert_cell(path, 2, "a = 1\nb = 2")
+    nb = edit_cell(path, 3, "c = 3\nd = 4")
+    assert [c.source for c in nb.cells[2:4]] == ["a = 1\nb = 2", "c = 3\nd = 4"]
+    data = path.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"")

@@ -179,7 +179,7 @@ def diff_cells(
     pairs = _pairs(cells_a, cells_b)
     paired_a = {i for i, _ in pairs}
     paired_b = {j for _, j in pairs}
-    changes: list[tuple[tuple[int, int], dict[str, Any]]] = []
+    changes: list[tuple[tuple[float, int], dict[str, Any]]] = []
     for i, j in pairs:
         a, b = cells_a[i], cells_b[j]
         source_changed = a.source != b.source or a.cell_type != b.cell_type
@@ -195,10 +195,10 @@ def diff_cells(
     for j, b in enumerate(cells_b):
         if j not in paired_b:
             changed = outputs and bool(b.get("outputs"))
-            # An added cell sorts after the cell of ``a`` it follows.
-            after = max((i for i, jj in pairs if jj < j), default=-1)
-            changes.append(((after, j), _change("added", None, j, None, b, changed, labels)))
-    changes.sort(key=lambda item: (item[0][0], item[0][1]))
+            # An added cell sorts just before the next matched cell of ``a``.
+            before = min((i for i, jj in pairs if jj > j), default=len(cells_a))
+            changes.append(((before - 0.5, j), _change("added", None, j, None, b, changed, labels)))
+    changes.sort(key=lambda item: item[0])
     metadata_changed = _metadata(nb_a) != _metadata(nb_b)
     return {
         "identical": not changes and not metadata_changed,

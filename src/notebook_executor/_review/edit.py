@@ -412,13 +412,15 @@ def _change_text(
     if request.op == "edit":
         # Blank lines that open the cell's span (before a MyST markdown cell) stay.
         middle = _leading_blank(lines[start:end])
+    # A file with Windows line ends keeps them in the new text too.
+    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     if new_cell is not None:
-        body = renderer.cell_text(previous, new_cell)
+        body = renderer.cell_text(previous, new_cell).replace("\n", eol)
         if before and not before[-1].endswith(("\n", "\r")):
-            before[-1] += "\n"
+            before[-1] += eol
         if request.op == "insert" and previous is not None:
             blanks, _ = renderer.joint(previous, new_cell)
-            before += ["\n"] * max(0, blanks - len(_trailing_blank(before)))
+            before += [eol] * max(0, blanks - len(_trailing_blank(before)))
         middle = [*middle, body]
         tail_blanks = _trailing_blank(lines[start:end]) if request.op == "edit" else []
         joined = new_cell
@@ -428,9 +430,10 @@ def _change_text(
     if following is not None:
         blanks, marker = renderer.joint(joined, following)
         have = len(tail_blanks) if new_cell is not None else len(_trailing_blank(before))
-        gap = ["\n"] * max(0, blanks - have)
+        have += len(_leading_blank(after))
+        gap = [eol] * max(0, blanks - have)
         if marker and not _starts_with(after, marker):
-            gap.append(marker)
+            gap.append(marker.replace("\n", eol))
         if new_cell is not None:
             middle += tail_blanks + gap
         else:
@@ -442,7 +445,7 @@ def _change_text(
     elif tail_blanks:
         middle += tail_blanks
     elif request.op == "edit" and end == len(lines) and not lines[-1].endswith(("\n", "\r")):
-        middle[-1] = middle[-1].rstrip("\n")
+        middle[-1] = middle[-1].rstrip("\r\n")
     return "".join(before + middle + after)
 
 

@@ -32,8 +32,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError, NotebookSourceError
-from .._run.parameters import INJECTED_TAG, PARAMETERS_TAG, declared_parameters
+from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._run.parameters import (
+    INJECTED_TAG,
+    PARAMETERS_TAG,
+    declared_parameters,
+    parameters_cell_index,
+)
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
@@ -83,6 +88,8 @@ def validate_notebook(
     from .._run.sources import format_for, load_source
 
     options = dict(options or {})
+    if "output_path" in options:
+        raise NotebookExecutorError("validate does not take output_path (its run is not kept)")
     shown = os.fspath(path)
     problems: list[Problem] = []
     try:
@@ -316,7 +323,11 @@ def _run_problems(
     from .._run.runner import run_plan
 
     options = {k: v for k, v in options.items() if k != "kernel_name"}
-    planned = plan(path, output_path=None, **options)
+    options.setdefault("parameters", None)
+    try:
+        planned = plan(path, output_path=None, **options)
+    except (ParameterError, NotebookSourceError) as exc:
+        return [_problem(parameters_cell_index(nb), "error", f"cannot run: {exc}")]
     job_cells = [
         i
         for i, cell in enumerate(planned.nb.cells)
@@ -364,7 +375,7 @@ def _run_problems(
         if cell.get("execution_count") is None:
             continue
         stored = nb.cells[index].get("outputs")
-        if stored is None or not (stored or "outputs" in nb.cells[index]):
+        if stored is None or Path(path).suffix.lower() != ".ipynb":
             problems.append(
                 _problem(
                     index,
