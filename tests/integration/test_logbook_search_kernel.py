@@ -18,6 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
+import yaml
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
 
@@ -66,7 +67,7 @@ def canonical(tmp_path: Path) -> Path:
 
 
 def test_canonical_logbook_prints_the_value(executor: NotebookExecutor, canonical: Path) -> None:
-    result = executor.execute(canonical, parameters={"name": "Richard"})
+    result = executor.execute(canonical, parameters={"name": "Richard"}, request="greet Richard")
     assert result["status"] == "success", result
     assert _stdout(result) == "Hello, Richard!\n"
     nb = nbformat.read(result["output_path"], as_version=4)
@@ -74,6 +75,11 @@ def test_canonical_logbook_prints_the_value(executor: NotebookExecutor, canonica
     record = Path(result["output_path"]).with_suffix(".md").read_text(encoding="utf-8")
     assert 'print("Hello, Richard!")' in record
     assert "Hello, {name}" not in record
+    front = yaml.safe_load(record.split("---\n")[1])
+    assert front["parameters"] == {"name": "Richard"}
+    assert front["user_request"] == "greet Richard"
+    assert front["executed_at"] == result["started_at"]
+    assert front["uuid"] == nb.metadata["notebook_executor"]["uuid"]
 
 
 def test_canonical_logbook_from_the_command_line(canonical: Path, tmp_path: Path) -> None:
