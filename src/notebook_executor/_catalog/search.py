@@ -173,8 +173,19 @@ def clear_index(conn: sqlite3.Connection, run_ids: Iterable[str] | None = None) 
 
 
 def check_index(conn: sqlite3.Connection) -> None:
-    """Raise ``sqlite3.Error`` when the index is damaged (FTS5's own integrity check)."""
-    conn.execute("INSERT INTO run_text (run_text) VALUES ('integrity-check')")
+    """Raise ``sqlite3.Error`` when the index is damaged (FTS5's own integrity check).
+
+    The check is written as an insert, so it waits for the write lock: when another process
+    holds it past the busy timeout the index cannot be checked and is taken as sound (moving
+    a sound catalog aside would be worse than one more failed attempt).
+    """
+    try:
+        conn.execute("INSERT INTO run_text (run_text) VALUES ('integrity-check')")
+    except sqlite3.OperationalError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        busy = code & 0xFF in (5, 6) if isinstance(code, int) else "locked" in str(exc)
+        if not busy:  # SQLITE_BUSY, SQLITE_LOCKED
+            raise
 
 
 # -- queries -----------------------------------------------------------------------------------
