@@ -18,6 +18,7 @@ from typing import Any
 
 import nbformat
 import pytest
+import yaml
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
 
@@ -66,7 +67,7 @@ def canonical(tmp_path: Path) -> Path:
 
 
 def test_canonical_logbook_prints_the_value(executor: NotebookExecutor, canonical: Path) -> None:
-    result = executor.execute(canonical, parameters={"name": "Richard"})
+    result = executor.execute(canonical, parameters={"name": "Richard"}, request="greet Richard")
     assert result["status"] == "success", result
     assert _stdout(result) == "Hello, Richard!\n"
     nb = nbformat.read(result["output_path"], as_version=4)
@@ -74,6 +75,11 @@ def test_canonical_logbook_prints_the_value(executor: NotebookExecutor, canonica
     record = Path(result["output_path"]).with_suffix(".md").read_text(encoding="utf-8")
     assert 'print("Hello, Richard!")' in record
     assert "Hello, {name}" not in record
+    front = yaml.safe_load(record.split("---\n")[1])
+    assert front["parameters"] == {"name": "Richard"}
+    assert front["user_request"] == "greet Richard"
+    assert front["executed_at"] == result["started_at"]
+    assert front["uuid"] == nb.metadata["notebook_executor"]["uuid"]
 
 
 def test_canonical_logbook_from_the_command_line(canonical: Path, tmp_path: Path) -> None:
@@ -175,3 +181,30 @@ def test_search_finds_runs_on_real_kernels(tmp_path: Path) -> None:
     assert bare.returncode == 2
     assert bare.stdout == ""
     assert "malformed search query" in bare.stderr
+
+
+def test_example_logbook_from_the_command_line(tmp_path: Path) -> None:
+    example = ROOT / "notebooks" / "logbook_placeholders.md"
+    environ = {k: v for k, v in os.environ.items() if k != "GREETING_TOKEN"}
+    args = [*MODULE, "run", str(example), "-p", "name", "Ada", "--json", "--runs-dir", "runs"]
+    missing = subprocess.run(args, cwd=tmp_path, env=environ, capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert missing.stdout == ""
+    assert "GREETING_TOKEN" in missing.stderr
+    assert not (tmp_path / "runs").exists()
+    token = "cli-token-Wd83-value"
+    done = subprocess.run(
+        args,
+        cwd=tmp_path,
+        env={**environ, "GREETING_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["scraps"] == {"greeting": "Hello, Ada!"}
+    assert token not in done.stdout
+    for path in (tmp_path / "runs").rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path

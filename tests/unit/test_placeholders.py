@@ -80,6 +80,25 @@ def test_magics_are_skipped_and_the_rest_substituted() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        'files = !echo "{name}"',
+        '%%bash\necho "{name}"',
+        '\n%%script sh\necho "{name}"',
+        '%sx echo "{name}"',
+    ],
+)
+def test_shell_text_is_never_substituted(source: str) -> None:
+    # Python escaping cannot make a value safe in a shell command: such literals stay as written.
+    assert substitute_in_code(source, {"name": "$(touch pwned)"}) == source
+
+
+def test_a_string_holding_a_percent_line_is_still_python() -> None:
+    source = 'print("""\n%d {name}\n""")'
+    assert substitute_in_code(source, {"name": "x"}) == 'print("""\n%d x\n""")'
+
+
 def test_named_unicode_escape_is_not_a_placeholder() -> None:
     source = 'print("\\N{DASH}", "\\\\N{DASH}")'
     assert substitute_in_code(source, {"DASH": "x"}) == 'print("\\N{DASH}", "\\\\Nx")'

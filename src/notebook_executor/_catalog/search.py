@@ -68,6 +68,8 @@ SCHEMA = (
 
 _SNIPPET_TOKENS = 12
 _MARK = "**"
+#: Best first; equal scores newest indexed first.
+_BEST = " ORDER BY rank, rid DESC"
 
 
 # -- what is indexed ---------------------------------------------------------------------------
@@ -171,8 +173,19 @@ def clear_index(conn: sqlite3.Connection, run_ids: Iterable[str] | None = None) 
 
 
 def check_index(conn: sqlite3.Connection) -> None:
-    """Raise ``sqlite3.Error`` when the index is damaged (FTS5's own integrity check)."""
-    conn.execute("INSERT INTO run_text (run_text) VALUES ('integrity-check')")
+    """Raise ``sqlite3.Error`` when the index is damaged (FTS5's own integrity check).
+
+    The check is written as an insert, so it waits for the write lock: when another process
+    holds it past the busy timeout the index cannot be checked and is taken as sound (moving
+    a sound catalog aside would be worse than one more failed attempt).
+    """
+    try:
+        conn.execute("INSERT INTO run_text (run_text) VALUES ('integrity-check')")
+    except sqlite3.OperationalError as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        busy = code & 0xFF in (5, 6) if isinstance(code, int) else "locked" in str(exc)
+        if not busy:  # SQLITE_BUSY, SQLITE_LOCKED
+            raise
 
 
 # -- queries -----------------------------------------------------------------------------------
@@ -275,18 +288,28 @@ def search(
     ``where`` and ``values`` filter the ``runs`` table (a ``WHERE`` clause as
     :func:`notebook_executor._catalog.sql.filters` builds it, or empty).
     """
-    condition = where.replace(" WHERE ", " AND ", 1) if where else ""
     weights = ", ".join(str(weight) for weight in _WEIGHTS)
+    ranked = (
+        f"SELECT rowid AS rid, bm25(run_text, {weights}) AS rank FROM run_text "
+        "WHERE run_text MATCH ?"
+    )
+    if where:
+        # Filtered: every hit joined with its row, then the best kept.
+        source, tail = f"({ranked})", where + _BEST + " LIMIT ?"
+        arguments = [expression, *values, limit]
+    else:
+        # Unfiltered: FTS5 keeps the best while it ranks; only those are joined (twice as fast
+        # for a word found in every run).
+        source, tail = f"({ranked} ORDER BY rank, rid DESC LIMIT ?)", _BEST
+        arguments = [expression, limit]
     sql = (
-        f"SELECT runs.run_id, notebook, status, started_at, rid, rank FROM "
-        f"(SELECT rowid AS rid, bm25(run_text, {weights}) AS rank FROM run_text "
-        "WHERE run_text MATCH ?) AS hits "
+        "SELECT runs.run_id, notebook, status, started_at, rid, rank FROM "
+        f"{source} AS hits "
         "JOIN run_text_keys ON run_text_keys.id = hits.rid "
-        "JOIN runs ON runs.run_id = run_text_keys.run_id "
-        "WHERE 1" + condition + " ORDER BY rank, started_at DESC, runs.run_id DESC LIMIT ?"
+        "JOIN runs ON runs.run_id = run_text_keys.run_id" + tail
     )
     try:
-        rows = conn.execute(sql, [expression, *values, limit]).fetchall()
+        rows = conn.execute(sql, arguments).fetchall()
         places = _best_places(conn, expression, [row[4] for row in rows])
         hits = []
         for run_id, notebook, status, started_at, rid, rank in rows:

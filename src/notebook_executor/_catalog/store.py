@@ -22,9 +22,14 @@ truncated file) is moved aside as ``catalog.sqlite.corrupt-<timestamp>`` and reb
 fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. No
 raw ``sqlite3`` error leaves this module.
 
+Full-text search: a run's texts (request, parameters, narrative, code, outputs, errors,
+scraps), read from its run file as written (so redacted), are indexed in the same transaction
+as its finished row, and rebuilt by :meth:`Catalog.reindex`; :meth:`Catalog.search` queries
+them.
+
 This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
-record <-> row conversion in ``rows``, and the lock files and process checks in
-``liveness``.
+record <-> row conversion in ``rows``, the full-text index in ``search``, and the lock files
+and process checks in ``liveness``.
 """
 
 from __future__ import annotations
@@ -146,15 +151,9 @@ class Catalog:
         """
         row = row_from_record(record)
         texts = run_texts(record, self._run_cells(row["run_id"]))
-
-        def store(conn: sqlite3.Connection) -> None:
-            with write(conn):
-                conn.execute(UPSERT, row)
-                index_runs(conn, [(row["run_id"], texts)])
-
         with self._mutex:
             try:
-                self._with_connection(store)
+                self._with_connection(lambda conn: _store(conn, row, texts))
             finally:
                 self._locks.release(row["run_id"])
 
@@ -232,14 +231,8 @@ class Catalog:
             mark_interrupted(row)
             self._locks.forget(row["run_id"])
         texts = run_texts(record, cells)
-
-        def store(conn: sqlite3.Connection) -> None:
-            with write(conn):
-                conn.execute(UPSERT, row)
-                index_runs(conn, [(row["run_id"], texts)])
-
         with self._mutex:
-            self._with_connection(store, create=False)
+            self._with_connection(lambda conn: _store(conn, row, texts), create=False)
         return result(row)
 
     def collect_outputs(self, run_id: str) -> dict[str, Any]:
@@ -475,6 +468,13 @@ class Catalog:
                     (run_id,),
                 )
         self._locks.forget(run_id)
+
+
+def _store(conn: sqlite3.Connection, row: Mapping[str, Any], texts: Mapping[str, str]) -> None:
+    """Upsert a run's row and replace its full-text index, in one transaction."""
+    with write(conn):
+        conn.execute(UPSERT, row)
+        index_runs(conn, [(row["run_id"], texts)])
 
 
 def _describe(exc: BaseException) -> str:

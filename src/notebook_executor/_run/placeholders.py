@@ -10,7 +10,9 @@ run, each ``{name}`` (``name`` a declared parameter) is replaced:
 
 Left alone: f-strings (there ``{name}`` already reads the injected variable), everything outside
 string literals, doubled braces (``{{name}}``), ``\\N{NAME}`` escapes, names that are not
-parameters, and code cells that do not tokenize (the kernel reports their syntax error).
+parameters, literals on IPython magic and shell lines and in cell-magic cells (shell text, which
+Python escaping cannot make safe), and code cells that do not tokenize (the kernel reports
+their syntax error).
 
 Per literal:
 
@@ -99,6 +101,8 @@ def substitute_in_code(source: str, texts: Mapping[str, str], *, cell_index: int
     position = 0
     for (row, col), (end_row, end_col), text in tokens:
         begin, end = starts[row - 1] + col, starts[end_row - 1] + end_col
+        if source[begin:end] != text:  # tokenized with magic lines blanked: not this text
+            continue
         replaced = _substitute_literal(text, pattern, texts, cell_index)
         if replaced != text:
             pieces += [source[position:begin], replaced]
@@ -118,35 +122,48 @@ _Span = tuple[tuple[int, int], tuple[int, int], str]
 
 
 def _string_tokens(source: str) -> list[_Span]:
-    """The plain string literal tokens of ``source`` (f-string parts excluded).
+    """The plain string literal tokens of ``source`` that are Python.
 
-    IPython magics and shell escapes are not Python: their lines are blanked first (keeping
-    every position), so the rest still tokenizes. A cell that does not tokenize has none.
+    Left out: f-string parts; a cell magic's cell (``%%bash``...); literals on a line that is
+    an IPython magic or shell escape (``%...``, ``!...``) or holds one (``files = !ls "x"``):
+    there a literal is shell text, which Python escaping cannot make safe. A cell that does not
+    tokenize, even with those lines blanked, has none.
     """
     lines = io.StringIO(source).readlines() or [""]
-    blanked = "".join(
-        "\n" if line.lstrip().startswith(("%", "!")) and line.endswith("\n") else line
-        for line in lines
-    )
-    if blanked != source and not lines[-1].endswith("\n"):
-        last = lines[-1]
-        if last.lstrip().startswith(("%", "!")):
-            blanked = blanked[: len(blanked) - len(last)]
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if first.startswith("%%"):
+        return []
+    magic = {number for number, line in enumerate(lines, 1) if _is_magic(line)}
+    blanked = "".join("\n" if number in magic else line for number, line in enumerate(lines, 1))
+    for text in (source, blanked):
+        try:
+            return _python_strings(text, magic)
+        except (tokenize.TokenError, SyntaxError):
+            continue
+    return []
+
+
+def _is_magic(line: str) -> bool:
+    return line.lstrip().startswith(("%", "!"))
+
+
+def _python_strings(text: str, skipped_rows: set[int]) -> list[_Span]:
     found: list[_Span] = []
+    shell_rows: set[int] = set()
     depth = 0  # inside an f-string (Python 3.12 splits them into several tokens)
     fstring_start = getattr(tokenize, "FSTRING_START", None)
     fstring_end = getattr(tokenize, "FSTRING_END", None)
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(blanked).readline):
-            if token.type == fstring_start:
-                depth += 1
-            elif token.type == fstring_end:
-                depth -= 1
-            elif token.type == tokenize.STRING and depth == 0:
-                found.append((token.start, token.end, token.string))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return []
-    return found
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == fstring_start:
+            depth += 1
+        elif token.type == fstring_end:
+            depth -= 1
+        elif depth == 0 and token.string == "!":  # IPython's ``x = !command``
+            shell_rows.add(token.start[0])
+        elif token.type == tokenize.STRING and depth == 0:
+            found.append((token.start, token.end, token.string))
+    skipped = skipped_rows | shell_rows
+    return [span for span in found if span[0][0] not in skipped]
 
 
 def _substitute_literal(
