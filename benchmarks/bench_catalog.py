@@ -4,9 +4,13 @@
    the real executor and real kernels.
 2. Clones those run files into ``--runs`` runs (new run ids, uuids and start times spread over
    30 days), as the executor would have written them.
-3. Times: building the catalog from the files, an explicit ``reindex``, ``scraps()`` over every
-   run, opening the catalog, the cost ``begin`` + ``finish`` add to one run, and scrapbook
-   reading a ``--subset`` of the same files into the same DataFrame (scaled to all runs).
+3. Times: building the catalog from the files, an explicit ``reindex`` (with and without the
+   full-text index), ``scraps()`` over every run, opening the catalog, the cost ``begin`` +
+   ``finish`` add to one run (and what the full-text index adds to it), and scrapbook reading a
+   ``--subset`` of the same files into the same DataFrame (scaled to all runs).
+4. Full-text search: the median time of ``search()`` over every run for queries from rare (one
+   run) to common (every run), and the catalog's size per 1,000 runs with and without the
+   index (both vacuumed).
 
 Usage::
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from notebook_executor import NotebookExecutor
+from notebook_executor._catalog import store as _store
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._run import records as _records
 from notebook_executor._times import iso
@@ -41,6 +47,25 @@ TARGET_SCRAPS_SECONDS = 0.2
 TARGET_SPEEDUP = 500.0
 TARGET_INDEX_MS = 5.0
 TARGET_REINDEX_SECONDS = 60.0
+TARGET_SEARCH_MS = 50.0
+TARGET_FULL_TEXT_MS = 2.0
+#: Requests the cloned runs carry, so the index holds varied text (a word per run, too).
+REQUESTS = (
+    "weekly check of station {station}",
+    "compare the vibration spectrum after the {station} repair",
+    "rerun with the new calibration table for {station}",
+    "investigate the drift reported on {station}",
+)
+#: (label, query): from a word in one run to words in every run.
+QUERIES = (
+    ("rare word (1 run)", "token{rare:08x}"),
+    ("station id (1% of runs)", "KX-17"),
+    ("phrase (25%)", '"vibration spectrum"'),
+    ("prefix (25%)", "calib*"),
+    ("two words (25%)", "drift station"),
+    ("OR (50%)", "drift OR calibration"),
+    ("common word (every run)", "DataFrame"),
+)
 
 
 def real_runs(workdir: Path) -> list[Path]:
@@ -64,8 +89,12 @@ def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
         started = start + index * step
         run_id = f"{started:%Y%m%dT%H%M%S}Z-dataframe-{index:08x}"
         path = _records.run_notebook_path(runs_dir, run_id)
+        station = f"KX-{index % 100}"
         clone = {
             **record,
+            "request": REQUESTS[index % len(REQUESTS)].format(station=station)
+            + f" token{index:08x}",
+            "parameters": {**record["parameters"], "station": station},
             "run_id": run_id,
             "uuid": str(uuid.uuid4()),
             "started_at": iso(started),
@@ -119,15 +148,33 @@ def best_of(repeat: int, action: Callable[[], Any]) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
-def indexing_cost(runs_dir: Path, template: Path, samples: int) -> list[float]:
-    """Seconds that begin + finish add to each of ``samples`` runs, in a full catalog."""
-    record = json.loads(template.read_text(encoding="utf-8"))["metadata"]["notebook_executor"]
+def without_full_text() -> Any:
+    """The catalog as it was before the full-text index: rows only (for comparisons)."""
+    from unittest import mock
+
+    return mock.patch.multiple(
+        _store,
+        index_runs=lambda conn, runs: None,
+        run_texts=lambda record, cells: {},
+        clear_index=lambda conn, run_ids=None: None,
+    )
+
+
+def indexing_cost(runs_dir: Path, template: Path, samples: int, tag: str) -> list[float]:
+    """Seconds that begin + finish add to each of ``samples`` runs, in a full catalog. Each
+    run has its run file, as it would (finish indexes its text from there)."""
+    notebook = json.loads(template.read_text(encoding="utf-8"))
+    record = notebook["metadata"]["notebook_executor"]
     costs = []
     with Catalog(runs_dir) as catalog:
         catalog.runs(limit=1)  # open outside the timing, as a long-lived executor would
         for index in range(samples):
-            run_id = f"20270101T000000Z-indexing-{index:08x}"
+            run_id = f"20270101T000000Z-indexing{tag}-{index:08x}"
             final = {**record, "run_id": run_id, "uuid": str(uuid.uuid4())}
+            path = _records.run_notebook_path(runs_dir, run_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with_record = {**notebook["metadata"], "notebook_executor": final}
+            path.write_text(json.dumps({**notebook, "metadata": with_record}), encoding="utf-8")
             running = {k: v for k, v in final.items() if k not in _FINAL_KEYS}
             running["status"] = "running"
             began = time.perf_counter()
@@ -147,6 +194,42 @@ _FINAL_KEYS = {
 }
 
 
+def search_times(runs_dir: Path, count: int, repeat: int) -> list[tuple[str, float, int]]:
+    """(label, median seconds, hits) of each query in QUERIES, on an open catalog."""
+    measured = []
+    with Catalog(runs_dir) as catalog:
+        catalog.search("warm")  # open outside the timing
+        for label, query in QUERIES:
+            query = query.format(rare=count // 2)
+            hits = len(catalog.search(query))
+
+            def run(query: str = query) -> Any:
+                return catalog.search(query)
+
+            _, median = best_of(repeat, run)
+            measured.append((label, median, hits))
+    return measured
+
+
+def catalog_sizes(runs_dir: Path, scratch: Path) -> tuple[int, int]:
+    """Bytes of the catalog with and without the full-text index, each vacuumed."""
+    sizes = []
+    for drop in (False, True):
+        copy = scratch / f"size-{drop}.sqlite"
+        source = sqlite3.connect(runs_dir / _store.CATALOG_NAME)
+        target = sqlite3.connect(copy)
+        source.backup(target)
+        source.close()
+        if drop:
+            target.execute("DROP TABLE run_text")
+            target.execute("DROP TABLE run_text_keys")
+        target.execute("VACUUM")
+        target.close()
+        sizes.append(copy.stat().st_size)
+        copy.unlink()
+    return sizes[0], sizes[1]
+
+
 def check_same_frame(ours: Any, theirs: Any) -> str:
     import pandas as pd
 
@@ -163,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10_000, help="runs in the catalog")
     parser.add_argument("--subset", type=int, default=1_000, help="runs scrapbook reads")
     parser.add_argument("--samples", type=int, default=300, help="runs timed for indexing cost")
+    parser.add_argument("--repeat", type=int, default=21, help="timings per search query")
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temp dir)")
     args = parser.parse_args(argv)
 
@@ -185,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
         build, _ = timed(lambda: catalog.runs(limit=1))  # a missing catalog is built on open
         reindex, count = timed(catalog.reindex)
         assert count == args.runs, count
+        with without_full_text():
+            reindex_rows, _ = timed(catalog.reindex)
+        catalog.reindex()
         scraps_best, scraps_median = best_of(5, catalog.scraps)
         ours = catalog.scraps()
         assert len(ours) == args.runs
@@ -206,10 +293,16 @@ def main(argv: list[str] | None = None) -> int:
         sb_scaled = sb_seconds * args.runs / len(subset_paths)
         same = check_same_frame(ours, theirs)
 
-        costs = indexing_cost(runs_dir, templates[0], args.samples)
+        searches = search_times(runs_dir, args.runs, args.repeat)
+        with_index, without_index = catalog_sizes(runs_dir, workdir)
+
+        costs = indexing_cost(runs_dir, templates[0], args.samples, "a")
+        with without_full_text():
+            bare_costs = indexing_cost(runs_dir, templates[0], args.samples, "b")
         costs_ms = sorted(c * 1000 for c in costs)
         index_mean = statistics.fmean(costs_ms)
         index_p95 = costs_ms[int(len(costs_ms) * 0.95) - 1]
+        full_text_ms = index_mean - statistics.fmean(c * 1000 for c in bare_costs)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -218,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = args.runs / 10_000
     rows = [
         ("build catalog from files (missing catalog)", f"{build:.2f} s", ""),
+        (f"reindex {args.runs} runs, rows only (no full-text)", f"{reindex_rows:.2f} s", ""),
         (
             f"reindex {args.runs} runs",
             f"{reindex:.2f} s",
@@ -257,7 +351,38 @@ def main(argv: list[str] | None = None) -> int:
             f"{index_mean:.2f} ms (p95 {index_p95:.2f})",
             _verdict(index_mean <= TARGET_INDEX_MS, f"<= {TARGET_INDEX_MS:g} ms"),
         ),
+        (
+            "  of which the full-text index (mean difference)",
+            f"{full_text_ms:.2f} ms",
+            _verdict(full_text_ms <= TARGET_FULL_TEXT_MS, f"<= {TARGET_FULL_TEXT_MS:g} ms"),
+        ),
+        (
+            "catalog size per 1,000 runs, with full-text index",
+            f"{with_index / 1e6 / (args.runs / 1000):.2f} MB",
+            "",
+        ),
+        (
+            "catalog size per 1,000 runs, without",
+            f"{without_index / 1e6 / (args.runs / 1000):.2f} MB",
+            "",
+        ),
     ]
+    rows += [
+        (
+            f"search {label}, {hits} hits (median of {args.repeat})",
+            f"{median * 1000:.1f} ms",
+            _verdict(median * 1000 <= TARGET_SEARCH_MS, f"<= {TARGET_SEARCH_MS:g} ms"),
+        )
+        for label, median, hits in searches
+    ]
+    overall = statistics.median(median for _, median, _ in searches)
+    rows.append(
+        (
+            f"search over {args.runs} runs, median of the queries",
+            f"{overall * 1000:.1f} ms",
+            _verdict(overall * 1000 <= TARGET_SEARCH_MS, f"<= {TARGET_SEARCH_MS:g} ms"),
+        )
+    )
     width = max(len(r[0]) for r in rows)
     value_width = max(len(r[1]) for r in rows)
     print()

@@ -153,6 +153,8 @@ class NotebookExecutor:
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        on_cell: Callable[[int, int], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> dict[str, Any]:
         """Run one notebook and return its result dict.
 
@@ -183,6 +185,14 @@ class NotebookExecutor:
             or scrap that holds one where text search cannot reach (an image's bytes, a
             DataFrame) is withheld. Values shorter than 6 characters are not searched for
             (they would damage ordinary text); the record lists them and a warning is logged.
+        on_cell : callable, optional
+            Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
+            counting the code cells that run (the injected parameters cell included). Called
+            from the engine's thread; what it raises is logged and ignored.
+        cancel : threading.Event, optional
+            Set it from another thread to cancel the run: the kernel is stopped, the run is
+            recorded with ``error_kind`` ``"cancelled"`` and :class:`RunCancelled
+            <notebook_executor.engine.RunCancelled>` (a ``KeyboardInterrupt``) is raised here.
 
         Raises
         ------
@@ -211,12 +221,13 @@ class NotebookExecutor:
         if isinstance(self._engine, SupportsPrestart):
             self._engine.prestart(plan.job)
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
+        plan.job.cancel = cancel
         progress = self.progress
         if self.log_output:
             plan.job.on_output = output_printer(plan.secrets)
             progress = progress or False  # a bar between outputs helps nobody
-        with cell_progress(cells, Path(plan.notebook).name, progress) as on_cell:
-            plan.job.on_cell = on_cell
+        with cell_progress(cells, Path(plan.notebook).name, progress) as bar:
+            plan.job.on_cell = _cell_hook(bar, on_cell, cells)
             return self._run(plan)
 
     def execute_many(
@@ -484,6 +495,32 @@ class NotebookExecutor:
         )
         return frame
 
+    def search(
+        self,
+        query: str,
+        *,
+        notebook: PathLike | None = None,
+        status: str | None = None,
+        since: Any = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
+        """Full-text search over every run record; hits best first, one per run.
+
+        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
+        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
+        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
+        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
+        Filters as in :meth:`runs`.
+
+        Raises
+        ------
+        NotebookExecutorError
+            The query is malformed (an unbalanced quote, a bare ``AND``...).
+        """
+        return self._open_catalog().search(
+            query, notebook=notebook, status=status, since=since, limit=limit
+        )
+
     def reindex(self) -> int:
         """Rebuild the catalog from the run files; return the number of runs indexed."""
         return self._open_catalog().reindex()
@@ -521,6 +558,24 @@ class NotebookExecutor:
             getattr(self._open_catalog(), method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+
+
+def _cell_hook(
+    bar: Callable[[int], None] | None, hook: Callable[[int, int], None] | None, total: int
+) -> Callable[[int], None] | None:
+    """The engine's per-cell callback: the progress bar's, the caller's ``(done, total)``, both."""
+    if hook is None:
+        return bar
+    done = 0
+
+    def on_cell(index: int) -> None:
+        nonlocal done
+        done += 1
+        if bar is not None:
+            bar(index)
+        hook(done, total)
+
+    return on_cell
 
 
 def _run_all(

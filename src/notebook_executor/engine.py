@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import threading
+
     from nbformat import NotebookNode
 
 __all__ = [
@@ -84,6 +86,9 @@ class RunJob:
     #: Called with a code cell's index each time one completes (from the engine's thread);
     #: for progress display only. Engines call :meth:`cell_done`, not this.
     on_cell: Callable[[int], None] | None = None
+    #: Set (from any thread) to cancel the run: the engine stops its kernel and raises
+    #: :class:`RunCancelled`, as on Ctrl-C. An engine that does not honour it runs to the end.
+    cancel: threading.Event | None = None
     #: Called with a code cell's index and each output (an nbformat output dict: ``stream``,
     #: ``execute_result``, ``display_data`` or ``error``) as it arrives from the kernel, from
     #: the engine's thread; for live display only (``--log-output``): what it raises is
@@ -147,9 +152,9 @@ class RunCancelled(KeyboardInterrupt):
 class Engine(Protocol):
     """Runs one job and reports what happened; never raises for a failure in the notebook.
 
-    The one exception is Ctrl-C: the engine stops its kernel and raises :class:`RunCancelled`
-    carrying the partial outcome. ``run`` may be called from several threads at once
-    (:meth:`~notebook_executor.NotebookExecutor.execute_many`).
+    The one exception is Ctrl-C (or the job's ``cancel`` event): the engine stops its kernel
+    and raises :class:`RunCancelled` carrying the partial outcome. ``run`` may be called from
+    several threads at once (:meth:`~notebook_executor.NotebookExecutor.execute_many`).
 
     Two hooks are optional, each a protocol of its own so that an engine has either, both or
     neither: :class:`SupportsPrepare` (a head start before any run is known) and

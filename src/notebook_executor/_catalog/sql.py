@@ -1,7 +1,8 @@
 """The catalog's SQLite side: the ``runs`` table, its statements, transactions and filters.
 
 One table, one row per run (see :mod:`notebook_executor._catalog.rows` for what a row holds),
-indexed by start time, notebook name and status. ``PRAGMA user_version`` holds
+indexed by start time, notebook name and status, plus the full-text index of
+:mod:`notebook_executor._catalog.search`. ``PRAGMA user_version`` holds
 :data:`SCHEMA_VERSION`; an older catalog is dropped and rebuilt, a newer one refused. Every
 write is one short ``BEGIN IMMEDIATE`` transaction (:func:`write`), so a busy database waits
 out its busy timeout instead of failing on a read-to-write upgrade.
@@ -20,6 +21,7 @@ from typing import Any
 from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
 from .._times import iso, parse_time
+from . import search as _search
 from .rows import STATUSES
 
 __all__ = [
@@ -36,7 +38,8 @@ __all__ = [
     "write",
 ]
 
-#: Bumped whenever the table changes; an older catalog is rebuilt from the run files.
+#: Bumped whenever the tables change; an older catalog is rebuilt from the run files.
+#: 2: the full-text index (:mod:`notebook_executor._catalog.search`) and ``output_cut``.
 SCHEMA_VERSION = 2
 
 _COLUMNS = (
@@ -80,6 +83,7 @@ _SCHEMA = (
     "CREATE INDEX runs_by_start ON runs (started_at, run_id)",
     "CREATE INDEX runs_by_name ON runs (notebook_name, started_at)",
     "CREATE INDEX runs_by_status ON runs (status, started_at)",
+    *_search.SCHEMA,
 )
 # A "running" record never replaces a finished row: begin, finish and reindex may land in any
 # order when several processes share the catalog.
@@ -191,6 +195,7 @@ def healthy(path: Path) -> bool:
                 return False
             if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs LIMIT 0")
+                _search.check_index(conn)
             return True
         finally:
             conn.close()

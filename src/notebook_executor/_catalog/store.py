@@ -22,9 +22,14 @@ truncated file) is moved aside as ``catalog.sqlite.corrupt-<timestamp>`` and reb
 fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. No
 raw ``sqlite3`` error leaves this module.
 
+Full-text search: a run's texts (request, parameters, narrative, code, outputs, errors,
+scraps), read from its run file as written (so redacted), are indexed in the same transaction
+as its finished row, and rebuilt by :meth:`Catalog.reindex`; :meth:`Catalog.search` queries
+them.
+
 This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
-record <-> row conversion in ``rows``, and the lock files and process checks in
-``liveness``.
+record <-> row conversion in ``rows``, the full-text index in ``search``, and the lock files
+and process checks in ``liveness``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
+from .search import clear_index, index_runs, match_expression, run_texts
+from .search import search as _search
 from .sql import (
     NEWEST_FIRST,
     SCHEMA_VERSION,
@@ -135,11 +142,16 @@ class Catalog:
             self._with_connection(lambda conn: upsert(conn, [row]))
 
     def finish(self, record: Mapping[str, Any]) -> None:
-        """Record a run's final record, then release its liveness lock."""
+        """Record a run's final record, then release its liveness lock.
+
+        The row and the run's full-text index (read from its run file, as written: redacted)
+        are written in one transaction.
+        """
         row = row_from_record(record)
+        texts = run_texts(record, self._run_cells(row["run_id"]))
         with self._mutex:
             try:
-                self._with_connection(lambda conn: upsert(conn, [row]))
+                self._with_connection(lambda conn: _store(conn, row, texts))
             finally:
                 self._locks.release(row["run_id"])
 
@@ -211,12 +223,14 @@ class Catalog:
         if found:
             return result(dict(zip(_records.RESULT_KEYS, found, strict=True)))
         path = _records.run_notebook_path(self.runs_dir, str(run_id))
-        row = row_from_record({**_records.read_record(path), "run_id": path.stem})
+        record, cells = _records.read_run(path)
+        row = row_from_record({**record, "run_id": path.stem})
         if row["status"] == "running" and not self._locks.is_alive(row):
             mark_interrupted(row)
             self._locks.forget(row["run_id"])
+        texts = run_texts(record, cells)
         with self._mutex:
-            self._with_connection(lambda conn: upsert(conn, [row]), create=False)
+            self._with_connection(lambda conn: _store(conn, row, texts), create=False)
         return result(row)
 
     def scraps(
@@ -243,6 +257,46 @@ class Catalog:
             return scrap_frame(rows)
         except (ValueError, AttributeError) as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
+
+    def search(
+        self,
+        query: str,
+        *,
+        notebook: str | os.PathLike[str] | None = None,
+        status: str | None = None,
+        since: str | date | None = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
+        """Full-text search over every run record, best hit first, one hit per run.
+
+        Parameters
+        ----------
+        query : str
+            Words (all must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``
+            and parentheses; see :func:`notebook_executor._catalog.search.match_expression`.
+        notebook, status, since
+            Filters, as in the class notes.
+        limit : int, default 20
+            At most this many hits.
+
+        Returns
+        -------
+        list of dict
+            ``{"run_id", "notebook", "status", "started_at", "where", "snippet", "score"}``;
+            ``where`` is one of ``request``, ``parameters``, ``narrative``, ``code``,
+            ``output``, ``error``, ``scraps``; ``snippet`` the matching text around the hit,
+            matched words in ``**``; ``score`` the BM25 relevance (higher is better).
+
+        Raises
+        ------
+        NotebookExecutorError
+            The query is malformed, or a filter or ``limit`` is not valid.
+        """
+        expression = match_expression(query)
+        where, values = filters(notebook, status, since)
+        count = check_limit(limit)
+        hits = self._query(lambda conn: _search(conn, expression, where, values, count))
+        return hits or []
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -327,11 +381,13 @@ class Catalog:
 
     def _reindex(self, conn: sqlite3.Connection) -> int:
         rows = []
+        texts = []
         for path in _records.iter_run_notebooks(self.runs_dir):
             try:
-                record = _records.read_record(path)
+                record, cells = _records.read_run(path)
                 row = row_from_record({**record, "run_id": path.stem})
-            except (NotebookExecutorError, TypeError, ValueError) as exc:
+                texts.append((path.stem, run_texts(record, cells)))
+            except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
                 logger.warning("reindex: skipping unreadable run file %s: %s", path, exc)
                 continue
             if row["status"] == "running" and not self._locks.is_alive(row):
@@ -341,6 +397,8 @@ class Catalog:
         seen = {row["run_id"] for row in rows}
         with write(conn):
             conn.executemany(UPSERT, rows)
+            clear_index(conn)
+            index_runs(conn, texts)
             indexed = [r for (r,) in conn.execute("SELECT run_id FROM runs")]
             gone = [
                 (r,)
@@ -348,8 +406,16 @@ class Catalog:
                 if r not in seen and not _records.run_notebook_path(self.runs_dir, r).exists()
             ]
             conn.executemany("DELETE FROM runs WHERE run_id = ?", gone)
+            clear_index(conn, (r for (r,) in gone))
         logger.info("indexed %d runs in %s", len(rows), self.path)
         return len(rows)
+
+    def _run_cells(self, run_id: str) -> list[Any]:
+        """The cells of a run's file as written (redacted); none when it cannot be read."""
+        try:
+            return _records.read_run(_records.run_notebook_path(self.runs_dir, run_id))[1]
+        except NotebookExecutorError:
+            return []
 
     def _sweep(self, conn: sqlite3.Connection) -> None:
         """Settle rows still ``running`` whose process is gone."""
@@ -366,12 +432,15 @@ class Catalog:
         # The run file may know better (the run finished but its catalog write failed).
         try:
             path = _records.run_notebook_path(self.runs_dir, run_id)
-            final = row_from_record({**_records.read_record(path), "run_id": run_id})
-        except (NotebookExecutorError, TypeError, ValueError):
+            record, cells = _records.read_run(path)
+            final = row_from_record({**record, "run_id": run_id})
+            texts = run_texts(record, cells)
+        except (NotebookExecutorError, TypeError, ValueError, AttributeError):
             final = None
         with write(conn):
             if final is not None and final["status"] != "running":
                 conn.execute(UPSERT, final)
+                index_runs(conn, [(run_id, texts)])
             else:
                 logger.warning("run %s was interrupted: its process is gone", run_id)
                 conn.execute(
@@ -380,6 +449,13 @@ class Catalog:
                     (run_id,),
                 )
         self._locks.forget(run_id)
+
+
+def _store(conn: sqlite3.Connection, row: Mapping[str, Any], texts: Mapping[str, str]) -> None:
+    """Upsert a run's row and replace its full-text index, in one transaction."""
+    with write(conn):
+        conn.execute(UPSERT, row)
+        index_runs(conn, [(row["run_id"], texts)])
 
 
 def _describe(exc: BaseException) -> str:

@@ -91,9 +91,9 @@ class KernelEngine:
         with self._lock:
             self._running[future] = current
         try:
-            future.result()
+            _wait(future, job.cancel)
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
-            # Ctrl-C in this thread, or cancel() from another (execute_many's main thread).
+            # Ctrl-C in this thread, the job's cancel event, or cancel() from another thread.
             current.cancelled = True
             future.cancel()
             # Let the run stop its kernel before the caller sees the interrupt.
@@ -350,6 +350,24 @@ def _mark_output_lost(
         new_output("stream", name="stderr", text=OUTPUT_LOST_MARKER.format(why=why))
     )
     outcome.output_lost.append(index)
+
+
+#: How often a run waiting on its kernel looks at the job's cancel event (seconds).
+_CANCEL_POLL = 0.05
+
+
+def _wait(future: concurrent.futures.Future[None], cancel: threading.Event | None) -> None:
+    """``future.result()``, cut short by ``cancel`` (raises ``CancelledError`` once it is set)."""
+    if cancel is None:
+        future.result()
+        return
+    while not cancel.is_set():
+        try:
+            future.result(timeout=_CANCEL_POLL)
+            return
+        except concurrent.futures.TimeoutError:
+            continue
+    raise concurrent.futures.CancelledError
 
 
 @dataclass

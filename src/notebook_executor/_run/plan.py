@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError, ParameterError
+from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
+from .declared_env import declared_env_names, resolve_declared_env
 from .literals import is_literal_value
 from .parameters import INJECTED_TAG, declared_parameters, inject_parameters, validate_parameters
+from .placeholders import substitute_placeholders
 from .remote import is_url
 from .results import CellMap, redact
 from .sources import load_source, write_notebook
@@ -122,6 +124,7 @@ def plan_run(
         defaults = {n: p.default for n, p in declared.items() if p.literal_default}
     else:
         effective, defaults = _unchecked(notebook, kernel.language, given), {}
+        declared = {}
     if cwd is not None:
         workdir = Path(cwd)
         if not workdir.is_dir():
@@ -131,7 +134,17 @@ def plan_run(
     else:
         workdir = loaded.path.parent
     nb = loaded.nb
+    declared_dicts = {name: parameter.as_dict() for name, parameter in declared.items()}
+    resolve_declared_env(
+        declared_env_names(notebook, nb),
+        env=extra_env,
+        secrets=secret_env,
+        folders=[loaded.path.parent, Path.cwd()],
+        declared=declared_dicts,
+    )
     _start_afresh(nb)
+    if _substitutes(notebook, nb):
+        substitute_placeholders(nb, effective, declared_dicts)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env})
     output = None if output_path is None else os.fspath(output_path)
@@ -246,6 +259,20 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
         checked[name] = value
     return checked
+
+
+def _substitutes(notebook: str, nb: NotebookNode) -> bool:
+    """Whether placeholders apply: a logbook (its front matter read) not saying
+    ``substitute: false``."""
+    front = nb.metadata.get("front_matter")
+    if not isinstance(front, Mapping):
+        return False
+    wanted = front.get("substitute", True)
+    if not isinstance(wanted, bool):
+        raise NotebookSourceError(
+            notebook, f"front matter 'substitute' must be true or false, got {wanted!r}"
+        )
+    return wanted
 
 
 def _start_afresh(nb: NotebookNode) -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "new_run_id",
     "package_versions",
     "read_record",
+    "read_run",
     "render_markdown",
     "run_notebook_path",
     "write_run_files",
@@ -317,6 +318,11 @@ def cap_streams(nb: NotebookNode) -> tuple[NotebookNode, list[int]]:
 
 def read_record(path: Path) -> dict[str, Any]:
     """The run record stored in an executed notebook (parsed without full validation)."""
+    return read_run(path)[0]
+
+
+def read_run(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The run record and the cells of an executed notebook, from one parse of the file."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -326,7 +332,8 @@ def read_record(path: Path) -> dict[str, Any]:
     record = raw.get("metadata", {}).get(RECORD_KEY) if isinstance(raw, dict) else None
     if not isinstance(record, dict):
         raise NotebookSourceError(str(path), "not a notebook-executor run record")
-    return record
+    cells = raw.get("cells")
+    return record, cells if isinstance(cells, list) else []
 
 
 def iter_run_notebooks(runs_dir: Path) -> Iterator[Path]:

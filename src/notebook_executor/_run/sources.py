@@ -345,8 +345,8 @@ def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
         lines.append(f"{name} = {literal}{comment}")
     cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
     nb.cells[0] = cell
-    if front:
-        nb.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
+    # Present (maybe empty) on every logbook: it is what makes placeholders apply.
+    nb.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
 
 
 def _string_keys(value: object) -> object:

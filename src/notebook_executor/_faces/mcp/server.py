@@ -1,0 +1,137 @@
+"""The MCP server: one warm executor behind the tools, on stdio or streamable HTTP.
+
+Over HTTP the server binds to loopback unless told otherwise, keeps the SDK's DNS-rebinding
+protection (Host and Origin checked), and, when bound beyond loopback, answers only requests
+that carry the bearer token found in :data:`TOKEN_ENV`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..._executor import NotebookExecutor
+from .paths import Root
+from .tools import add_tools
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["TOKEN_ENV", "build_server", "is_loopback", "serve"]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable holding the bearer token HTTP clients must send beyond loopback.
+TOKEN_ENV = "NOTEBOOK_EXECUTOR_MCP_TOKEN"
+
+_INSTRUCTIONS = """\
+Run Jupyter notebooks (.ipynb, percent .py, markdown .md) under the server's root folder as
+parameterized tasks. Typical loop: list_notebooks -> inspect_parameters -> execute; on failure
+read_notebook(path, start=failed_cell.index, limit=1) -> edit_cell -> execute again -> diff the
+two runs. Paths are relative to the root. Answers are small: page long outputs with
+read_notebook's start/limit/output_start; images are run:// resources."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) only reaches this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def build_server(
+    root: str | os.PathLike[str], executor: NotebookExecutor
+) -> tuple[MCPServer[Any], Workspace]:
+    """The server with every tool registered, confined to ``root``, running on ``executor``."""
+    from mcp.server.mcpserver import MCPServer
+
+    from ... import __version__
+
+    server: MCPServer[Any] = MCPServer(
+        "notebook-executor",
+        version=__version__,
+        instructions=_INSTRUCTIONS,
+        log_level="WARNING",
+    )
+    workspace = Workspace(Root(root), executor, dict(os.environ))
+    add_tools(server, workspace)
+    return server, workspace
+
+
+def serve(
+    root: str | os.PathLike[str],
+    runs_dir: str | os.PathLike[str] | None,
+    http: tuple[str, int] | None,
+    allowed_hosts: list[str],
+) -> None:
+    """Serve until the client (stdio) or a signal (HTTP) ends it; kernels are stopped after."""
+    import anyio
+
+    folder = Path(root).resolve()
+    runs = Path(runs_dir) if runs_dir is not None else folder / "runs"
+    with NotebookExecutor(runs_dir=runs, progress=False) as executor:
+        server, _ = build_server(folder, executor)
+        if http is None:
+            anyio.run(server.run_stdio_async)
+        else:
+            anyio.run(_serve_http, server, http[0], http[1], allowed_hosts)
+
+
+async def _serve_http(server: MCPServer[Any], host: str, port: int, extra: list[str]) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    local = ["127.0.0.1", "localhost", "[::1]"]
+    names = [*local, *([] if is_loopback(host) else [_host_header(host)]), *extra]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*names, *(f"{name}:*" for name in names)],
+        allowed_origins=[f"http://{name}:*" for name in names],
+    )
+    app: Any = server.streamable_http_app(transport_security=security, host=host)
+    token = None if is_loopback(host) else os.environ.get(TOKEN_ENV)
+    if not is_loopback(host):
+        if not token:
+            raise RuntimeError(f"{TOKEN_ENV} is not set")  # checked by the command first
+        app = BearerToken(app, token)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()
+
+
+def _host_header(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers", [])).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain"),
+                            (b"www-authenticate", b"Bearer"),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"bearer token required\n"})
+                return
+        await self.app(scope, receive, send)

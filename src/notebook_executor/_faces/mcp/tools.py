@@ -1,0 +1,411 @@
+"""The server's tools and resources, each a thin call into one warm NotebookExecutor.
+
+Every tool answers through :meth:`Workspace.answer <.workspace.Workspace.answer>` (small JSON,
+redacted, cut to the budget); bad input of any kind (a path outside the root, an unknown run,
+a parameter that does not fit) is a tool error, never a crash.
+Blocking work runs on worker threads, so a long run does not hold up other requests.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads these signatures at run time to
+# build each tool's input schema.
+
+import logging
+import math
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from ..._errors import NotebookExecutorError
+from ...engine import RunCancelled
+from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
+from .workspace import Workspace
+
+__all__ = ["add_tools"]
+
+logger = logging.getLogger(__name__)
+
+#: Most notebooks ``list_notebooks`` names in one answer.
+_MAX_LISTED = 200
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+_EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+_RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+
+def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
+    """Register every tool and the run image resources on ``server``."""
+    ex = ws.executor
+    root = ws.root
+
+    def where(path: str) -> str:
+        try:
+            return str(root.resolve(path))
+        except NotebookExecutorError as exc:
+            raise ToolError(str(exc)) from None
+
+    @server.tool(annotations=_READ_ONLY)
+    async def list_notebooks(
+        folder: Annotated[str, Field(description="Folder to list, relative to the root.")] = ".",
+    ) -> CallToolResult:
+        """List the notebook sources under a folder of the root: .ipynb files, percent scripts
+        (.py with '# %%' cells) and markdown notebooks (.md with code blocks)."""
+        base = Path(where(folder))
+        if not base.is_dir():
+            raise ToolError(f"{folder!r} is not a folder")
+
+        def scan() -> dict[str, Any]:
+            found: list[str] = []
+            more = False
+            runs = ex.runs_dir.resolve()
+            for path in root.notebooks(base, runs):
+                if not _looks_like_notebook(path):
+                    continue
+                if len(found) == _MAX_LISTED:
+                    more = True
+                    break
+                found.append(root.relative(path))
+            answer: dict[str, Any] = {"folder": root.relative(base), "notebooks": found}
+            if more:
+                answer["note"] = f"only the first {_MAX_LISTED} are listed; list a subfolder"
+            return answer
+
+        return ws.answer(await ws.call(scan))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def inspect_parameters(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+    ) -> CallToolResult:
+        """The parameters a notebook declares: name, type, default, help text, required."""
+        target = where(path)
+        declared = await ws.call(lambda: ex.inspect_parameters(target))
+        return ws.answer({"path": path, "parameters": declared})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def read_notebook(
+        path: Annotated[
+            str | None, Field(description="Notebook source, relative to the root.")
+        ] = None,
+        run_id: Annotated[
+            str | None, Field(description="Read a past run's executed notebook instead.")
+        ] = None,
+        start: Annotated[int, Field(ge=0, description="Index of the first cell to show.")] = 0,
+        limit: Annotated[int, Field(ge=1, le=200, description="Most cells to show.")] = 20,
+        output_start: Annotated[
+            int, Field(ge=0, description="Character offset into each text output (to page).")
+        ] = 0,
+        output_chars: Annotated[
+            int, Field(ge=100, le=8000, description="Most characters of each output shown.")
+        ] = 2000,
+    ) -> CallToolResult:
+        """Read cells of a notebook source or of a run, with their outputs.
+
+        Cell indices are those of failed_cell.index and edit_cell. Long outputs are cut with a
+        marker giving the output_start to read on; images are given as run:// resource URIs,
+        never inline. The answer says next_start when more cells follow."""
+        if (path is None) == (run_id is None):
+            raise ToolError("give exactly one of path or run_id")
+        if run_id is not None:
+            target = ws.run_path(run_id)
+            reread = f"read_notebook(run_id={run_id!r}"
+        else:
+            target = Path(where(path or ""))
+            reread = f"read_notebook(path={path!r}"
+        nb = await ws.call(lambda: ex.read_notebook(target))
+        page = page_cells(
+            nb,
+            start=start,
+            limit=limit,
+            output_start=output_start,
+            output_chars=output_chars,
+            run_id=run_id,
+            reread=reread,
+        )
+        head: dict[str, Any] = {"run_id": run_id} if run_id is not None else {"path": path}
+        return ws.answer({**head, **page})
+
+    @server.tool(annotations=_EDITS)
+    async def edit_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Cell index (as in failed_cell.index).")],
+        source: Annotated[str, Field(description="The cell's new source text.")],
+        expect: Annotated[
+            str | None,
+            Field(description="The source you read; the edit is refused if the cell changed."),
+        ] = None,
+    ) -> CallToolResult:
+        """Replace one cell's source in the file, in the file's own format; every other cell
+        stays byte-identical."""
+        target = where(path)
+        nb = await ws.call(lambda: ex.edit_cell(target, index, source, expect=expect))
+        return ws.answer({"path": path, "edited": index, "cells_total": len(nb.cells)})
+
+    @server.tool(annotations=_EDITS)
+    async def insert_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Position of the new cell.")],
+        source: Annotated[str, Field(description="The new cell's source text.")],
+        cell_type: Annotated[
+            str, Field(pattern="^(code|markdown|raw)$", description="code, markdown or raw.")
+        ] = "code",
+    ) -> CallToolResult:
+        """Insert a cell at a position in the file, in the file's own format."""
+        target = where(path)
+        nb = await ws.call(lambda: ex.insert_cell(target, index, source, cell_type=cell_type))
+        return ws.answer(
+            {"path": path, "inserted": index, "cell_type": cell_type, "cells_total": len(nb.cells)}
+        )
+
+    @server.tool(annotations=_EDITS)
+    async def delete_cell(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        index: Annotated[int, Field(ge=0, description="Index of the cell to delete.")],
+        expect: Annotated[
+            str | None,
+            Field(description="The source you read; refused if the cell changed since."),
+        ] = None,
+    ) -> CallToolResult:
+        """Delete one cell from the file, in the file's own format."""
+        target = where(path)
+        nb = await ws.call(lambda: ex.delete_cell(target, index, expect=expect))
+        return ws.answer({"path": path, "deleted": index, "cells_total": len(nb.cells)})
+
+    @server.tool(annotations=_RUNS)
+    async def execute(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        ctx: Context,
+        parameters: Annotated[
+            dict[str, Any] | None,
+            Field(description="Values for the notebook's declared parameters."),
+        ] = None,
+        timeout: Annotated[
+            float | None, Field(gt=0, description="Limit in seconds for the whole run.")
+        ] = None,
+        request: Annotated[
+            str | None, Field(description="Why the run is made; kept in the run record.")
+        ] = None,
+        secrets: Annotated[
+            list[str] | None,
+            Field(
+                description="Names of the server's environment variables handed to the kernel "
+                "as secrets; their values never appear in a record or an answer."
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
+        failed_cell (index, source, ename, evalue, traceback), scraps, run_id. A failure inside
+        the notebook is a result, not an error. Progress is reported per cell; cancelling the
+        request stops the kernel and records the run as cancelled."""
+        target = where(path)
+        values = ws.secrets(secrets)
+        # Progress costs a hop to the event loop per cell: only when the client asked for it.
+        wants_progress = _progress_requested(ctx)
+        token = anyio.lowlevel.current_token()
+        send, receive = anyio.create_memory_object_stream[tuple[int, int]](math.inf)
+        cancel, done = threading.Event(), threading.Event()
+
+        def on_cell(cells_done: int, total: int) -> None:
+            anyio.from_thread.run_sync(send.send_nowait, (cells_done, total), token=token)
+
+        def run() -> dict[str, Any] | None:
+            try:
+                return ex.execute(
+                    target,
+                    parameters=parameters,
+                    timeout=timeout,
+                    request=request,
+                    secrets=values,
+                    on_cell=on_cell if wants_progress else None,
+                    cancel=cancel,
+                )
+            except RunCancelled:
+                return None
+            finally:
+                done.set()
+
+        async def report() -> None:
+            async with receive:
+                async for cells_done, total in receive:
+                    await ctx.report_progress(
+                        cells_done, total, f"{cells_done}/{total} code cells done"
+                    )
+
+        failure: NotebookExecutorError | None = None
+        result: dict[str, Any] | None = None
+        async with anyio.create_task_group() as group:
+            if wants_progress:
+                group.start_soon(report)
+            try:
+                result = await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                # The client cancelled: stop the kernel, and let the run record say so
+                # before the request ends.
+                cancel.set()
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(done.wait)
+                raise
+            except NotebookExecutorError as exc:
+                failure = exc
+            finally:
+                send.close()
+        if failure is not None:
+            raise ws.refusal(str(failure))
+        if result is None:
+            raise ToolError("the run was cancelled")
+        return ws.answer(ws.present(result))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def get_run(
+        run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
+    ) -> CallToolResult:
+        """The result dict of a past run: status, error_kind, failed_cell, parameters, scraps,
+        timing."""
+        result = await ws.call(lambda: ex.get_run(run_id))
+        return ws.answer(ws.present(result))
+
+    @server.tool(annotations=_READ_ONLY)
+    async def list_runs(
+        notebook: Annotated[
+            str | None, Field(description="Only runs of this notebook (relative to the root).")
+        ] = None,
+        status: Annotated[
+            str | None,
+            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most runs listed.")] = 20,
+    ) -> CallToolResult:
+        """Past runs, newest first, as short summaries (get_run gives one in full)."""
+        wanted = where(notebook) if notebook is not None else None
+        found = await ws.call(lambda: ex.runs(notebook=wanted, status=status, limit=limit))
+        return ws.answer({"runs": [_summary(ws.present(result)) for result in found]})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def search_runs(
+        query: Annotated[str, Field(min_length=1, description="Words to find in the runs.")],
+        notebook: Annotated[
+            str | None, Field(description="Only runs of this notebook (relative to the root).")
+        ] = None,
+        status: Annotated[
+            str | None,
+            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most hits.")] = 20,
+    ) -> CallToolResult:
+        """Full-text search over every run record (request, parameters, code, narrative,
+        outputs, errors, scraps); hits best first with where they matched and a snippet."""
+        wanted = where(notebook) if notebook is not None else None
+        hits = await ws.call(lambda: ex.search(query, notebook=wanted, status=status, limit=limit))
+        return ws.answer({"hits": [ws.present(hit) for hit in hits]})
+
+    @server.tool(annotations=_READ_ONLY)
+    async def collect_outputs(
+        run_id: Annotated[str, Field(description="A run id.")],
+    ) -> CallToolResult:
+        """The scraps a run recorded (scrapbook glue), decoded; a DataFrame is summarized as
+        its shape, columns and first rows."""
+        ws.run_path(run_id)
+        scraps = await ws.call(lambda: ex.collect_outputs(run_id))
+        return ws.answer(
+            {"run_id": run_id, "scraps": {name: scrap_view(v) for name, v in scraps.items()}}
+        )
+
+    @server.tool(annotations=_READ_ONLY)
+    async def diff(
+        a: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
+        b: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
+        outputs: Annotated[
+            bool, Field(description="Compare outputs too (notebooks only).")
+        ] = False,
+    ) -> CallToolResult:
+        """What differs between two runs (status, parameters, scraps, cells) or two notebooks
+        (cells added, removed, modified, with unified diffs of their sources)."""
+        (first, first_run), (second, second_run) = ws.path_or_run(a), ws.path_or_run(b)
+        if first_run and second_run and not outputs:
+            found = await ws.call(lambda: ex.diff_runs(first, second))
+        else:
+            found = await ws.call(lambda: ex.diff_notebooks(first, second, outputs=outputs))
+        return ws.answer({"a": a, "b": b, **found})
+
+    @server.tool(annotations=_RUNS)
+    async def validate(
+        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+        execute: Annotated[
+            bool, Field(description="Also run it, honouring nbval markers.")
+        ] = False,
+    ) -> CallToolResult:
+        """Check a notebook: schema, parameters cell, one language, kernel, declared
+        environment; with execute=true also run it and compare NBVAL_CHECK_OUTPUT cells."""
+        target = where(path)
+        found = await ws.call(lambda: ex.validate(target, execute=execute))
+        return ws.answer({"path": path, **found})
+
+    _add_image_resources(server, ws)
+
+
+def _add_image_resources(server: MCPServer[Any], ws: Workspace) -> None:
+    for mime, name in IMAGE_MIMES.items():
+        _add_image_resource(server, ws, mime, name)
+
+
+def _add_image_resource(server: MCPServer[Any], ws: Workspace, mime: str, name: str) -> None:
+    def read(run_id: str, cell: str, output: str) -> bytes | str:
+        try:
+            path = ws.run_path(run_id)
+            nb = ws.executor.read_notebook(path)
+            image = output_image(nb, int(cell), int(output), mime)
+        except (ToolError, NotebookExecutorError, ValueError) as exc:
+            raise ResourceError(str(exc)) from None
+        if image is None:
+            raise ResourceError(f"run {run_id} has no {mime} at cell {cell}, output {output}")
+        return image
+
+    server.resource(
+        f"run://{{run_id}}/cells/{{cell}}/outputs/{{output}}/{name}",
+        name=f"run-{name.replace('.', '-')}",
+        description=f"A {mime} image output of a run's cell (cells numbered as in the source).",
+        mime_type=mime,
+    )(read)
+
+
+def _progress_requested(ctx: Context) -> bool:
+    """Whether the request carried a progress token."""
+    meta = ctx.request_context.meta or {}
+    return "progressToken" in meta or "progress_token" in meta
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    failed = result.get("failed_cell")
+    return {
+        "run_id": result.get("run_id"),
+        "notebook": result.get("notebook"),
+        "status": result.get("status"),
+        "error_kind": result.get("error_kind"),
+        "request": result.get("request"),
+        "started_at": result.get("started_at"),
+        "duration_seconds": result.get("duration_seconds"),
+        "parameters": result.get("parameters"),
+        "failed_cell": None
+        if not isinstance(failed, dict)
+        else {"index": failed.get("index"), "ename": failed.get("ename")},
+    }
+
+
+def _looks_like_notebook(path: Path) -> bool:
+    if path.suffix == ".ipynb":
+        return True
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(100_000)
+    except OSError:
+        return False
+    if path.suffix == ".py":
+        return "# %%" in head
+    return "```python" in head or "```{code-cell}" in head or head.startswith("---")

@@ -1,0 +1,143 @@
+"""What every tool shares: the root, the warm executor, secret values, and how answers go out.
+
+An answer is a small JSON document sent twice (as structured content, and as the same JSON in a
+text block for clients that read only text), redacted of every secret value this server has
+handed to a kernel and cut to the context budget as measured on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+
+from ..._errors import NotebookExecutorError
+from ..._executor import NotebookExecutor
+from ..._run.records import run_notebook_path
+from ..._run.results import redact
+from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
+from .paths import Root
+
+__all__ = ["Workspace", "tool_result"]
+
+T = TypeVar("T")
+
+#: What a tool result may take of the budget; the rest is for the JSON-RPC envelope.
+_ROOM = MAX_RESPONSE_CHARS - 200
+
+
+class Workspace:
+    """What the tools share: the root, the warm executor, and the secret values to redact.
+
+    Parameters
+    ----------
+    root : Root
+        The folder paths are confined to.
+    executor : NotebookExecutor
+        Lives as long as the server: after the first run, kernels are ready.
+    environ : mapping
+        Where secrets named by a caller are looked up (the server's environment).
+    """
+
+    def __init__(self, root: Root, executor: NotebookExecutor, environ: dict[str, str]) -> None:
+        self.root = root
+        self.executor = executor
+        self.environ = environ
+        self._secrets: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def secrets(self, names: list[str] | None) -> dict[str, str]:
+        """The values of the named environment variables; remembered so that no later answer
+        can show them either."""
+        found: dict[str, str] = {}
+        for name in names or []:
+            value = self.environ.get(name)
+            if value is None:
+                raise ToolError(f"secret {name!r} is not set in the server's environment")
+            found[name] = value
+        with self._lock:
+            self._secrets.update(found)
+        return found
+
+    async def call(self, call: Callable[[], T]) -> T:
+        """``call()`` on a worker thread; the library's errors become tool errors."""
+        import anyio.to_thread
+
+        try:
+            return await anyio.to_thread.run_sync(call)
+        except NotebookExecutorError as exc:
+            raise self.refusal(str(exc)) from None
+
+    def refusal(self, message: str) -> ToolError:
+        """A tool error whose message shows no secret value."""
+        with self._lock:
+            known = dict(self._secrets)
+        return ToolError(str(redact(message, known)))
+
+    def answer(self, payload: dict[str, Any]) -> CallToolResult:
+        """``payload`` redacted and cut to the budget, as structured content and JSON text."""
+        with self._lock:
+            known = dict(self._secrets)
+        return tool_result(redact(payload, known))
+
+    def present(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
+        shown = dict(result)
+        for key in ("notebook", "output_path"):
+            if isinstance(shown.get(key), str):
+                shown[key] = self.root.relative(shown[key])
+        failed = shown.get("failed_cell")
+        if isinstance(failed, dict):
+            shown["failed_cell"] = {
+                **failed,
+                "traceback": trim_traceback([str(line) for line in failed.get("traceback", [])]),
+            }
+        return shown
+
+    def run_path(self, run_id: str) -> Path:
+        """The executed notebook of run ``run_id``."""
+        try:
+            path = run_notebook_path(self.executor.runs_dir, run_id)
+        except NotebookExecutorError as exc:
+            raise ToolError(str(exc)) from None
+        if not path.is_file():
+            raise ToolError(f"no run {run_id!r}")
+        return path
+
+    def path_or_run(self, value: str) -> tuple[str, bool]:
+        """``(absolute path, False)`` if ``value`` names a file under the root, else
+        ``(value, True)`` for the run id it must then be."""
+        try:
+            path = self.root.resolve(value)
+        except NotebookExecutorError:
+            path = None
+        if path is not None and path.is_file():
+            return str(path), False
+        if path is None and ("/" in value or "\\" in value):
+            raise ToolError(f"{value!r} is outside the server's root folder")
+        self.run_path(value)
+        return value, True
+
+
+def tool_result(payload: dict[str, Any]) -> CallToolResult:
+    """``payload`` as structured content and as JSON text, the whole result (as it goes over
+    the wire) within :data:`MAX_RESPONSE_CHARS` characters."""
+    limit = MAX_PAYLOAD_CHARS
+    while True:
+        fitted = fit(payload, limit)
+        text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"), default=str)
+        result = CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
+        )
+        # The text copy is JSON inside JSON: its quotes and backslashes are escaped again, so
+        # a long answer is measured as it will be sent.
+        if 3 * len(text) < _ROOM or limit < 500:
+            return result
+        if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM:
+            return result
+        limit = limit * 3 // 4

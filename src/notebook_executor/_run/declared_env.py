@@ -1,0 +1,149 @@
+"""Environment variables a notebook declares it needs, found before any kernel starts.
+
+A logbook declares them in its front matter (``env: [API_TOKEN, ...]``), any other notebook in
+its metadata (``metadata["notebook_executor"]["env"]``). Each is looked up, first match wins,
+in: the run's ``secrets=``, its ``env=``, the caller's environment, a ``.env`` file in the
+notebook's folder, a ``.env`` file in the working directory. Their values are run secrets:
+handed to the kernel, redacted from everything written, their names recorded.
+
+``.env`` files are read with a small parser (``KEY=VALUE`` lines, ``export`` prefixes,
+``#`` comments, single quotes taken literally, double quotes with ``\\n``, ``\\t``, ``\\"``,
+``\\\\`` escapes); lines it does not understand are skipped, never logged (they may hold
+secrets).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import NotebookSourceError, ParameterError
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["declared_env_names", "read_dotenv", "resolve_declared_env"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+_DOUBLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
+
+
+def declared_env_names(shown: str, nb: NotebookNode) -> list[str]:
+    """The environment variable names ``nb`` declares, in order.
+
+    Raises
+    ------
+    NotebookSourceError
+        The declaration is not a list of environment variable names.
+    """
+    front = nb.metadata.get("front_matter")
+    declared: Any = None
+    if isinstance(front, Mapping) and "env" in front:
+        declared, where = front["env"], "front matter 'env'"
+    else:
+        own = nb.metadata.get("notebook_executor")
+        if isinstance(own, Mapping) and "env" in own:
+            declared, where = own["env"], "metadata notebook_executor.env"
+    if declared is None:
+        return []
+    if not isinstance(declared, list) or not all(
+        isinstance(name, str) and _NAME.fullmatch(name) for name in declared
+    ):
+        raise NotebookSourceError(
+            shown, f"{where} must be a list of environment variable names, got {declared!r}"
+        )
+    return list(dict.fromkeys(declared))
+
+
+def resolve_declared_env(
+    names: list[str],
+    *,
+    env: dict[str, str],
+    secrets: dict[str, str],
+    folders: list[Path],
+    declared: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Move or add every declared name into ``secrets`` (in place), from the first source
+    that has it; ``env`` gives up the names it holds.
+
+    Raises
+    ------
+    ParameterError
+        Naming every declared variable found nowhere.
+    """
+    files: list[dict[str, str]] | None = None
+    missing = []
+    for name in names:
+        if name in secrets:
+            env.pop(name, None)
+            continue
+        if name in env:
+            secrets[name] = env.pop(name)
+            continue
+        if name in os.environ:
+            secrets[name] = os.environ[name]
+            continue
+        if files is None:
+            files = [read_dotenv(folder / ".env") for folder in dict.fromkeys(folders)]
+        found = next((values[name] for values in files if name in values), None)
+        if found is None:
+            missing.append(name)
+        else:
+            secrets[name] = found
+    if missing:
+        places = " or ".join(dict.fromkeys(str(folder / ".env") for folder in folders))
+        raise ParameterError(
+            missing[0],
+            [
+                f"the notebook needs environment variable {name!r}, which is not set: give it "
+                f"as a secret, set it in the environment, or put it in {places}"
+                for name in missing
+            ],
+            declared,
+        )
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """The variables of a ``.env`` file; empty when there is none or it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _LINE.match(line)
+        if match is None:
+            continue
+        value = _dotenv_value(match.group(2))
+        if value is not None and "\x00" not in value:
+            values[match.group(1)] = value
+    return values
+
+
+def _dotenv_value(raw: str) -> str | None:
+    if raw[:1] == "'":
+        end = raw.find("'", 1)
+        return None if end < 0 else raw[1:end]
+    if raw[:1] == '"':
+        out = []
+        index = 1
+        while index < len(raw):
+            char = raw[index]
+            if char == "\\" and index + 1 < len(raw):
+                follower = raw[index + 1]
+                out.append(_DOUBLE_ESCAPES.get(follower, "\\" + follower))
+                index += 2
+                continue
+            if char == '"':
+                return "".join(out)
+            out.append(char)
+            index += 1
+        return None
+    # Unquoted: an inline comment starts at a ``#`` after whitespace.
+    return re.split(r"\s+#", raw, maxsplit=1)[0].strip()

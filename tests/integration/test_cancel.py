@@ -1,0 +1,59 @@
+"""Cancelling a run from another thread (``execute(cancel=...)``) on a real kernel."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from notebook_executor import NotebookExecutor
+from notebook_executor.engine import RunCancelled
+
+pytestmark = pytest.mark.kernel
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path: Path) -> None:
+    pid_file = tmp_path / "kernel.pid"
+    (tmp_path / "slow.py").write_text(
+        f"# %%\nimport os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n\n"
+        "# %%\nimport time\ntime.sleep(600)\n\n# %%\nprint('never')\n",
+        encoding="utf-8",
+    )
+    cancel = threading.Event()
+    completed: list[tuple[int, int]] = []
+
+    def cancel_once_started() -> None:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cancel.set()
+
+    watcher = threading.Thread(target=cancel_once_started)
+    watcher.start()
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        with pytest.raises(RunCancelled):
+            ex.execute(tmp_path / "slow.py", on_cell=lambda *a: completed.append(a), cancel=cancel)
+        watcher.join()
+        (run,) = ex.runs()
+        assert (run["status"], run["error_kind"]) == ("error", "cancelled")
+        assert run["failed_cell"]["index"] == 1
+        assert run["cells_executed"] == 1
+        assert completed == [(1, 3)]
+        kernel = int(pid_file.read_text())
+        deadline = time.monotonic() + 30
+        while _alive(kernel) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(kernel)
+        # The executor still runs notebooks after a cancelled run.
+        (tmp_path / "quick.py").write_text("# %%\nx = 1\n", encoding="utf-8")
+        assert ex.execute(tmp_path / "quick.py")["status"] == "success"

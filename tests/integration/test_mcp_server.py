@@ -1,0 +1,583 @@
+"""The MCP server, driven by the SDK's real client over stdio and streamable HTTP.
+
+Every test starts its own server process confined to a temporary root and stops it after.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp_client import (
+    MAX_RESPONSE_CHARS,
+    http_server,
+    http_session,
+    response_size,
+    stdio_session,
+    structured,
+)
+
+from notebook_executor import NotebookExecutor
+
+TOOLS = {
+    "list_notebooks",
+    "inspect_parameters",
+    "read_notebook",
+    "edit_cell",
+    "insert_cell",
+    "delete_cell",
+    "execute",
+    "get_run",
+    "list_runs",
+    "search_runs",
+    "collect_outputs",
+    "diff",
+    "validate",
+}
+
+HELLO = """\
+# %% tags=["parameters"]
+name = "world"  # who to greet
+
+# %%
+print(f"hello {name}")
+
+# %%
+import scrapbook as sb
+sb.glue("greeting", f"hello {name}")
+"""
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def needs(*methods: str) -> pytest.MarkDecorator:
+    missing = [name for name in methods if not hasattr(NotebookExecutor, name)]
+    return pytest.mark.skipif(
+        bool(missing), reason=f"NotebookExecutor has no {', '.join(missing)} on this branch"
+    )
+
+
+def tiny_png() -> bytes:
+    """A valid 2x2 red PNG, built by hand (no imaging library needed)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+# -- without a kernel ---------------------------------------------------------------------
+
+
+def test_stdio_lists_every_tool_with_a_description_and_a_typed_schema(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for tool in tools.values():
+                assert tool.description and len(tool.description) > 30, tool.name
+                assert tool.input_schema["type"] == "object"
+            execute = tools["execute"].input_schema
+            assert execute["required"] == ["path"]
+            assert {"path", "parameters", "timeout", "request", "secrets"} <= set(
+                execute["properties"]
+            )
+            assert "ctx" not in execute["properties"]
+            paging = tools["read_notebook"].input_schema["properties"]
+            assert {"start", "limit", "output_start"} <= set(paging)
+
+    anyio.run(scenario)
+
+
+def test_paths_outside_the_root_are_tool_errors(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    outside = write(tmp_path, "outside.py", HELLO)
+    write(root, "hello.py", HELLO)
+    (root / "escape.py").symlink_to(outside)
+    (root / "out").symlink_to(tmp_path)
+    escapes = ["../outside.py", str(outside), "escape.py", "out/outside.py", "/etc/passwd"]
+
+    async def scenario() -> None:
+        async with stdio_session(root) as session:
+            for path in escapes:
+                for tool, extra in [
+                    ("inspect_parameters", {}),
+                    ("read_notebook", {}),
+                    ("execute", {}),
+                    ("edit_cell", {"index": 0, "source": "x = 1"}),
+                    ("validate", {}),
+                ]:
+                    result = await session.call_tool(tool, {"path": path, **extra})
+                    assert result.is_error, (tool, path)
+                    assert "outside the server's root" in result.content[0].text  # type: ignore[union-attr]
+            listed = structured(await session.call_tool("list_notebooks", {}))
+            assert listed["notebooks"] == ["hello.py"]
+            refused = await session.call_tool("list_notebooks", {"folder": ".."})
+            assert refused.is_error
+            refused = await session.call_tool("diff", {"a": "hello.py", "b": "../outside.py"})
+            assert refused.is_error
+            for run_id in ["../../etc/passwd", "20260101T000000Z-nothing-00000000"]:
+                for tool in ("get_run", "collect_outputs"):
+                    assert (await session.call_tool(tool, {"run_id": run_id})).is_error
+                assert (await session.call_tool("read_notebook", {"run_id": run_id})).is_error
+            # The server is still there after every refusal.
+            inspected = structured(
+                await session.call_tool("inspect_parameters", {"path": "hello.py"})
+            )
+            assert inspected["parameters"]["name"]["type"] == "str"
+        assert outside.read_text(encoding="utf-8") == HELLO
+
+    anyio.run(scenario)
+
+
+def test_read_notebook_pages_cells(tmp_path: Path) -> None:
+    cells = "".join(f"# %%\nx{i} = {i}\n\n" for i in range(30))
+    write(tmp_path, "long.py", cells)
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            first = structured(
+                await session.call_tool("read_notebook", {"path": "long.py", "limit": 10})
+            )
+            assert [cell["index"] for cell in first["cells"]] == list(range(10))
+            assert first["cells_total"] == 30
+            assert first["next_start"] == 10
+            last = structured(
+                await session.call_tool(
+                    "read_notebook", {"path": "long.py", "start": 25, "limit": 10}
+                )
+            )
+            assert [cell["source"] for cell in last["cells"]] == [
+                f"x{i} = {i}" for i in range(25, 30)
+            ]
+            assert last["next_start"] is None
+
+    anyio.run(scenario)
+
+
+def test_authoring_tools_change_one_cell_and_review_tools_compare_and_check(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "a.py", HELLO)
+    write(tmp_path, "b.py", HELLO)
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            inserted = structured(
+                await session.call_tool(
+                    "insert_cell",
+                    {"path": "b.py", "index": 1, "source": "# Notes", "cell_type": "markdown"},
+                )
+            )
+            assert inserted["cells_total"] == 4
+            stale = await session.call_tool(
+                "edit_cell", {"path": "b.py", "index": 2, "source": "pass", "expect": "nope"}
+            )
+            assert stale.is_error
+            structured(await session.call_tool("delete_cell", {"path": "b.py", "index": 3}))
+            changes = structured(await session.call_tool("diff", {"a": "a.py", "b": "b.py"}))
+            assert changes["identical"] is False
+            assert {cell["op"] for cell in changes["cells"]} == {"added", "removed"}
+            checked = structured(await session.call_tool("validate", {"path": "b.py"}))
+            assert checked["valid"] is True
+            write(tmp_path, "broken.py", "# %%\ndef f(:\n")
+            broken = structured(await session.call_tool("validate", {"path": "broken.py"}))
+            assert broken["valid"] is False
+            assert broken["problems"][0]["cell"] == 0
+        text = (tmp_path / "b.py").read_text(encoding="utf-8")
+        assert "# Notes" in text
+        assert "sb.glue" not in text
+
+    anyio.run(scenario)
+
+
+def test_cli_refuses_http_beyond_loopback_without_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from notebook_executor._faces.cli import main
+
+    monkeypatch.delenv("NOTEBOOK_EXECUTOR_MCP_TOKEN", raising=False)
+    assert main(["mcp", "--root", str(tmp_path), "--http", "0.0.0.0:8765"]) == 2
+    assert "NOTEBOOK_EXECUTOR_MCP_TOKEN" in capsys.readouterr().err
+    assert main(["mcp", "--root", str(tmp_path / "missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    assert main(["mcp", "--http", "nohostport"]) == 2
+    assert "HOST:PORT" in capsys.readouterr().err
+
+
+def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
+    tmp_path: Path,
+) -> None:
+    import httpx2
+
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    with http_server(tmp_path) as url:
+        rebound = httpx2.post(url, json=request, headers={**headers, "Host": "evil.example"})
+        assert rebound.status_code in (403, 421)
+        foreign = httpx2.post(
+            url, json=request, headers={**headers, "Origin": "http://evil.example"}
+        )
+        assert foreign.status_code == 403
+    token = "t0ken-" + os.urandom(8).hex()
+    with http_server(tmp_path, host="0.0.0.0", env={"NOTEBOOK_EXECUTOR_MCP_TOKEN": token}) as url:
+        assert httpx2.post(url, json=request, headers=headers).status_code == 401
+        wrong = {**headers, "Authorization": "Bearer nope"}
+        assert httpx2.post(url, json=request, headers=wrong).status_code == 401
+
+        async def scenario() -> None:
+            async with http_session(url, token=token) as session:
+                tools = (await session.list_tools()).tools
+                assert {tool.name for tool in tools} == TOOLS
+
+        anyio.run(scenario)
+
+
+# -- on real kernels ------------------------------------------------------------------------
+
+
+@pytest.mark.kernel
+def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
+    write(tmp_path, "notebooks/hello.py", HELLO)
+
+    async def scenario(url: str) -> None:
+        reports: list[tuple[float, float | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            reports.append((progress, total))
+
+        async with http_session(url) as session:
+            result = structured(
+                await session.call_tool(
+                    "execute",
+                    {"path": "notebooks/hello.py", "parameters": {"name": "Ada"}, "request": "hi"},
+                    progress_callback=on_progress,
+                )
+            )
+            assert result["status"] == "success"
+            assert result["notebook"] == "notebooks/hello.py"
+            assert result["scraps"] == {"greeting": "hello Ada"}
+            assert result["parameters"] == {"name": "Ada"}
+            # Four code cells ran: the parameters cell, the injected values, and two more.
+            assert reports == [(1, 4), (2, 4), (3, 4), (4, 4)]
+            again = structured(await session.call_tool("get_run", {"run_id": result["run_id"]}))
+            assert again["run_id"] == result["run_id"]
+            assert again["status"] == "success"
+            listed = structured(await session.call_tool("list_runs", {}))
+            assert [run["run_id"] for run in listed["runs"]] == [result["run_id"]]
+            scraps = structured(
+                await session.call_tool("collect_outputs", {"run_id": result["run_id"]})
+            )
+            assert scraps["scraps"] == {"greeting": "hello Ada"}
+
+    with http_server(tmp_path) as url:
+        anyio.run(scenario, url)
+
+
+@pytest.mark.kernel
+def test_a_kernel_writing_to_its_own_descriptors_leaves_the_stdio_stream_intact(
+    tmp_path: Path,
+) -> None:
+    write(
+        tmp_path,
+        "fds.py",
+        "# %%\nimport os\nos.write(1, b'raw stdout\\n')\nos.write(2, b'raw stderr\\n')\n"
+        "os.system('echo from a child process')\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            for _ in range(2):
+                result = structured(await session.call_tool("execute", {"path": "fds.py"}))
+                assert result["status"] == "success"
+            page = structured(
+                await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            )
+            texts = "".join(output.get("text", "") for output in page["cells"][0]["outputs"])
+            assert "raw stdout" in texts
+            assert "from a child process" in texts
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_output_flood_is_cut_to_the_budget_and_paged(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "flood.py",
+        "# %%\nimport sys\nfor _ in range(20):\n    sys.stdout.write('x' * 1_000_000)\n"
+        "# %%\nraise ValueError('y' * 1_000_000)\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            executed = await session.call_tool("execute", {"path": "flood.py"})
+            assert response_size(executed) < MAX_RESPONSE_CHARS
+            result = structured(executed)
+            assert result["status"] == "error"
+            assert result["failed_cell"]["index"] == 1
+            assert result["failed_cell"]["ename"] == "ValueError"
+            page = await session.call_tool(
+                "read_notebook", {"run_id": result["run_id"], "start": 0, "limit": 5}
+            )
+            assert response_size(page) < MAX_RESPONSE_CHARS
+            stream = structured(page)["cells"][0]["outputs"][0]
+            assert stream["text"].startswith("x" * 2000)
+            assert "output_start=2000" in stream["text"]
+            assert stream["chars_total"] >= 1_000_000
+            following = await session.call_tool(
+                "read_notebook",
+                {"run_id": result["run_id"], "start": 0, "limit": 1, "output_start": 2000},
+            )
+            assert response_size(following) < MAX_RESPONSE_CHARS
+            assert "output_start=4000" in structured(following)["cells"][0]["outputs"][0]["text"]
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_a_plot_is_a_resource_never_base64_in_an_answer(tmp_path: Path) -> None:
+    png = tiny_png()
+    # The kernel draws the image itself: its source holds no base64 text.
+    write(
+        tmp_path,
+        "plot.py",
+        "# %%\nimport struct, zlib\nfrom IPython.display import Image, display\n\n"
+        + inspect.getsource(tiny_png)
+        + "\n\ndisplay(Image(data=tiny_png()))\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            result = structured(await session.call_tool("execute", {"path": "plot.py"}))
+            assert result["status"] == "success"
+            page = await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            text = page.model_dump_json()
+            assert base64.b64encode(png).decode()[:16] not in text
+            assert "iVBORw0KGgo" not in text  # any PNG's base64 starts so
+            output = structured(page)["cells"][0]["outputs"][0]
+            (image,) = output["images"]
+            assert image["mime_type"] == "image/png"
+            assert image["uri"] == f"run://{result['run_id']}/cells/0/outputs/0/image.png"
+            resource = await session.read_resource(image["uri"])
+            (content,) = resource.contents
+            assert content.mime_type == "image/png"
+            assert base64.b64decode(content.blob) == png  # type: ignore[union-attr]
+            missing = f"run://{result['run_id']}/cells/0/outputs/7/image.png"
+            with pytest.raises(Exception, match="no image/png"):
+                await session.read_resource(missing)
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_secrets_come_from_the_server_environment_and_never_come_back(tmp_path: Path) -> None:
+    secret = "s3cr3t-" + os.urandom(6).hex()
+    write(
+        tmp_path,
+        "leak.py",
+        "# %%\nimport os\nprint(os.environ['API_KEY'])\n"
+        "# %%\nraise KeyError(os.environ['API_KEY'])\n",
+    )
+
+    write(tmp_path, "typed.py", '# %% tags=["parameters"]\nn: int = 1\n')
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path, env={"API_KEY": secret}) as session:
+            executed = await session.call_tool(
+                "execute", {"path": "leak.py", "secrets": ["API_KEY"]}
+            )
+            result = structured(executed)
+            assert result["status"] == "error"
+            assert secret not in executed.model_dump_json()
+            page = await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            assert secret not in page.model_dump_json()
+            assert "[secret API_KEY]" in page.model_dump_json()
+            unknown = await session.call_tool(
+                "execute", {"path": "leak.py", "secrets": ["NOT_SET_ANYWHERE"]}
+            )
+            assert unknown.is_error
+            # An error message that would quote the value shows its name instead.
+            refused = await session.call_tool(
+                "execute", {"path": "typed.py", "parameters": {"n": secret}}
+            )
+            assert refused.is_error
+            assert "[secret API_KEY]" in refused.content[0].text  # type: ignore[union-attr]
+            assert secret not in refused.model_dump_json()
+        for path in (tmp_path / "runs").rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_cancelling_a_run_stops_its_kernel_and_records_it_cancelled(tmp_path: Path) -> None:
+    pid_file = tmp_path / "kernel.pid"
+    write(
+        tmp_path,
+        "slow.py",
+        f"# %%\nimport os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "# %%\nimport time\ntime.sleep(600)\n",
+    )
+
+    async def scenario() -> dict[str, Any]:
+        async with stdio_session(tmp_path) as session:
+            started = anyio.Event()
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                started.set()
+
+            async with anyio.create_task_group() as group:
+
+                async def run() -> None:
+                    await session.call_tool(
+                        "execute", {"path": "slow.py"}, progress_callback=on_progress
+                    )
+
+                group.start_soon(run)
+                with anyio.fail_after(120):
+                    await started.wait()
+                    while not pid_file.exists():
+                        await anyio.sleep(0.05)
+                group.cancel_scope.cancel()
+            with anyio.fail_after(60):
+                while True:
+                    runs = structured(await session.call_tool("list_runs", {}))["runs"]
+                    if runs and runs[0]["status"] != "running":
+                        break
+                    await anyio.sleep(0.1)
+            return dict(runs[0])
+
+    summary = anyio.run(scenario)
+    assert summary["status"] == "error"
+    assert summary["error_kind"] == "cancelled"
+    assert summary["failed_cell"]["index"] == 1
+    kernel = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while _alive(kernel) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(kernel)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.kernel
+@needs("edit_cell", "diff_runs", "search")
+def test_agent_loop_fail_read_edit_rerun_diff_search(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "analysis.py",
+        '# %% tags=["parameters"]\nn = 3\n\n# %%\ntotal = sum(range(n))\n\n'
+        "# %%\nprint('mean', totl / n)\n\n# %%\nimport scrapbook as sb\nsb.glue('total', total)\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            first = structured(
+                await session.call_tool(
+                    "execute", {"path": "analysis.py", "request": "first attempt at the mean"}
+                )
+            )
+            assert first["status"] == "error"
+            failed = first["failed_cell"]
+            assert failed["ename"] == "NameError"
+            cell = structured(
+                await session.call_tool(
+                    "read_notebook", {"path": "analysis.py", "start": failed["index"], "limit": 1}
+                )
+            )["cells"][0]
+            assert cell["index"] == failed["index"] == 2
+            assert "totl" in cell["source"]
+            structured(
+                await session.call_tool(
+                    "edit_cell",
+                    {
+                        "path": "analysis.py",
+                        "index": cell["index"],
+                        "source": cell["source"].replace("totl", "total"),
+                    },
+                )
+            )
+            second = structured(
+                await session.call_tool(
+                    "execute", {"path": "analysis.py", "request": "second attempt at the mean"}
+                )
+            )
+            assert second["status"] == "success"
+            assert second["scraps"] == {"total": 3}
+            changes = structured(
+                await session.call_tool("diff", {"a": first["run_id"], "b": second["run_id"]})
+            )
+            assert changes["status"] == ["error", "success"]
+            hits = structured(await session.call_tool("search_runs", {"query": "attempt mean"}))[
+                "hits"
+            ]
+            assert {hit["run_id"] for hit in hits} == {first["run_id"], second["run_id"]}
+
+    anyio.run(scenario)
+    assert "print('mean', total / n)" in (tmp_path / "analysis.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.kernel
+def test_a_failed_cell_traceback_keeps_the_notebook_frames_only(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "parse.py",
+        "# %%\nimport json\n\ndef parse(text):\n    return json.loads(text)\n\n# %%\nparse('{')\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            result = structured(await session.call_tool("execute", {"path": "parse.py"}))
+            failed = result["failed_cell"]
+            assert failed["index"] == 1
+            assert failed["ename"] == "JSONDecodeError"
+            traceback = failed["traceback"]
+            assert not any("\x1b" in entry for entry in traceback)
+            cells = [entry for entry in traceback if entry.startswith("Cell In")]
+            assert len(cells) == 2
+            assert "json.loads(text)" in cells[1]
+            assert any("frame(s) in library code omitted" in entry for entry in traceback)
+            assert not any("json/decoder.py" in entry for entry in traceback)
+            assert traceback[-1].startswith("JSONDecodeError: Expecting property name")
+
+    anyio.run(scenario)
