@@ -25,12 +25,15 @@ MARKERS = [
 ]
 LINES = [
     "",
+    "   ",
     "x = 1",
     "print(x)",
     "    y = x + 1",
     "def f():",
     "    return 2",
     "# a comment",
+    "x = 1  # the default",
+    "# ls of the files",
     "#",
     "catalog = 3",
     "cat = 3",
