@@ -35,9 +35,20 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Speed against papermill and ploomber-engine (issue 4 targets); not run by default."""
+    """Speed against papermill and ploomber-engine (issues 4 and 19); not run by default."""
     session.install("-e", ".[bench]")
     session.run("python", "benchmarks/bench_speed.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_jupyterlab(session: nox.Session) -> None:
+    """The same speed benchmark in a venv that also holds JupyterLab (issue 19); not run by
+    default. jupyter_server brings ``jsonschema[format-nongpl]``, which makes importing
+    nbformat slower for every tool in that environment."""
+    session.install("-e", ".[bench]", "jupyterlab")
+    session.run(
+        "python", "benchmarks/bench_speed.py", "--env-label", "with jupyterlab", *session.posargs
+    )
 
 
 @nox.session(python=PYTHON)

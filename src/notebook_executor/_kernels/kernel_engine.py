@@ -9,7 +9,6 @@ everything around the engine can hand the executor any object with the same ``ru
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import functools
@@ -178,6 +177,8 @@ class KernelEngine:
     async def _run(
         self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, current: _CurrentCell
     ) -> None:
+        import asyncio
+
         started = time.monotonic()
         deadline = None if job.timeout is None else started + job.timeout
         code_cells = [

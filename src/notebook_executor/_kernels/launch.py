@@ -10,12 +10,10 @@ the network, and ipykernel has no reason to warn about unencrypted TCP on every 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -154,7 +152,7 @@ class RunningKernel:
                 await manager.request_shutdown()
                 ends = time.monotonic() + SHUTDOWN_GRACE
                 while time.monotonic() < ends and await manager.is_alive():
-                    await asyncio.sleep(0.01)
+                    await _sleep(0.01)
                 exited = not await manager.is_alive()
             if await manager.is_alive():
                 await manager.shutdown_kernel(now=True)
@@ -235,7 +233,7 @@ async def start_kernel(
         manager.kernel_id = str(uuid.uuid4())
         manager.provisioner = make_fork_provisioner(manager, forkserver, str(stderr_path))
     try:
-        await manager.start_kernel(cwd=str(cwd), env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        await manager.start_kernel(cwd=str(cwd), env=env, stdout=_devnull(), stderr=stderr)
         client = manager.client() if context is None else manager.client(context=context)
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
         client.start_channels(hb=False)
@@ -328,3 +326,16 @@ def kernel_environment(extra: dict[str, str] | None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+async def _sleep(seconds: float) -> None:
+    # asyncio and subprocess load with the first kernel: ``import notebook_executor`` stays light.
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+def _devnull() -> int:
+    import subprocess
+
+    return subprocess.DEVNULL

@@ -19,6 +19,7 @@ the cells' ``duration`` from there. The meanings are papermill's:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -39,8 +40,10 @@ __all__ = [
 PAPERMILL_KEY = "papermill"
 
 
+@functools.cache
 def papermill_version() -> str:
-    """The installed papermill's version, read without importing papermill."""
+    """The installed papermill's version, read without importing papermill (once a process:
+    reading package metadata costs more than the rest of a run's bookkeeping)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from .._errors import NotebookSourceError
 from .files import atomic_write_text
 from .literals import to_literal
+from .percent import read_plain_percent
 from .remote import is_url, read_url, write_url
 
 if TYPE_CHECKING:
@@ -215,6 +216,10 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
 
 
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    if fmt.extension == ".py":
+        plain = read_plain_percent(text)
+        if plain is not None:
+            return _normalised(plain)
     import jupytext
 
     jupytext_format = fmt.jupytext_format

@@ -1,0 +1,113 @@
+"""A fast reader for the plainest percent scripts, giving what jupytext would give.
+
+Importing jupytext costs more than parsing: it loads its Jupyter contents managers, and with
+jupyter_server installed (as next to JupyterLab) the server's handlers too. A command that runs
+one short ``.py`` pays that before its kernel can start. :func:`read_plain_percent` parses the
+common shape of a parameterized script (``# %%`` markers, optionally ``tags=[...]``, code cells
+one blank line apart) itself, and returns None for anything else: a header, markdown or raw
+cells, titles or other cell metadata, anything jupytext would read as a magic or a command,
+unusual spacing, top-level functions or classes, triple quotes. The caller then reads the text
+with jupytext. For the scripts it accepts, the notebook is the one
+``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+__all__ = ["read_plain_percent"]
+
+#: A cell marker this reader accepts: ``# %%`` alone or with one list of tags.
+_MARKER = re.compile(r"# %%(?: tags=(\[[^\]\n]*\]))?")
+
+#: Lines jupytext may treat specially (magics, shell and help commands, markers, metadata):
+#: any comment whose text starts with a magic or command character or a shell word, and any
+#: code line that starts or ends like a magic or help request, or assigns one.
+_SHELL_WORDS = "cat|cd|cp|mv|rm|rmdir|mkdir|copy|ddir|echo|ls|ldir|ren"
+_SPECIAL = re.compile(
+    r"^\s*(?:"
+    # a commented magic, command, assigned magic or cell marker
+    rf"#[#\s]*(?:[%!?+\-]|(?:{_SHELL_WORDS})(?:\s|$)|[A-Za-z_][\w$]*\s*=\s*[%!])"
+    r"|[%!?]"  # a magic, a shell or help command
+    rf"|(?:{_SHELL_WORDS})(?:$|\s$|\s[^=,])"  # a bare shell command
+    r"|[A-Za-z_][\w$]*\s*=\s*[%!]"  # an assigned magic
+    r")"
+    r"|\?\s*$"  # a help request
+)
+
+#: Lines that change jupytext's reading around them: a function or class at the top level
+#: (PEP 8 spacing between cells, kept in cell metadata) and triple quotes (a string may hide
+#: a marker).
+_LAYOUT = re.compile(r"^(?:def|class|async|@)|'''|\"\"\"")
+
+
+def read_plain_percent(text: str) -> NotebookNode | None:
+    """The notebook of a plain percent script, or None if ``text`` is not one (see module)."""
+    if "\r" in text or not text.startswith("# %%"):
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    cells: list[tuple[list[str], list[str] | None]] = []
+    body: list[str] = []
+    for line in lines:
+        marker = _MARKER.fullmatch(line)
+        if marker is not None:
+            tags = None
+            if marker.group(1) is not None:
+                tags = _tags(marker.group(1))
+                if tags is None:
+                    return None
+            body = []
+            cells.append((body, tags))
+        elif _SPECIAL.search(line) or _LAYOUT.search(line) or line.lstrip().startswith("# %%"):
+            return None
+        else:
+            body.append(line)
+    sources = []
+    for index, (body, _) in enumerate(cells):
+        last = index == len(cells) - 1
+        # Code, then exactly one blank line before the next marker (none after the last).
+        code = body if last else body[:-1]
+        if not last and (not body or body[-1] != ""):
+            return None
+        if not code or not code[0].strip() or not code[-1].strip():
+            return None
+        sources.append("\n".join(code))
+    return _notebook(sources, [tags for _, tags in cells])
+
+
+def _tags(literal: str) -> list[str] | None:
+    try:
+        tags = json.loads(literal)
+    except ValueError:
+        return None
+    if not tags or not all(isinstance(tag, str) and tag for tag in tags):
+        return None
+    # Only the spelling jupytext writes: a JSON list as ``json.dumps`` gives it.
+    return list(tags) if json.dumps(tags) == literal else None
+
+
+def _notebook(sources: list[str], tags: list[list[str] | None]) -> NotebookNode:
+    from nbformat import v4
+
+    cells = []
+    for source, cell_tags in zip(sources, tags, strict=True):
+        metadata: dict[str, Any] = {} if cell_tags is None else {"tags": cell_tags}
+        cells.append(v4.new_code_cell(source, metadata=metadata))
+    any_tags = any(cell_tags is not None for cell_tags in tags)
+    metadata = {
+        "jupytext": {
+            "cell_metadata_filter": "tags,-all" if any_tags else "-all",
+            "main_language": "python",
+            "notebook_metadata_filter": "-all",
+            "text_representation": {"extension": ".py", "format_name": "percent"},
+        }
+    }
+    nb: NotebookNode = v4.new_notebook(cells=cells, metadata=metadata)
+    return nb
