@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
-from ._progress import cell_progress, output_printer, run_progress
+from ._progress import OutputPrinter, cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
-from ._run.plan import PathLike, Plan, check_seconds, plan_run
+from ._run.plan import PathLike, Plan, check_env, check_seconds, plan_run
 from ._run.remote import is_url
 from ._run.runner import run_plan
 from ._run.scraps import decode_scrap, find_scraps
@@ -67,6 +67,12 @@ class NotebookExecutor:
     log_output : bool, default False
         Write cell outputs (streams, the text of results, tracebacks) to stderr as they
         arrive, secrets masked; papermill's ``log_output``.
+    base_env : mapping of str to str, optional
+        The environment every kernel starts from, overlaid by a run's ``env`` and
+        ``secrets``; a notebook's declared ``env:`` variables are looked for there (then in
+        ``.env`` files) instead of in this process's environment. By default kernels start
+        from this process's whole environment. A server running notebooks for others (the
+        MCP server) gives a minimal one, so that no variable of its own reaches a kernel.
 
     Examples
     --------
@@ -85,8 +91,10 @@ class NotebookExecutor:
         warm_kernels: int | None = None,
         progress: bool | None = None,
         log_output: bool = False,
+        base_env: Mapping[str, str] | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
         self.progress = progress
         self.log_output = log_output
         self.kernel_name = kernel_name
@@ -223,12 +231,17 @@ class NotebookExecutor:
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
         plan.job.cancel = cancel
         progress = self.progress
+        printer = None
         if self.log_output:
-            plan.job.on_output = output_printer(plan.secrets)
+            printer = plan.job.on_output = output_printer(plan.secrets)
             progress = progress or False  # a bar between outputs helps nobody
         with cell_progress(cells, Path(plan.notebook).name, progress) as bar:
-            plan.job.on_cell = _cell_hook(bar, on_cell, cells)
-            return self._run(plan)
+            plan.job.on_cell = _cell_hook(bar, on_cell, cells, printer)
+            try:
+                return self._run(plan)
+            finally:
+                if printer is not None:
+                    printer.flush()
 
     def execute_many(
         self,
@@ -549,6 +562,7 @@ class NotebookExecutor:
             kernel_name=self.kernel_name,
             default_timeout=self.timeout,
             default_cell_timeout=self.cell_timeout,
+            base_env=self.base_env,
             **options,
         )
 
@@ -561,19 +575,26 @@ class NotebookExecutor:
 
 
 def _cell_hook(
-    bar: Callable[[int], None] | None, hook: Callable[[int, int], None] | None, total: int
+    bar: Callable[[int], None] | None,
+    hook: Callable[[int, int], None] | None,
+    total: int,
+    printer: OutputPrinter | None = None,
 ) -> Callable[[int], None] | None:
-    """The engine's per-cell callback: the progress bar's, the caller's ``(done, total)``, both."""
-    if hook is None:
+    """The engine's per-cell callback: the progress bar's, the caller's ``(done, total)``, and
+    the end of a cell's live output (``printer``), whichever are given."""
+    if hook is None and printer is None:
         return bar
     done = 0
 
     def on_cell(index: int) -> None:
         nonlocal done
         done += 1
+        if printer is not None:
+            printer.flush()
         if bar is not None:
             bar(index)
-        hook(done, total)
+        if hook is not None:
+            hook(done, total)
 
     return on_cell
 

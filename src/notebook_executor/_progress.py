@@ -14,10 +14,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._run.results import redact
+from ._run.scrub import Redactor
 from ._run.text import strip_ansi
 
-__all__ = ["BAR_DELAY", "cell_progress", "output_printer", "output_text", "run_progress"]
+__all__ = [
+    "BAR_DELAY",
+    "OutputPrinter",
+    "cell_progress",
+    "output_printer",
+    "output_text",
+    "run_progress",
+]
 
 #: A run's bar of cells appears only once the run has lasted this long (seconds).
 BAR_DELAY = 1.0
@@ -103,16 +110,62 @@ def output_text(output: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def output_printer(secrets: Mapping[str, str]) -> Callable[[int, Mapping[str, Any]], None]:
-    """An ``on_output`` callback writing each cell output to stderr, secrets masked."""
+class OutputPrinter:
+    """An ``on_output`` callback writing each cell output to stderr, secrets masked.
 
-    def on_output(index: int, output: Mapping[str, Any]) -> None:
+    A secret may be written in pieces, each sent alone (``write(s[:4]); flush();
+    write(s[4:])``): a stream's last few characters (one less than the longest form of a
+    secret) wait for its next piece, so each secret is masked whole. What waits is written
+    when another output or cell starts, when a cell completes (:meth:`flush`) and at the end
+    of the run.
+    """
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        self._redactor = Redactor(secrets)
+        self._cell: int | None = None
+        #: Per stream name (``stdout``, ``stderr``): the raw text not shown yet.
+        self._waiting: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, index: int, output: Mapping[str, Any]) -> None:
         shown = output_text(output)
-        if shown is not None:
-            sys.stderr.write(redact(shown[1], secrets))
+        if shown is None:
+            return
+        stream, text = shown
+        with self._lock:
+            if index != self._cell:
+                self._flush()
+                self._cell = index
+            if output.get("output_type") != "stream":
+                self._flush()
+                self._write(self._redactor.text(text))
+                return
+            ready, self._waiting[stream] = self._redactor.release(
+                self._waiting.get(stream, "") + text
+            )
+            self._write(ready)
+
+    def flush(self, _index: int | None = None) -> None:
+        """Write what waits (a cell completed, or the run ended)."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for text in waiting.values():
+            self._write(self._redactor.text(text))
+
+    @staticmethod
+    def _write(text: str) -> None:
+        if text:
+            sys.stderr.write(text)
             sys.stderr.flush()
 
-    return on_output
+
+def output_printer(secrets: Mapping[str, str]) -> OutputPrinter:
+    """An ``on_output`` callback writing each cell output to stderr, secrets masked
+    (:class:`OutputPrinter`); call its ``flush`` when a cell completes and when the run ends."""
+    return OutputPrinter(secrets)
 
 
 def _joined(text: Any) -> str:

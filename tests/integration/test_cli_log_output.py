@@ -83,3 +83,47 @@ def test_no_output_on_stderr_without_log_output(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "hidden line" not in done.stderr + done.stdout
+
+
+SPLIT = """# %%
+import os, sys
+s = os.environ["NBX_TEST_TOKEN"]
+sys.stdout.write("before " + s[:4])
+sys.stdout.flush()
+sys.stdout.write(s[4:])
+sys.stdout.flush()
+sys.stdout.write(" after")
+
+# %%
+print("second cell")
+"""
+
+
+def test_log_output_masks_a_secret_written_in_pieces(tmp_path: Path) -> None:
+    (tmp_path / "split.py").write_text(SPLIT)
+    secret = "hunter2secretvalue"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "notebook_executor",
+            "run",
+            "split.py",
+            "--log-output",
+            "--secret",
+            "NBX_TEST_TOKEN",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "NBX_TEST_TOKEN": secret},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert secret not in done.stderr
+    assert secret[4:] not in done.stderr
+    # The tail held back for the next piece is shown when the cell ends, before the next cell.
+    assert "before [secret NBX_TEST_TOKEN] after" in done.stderr
+    assert done.stderr.index(" after") < done.stderr.index("second cell\n")
+    assert json.loads(done.stdout)["status"] == "success"

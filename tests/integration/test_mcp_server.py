@@ -581,3 +581,44 @@ def test_a_failed_cell_traceback_keeps_the_notebook_frames_only(tmp_path: Path) 
             assert traceback[-1].startswith("JSONDecodeError: Expecting property name")
 
     anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_kernels_do_not_inherit_the_server_environment(tmp_path: Path) -> None:
+    value = "server-only-" + os.urandom(6).hex()
+    named = "named-secret-" + os.urandom(6).hex()
+    write(
+        tmp_path,
+        "env.py",
+        "# %%\nimport os\n"
+        'print("server only:", os.environ.get("SERVER_ONLY_TOKEN"))\n'
+        'print("named:", os.environ.get("API_KEY"))\n'
+        'print("path set:", bool(os.environ.get("PATH")))\n'
+        "import scrapbook as sb\n"
+        'sb.glue("names", sorted(os.environ))\n',
+    )
+
+    async def scenario() -> None:
+        env = {**os.environ, "SERVER_ONLY_TOKEN": value, "API_KEY": named}
+        async with stdio_session(tmp_path, env=env) as session:
+            executed = await session.call_tool(
+                "execute", {"path": "env.py", "secrets": ["API_KEY"]}
+            )
+            result = structured(executed)
+            assert result["status"] == "success", result
+            assert "SERVER_ONLY_TOKEN" not in result["scraps"]["names"]
+            assert "PATH" in result["scraps"]["names"]
+            page = await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            text = page.model_dump_json()
+            assert "server only: None" in text
+            assert "named: [secret API_KEY]" in text
+            assert "path set: True" in text
+            for answer in (executed, page):
+                assert value not in answer.model_dump_json()
+                assert named not in answer.model_dump_json()
+        files = [path for path in (tmp_path / "runs").rglob("*") if path.is_file()]
+        assert files
+        for path in files:
+            assert value.encode() not in path.read_bytes(), path
+
+    anyio.run(scenario)

@@ -193,3 +193,26 @@ def test_check_execute_in_parallel_with_junit(
     assert messages == ["cell 1: cell_error: KeyError: 'no such key'"]
     (folder / "fails.py").unlink()
     assert main(["check", "notebooks", "--execute", "-j", "2"]) == 0
+
+
+def test_check_output_problems_never_quote_a_secret(ex: NotebookExecutor, tmp_path: Path) -> None:
+    secret = "hunter2secretvalue"
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            _cell(
+                "# NBVAL_CHECK_OUTPUT\nimport os, sys\ns = os.environ['TOK']\n"
+                "sys.stdout.write(s[:4]); sys.stdout.flush(); print(s[4:])",
+                outputs=[_stream("expected text\n")],
+            ),
+        ]
+    )
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "P"}
+    path = tmp_path / "chk.ipynb"
+    nbformat.write(nb, path)
+    verdict = ex.validate(path, execute=True, secrets={"TOK": secret})
+    [(cell, message)] = _errors(verdict)
+    assert cell == 0
+    assert message.startswith("outputs differ from the stored ones")
+    assert "[secret TOK]" in message
+    assert secret not in str(verdict)
+    assert "hunt" not in str(verdict)

@@ -353,3 +353,27 @@ def test_dotenv_parser(tmp_path: Path) -> None:
         "SPACED": "yes",
     }
     assert read_dotenv(tmp_path / "missing") == {}
+
+
+def test_base_env_replaces_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Set here, but not in base_env: neither the kernel nor the declared env sees it.
+    monkeypatch.setenv("NBX_TEST_TOKEN", "from-the-process-environment")
+    monkeypatch.setenv("NBX_OTHER_VARIABLE", "also-from-the-process")
+    monkeypatch.chdir(tmp_path)
+    path = _env_logbook(tmp_path)
+    engine = FakeEngine()
+    with NotebookExecutor(
+        runs_dir=tmp_path / "runs", engine=engine, base_env={"PATH": "/usr/bin"}
+    ) as ex:
+        with pytest.raises(ParameterError, match="NBX_TEST_TOKEN"):
+            ex.execute(path, parameters={"who": "x"})
+        result = ex.execute(
+            path, parameters={"who": "x"}, secrets={"NBX_TEST_TOKEN": "named-token-value"}
+        )
+    assert result["status"] == "success"
+    [job] = engine.jobs
+    assert job.env["PATH"] == "/usr/bin"
+    assert job.env["NBX_TEST_TOKEN"] == "named-token-value"
+    assert "NBX_OTHER_VARIABLE" not in job.env

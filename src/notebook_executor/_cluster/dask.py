@@ -13,8 +13,9 @@ its own):
   pad made for this sweep, and only the masked bytes are in the tasks. The pad goes from the
   caller straight to the workers (``Client.scatter(direct=True)``): the scheduler learns its
   key and size, never its bytes, and the value is put together again only in the worker
-  process that hands it to the kernel's environment. What a worker sends back has the values
-  masked out;
+  process that hands it to the kernel's environment. What a worker sends back (the executed
+  notebook, a failure) is scrubbed there as a run file is: secrets written in pieces, or inside
+  base64 or parquet payloads, are found too;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
   sweep, and unpacked once per worker and content (:mod:`.folder`). Both are copied to every
   worker, so where they lie does not decide where runs go.

@@ -27,6 +27,7 @@ from distributed import WorkerPlugin, get_worker
 from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import kernel_environment
 from .._run.results import redact
+from .._run.scrub import scrub_notebook
 from .._times import now_utc
 from ..engine import EngineOutcome, KernelChoice, RunJob
 
@@ -205,7 +206,8 @@ def _run(
     duration = time.perf_counter() - clock
     if outcome.failure is not None:
         outcome = replace(outcome, failure=redact_failure(outcome.failure, secrets))
-    executed = redact(nb, secrets)
+    # Scrubbed as a run file is: a secret sent in pieces or inside a payload stays here too.
+    executed = scrub_notebook(nb, secrets)
     return WorkerResult(
         nb_json=nbformat.writes(executed),
         outcome=outcome,

@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -317,9 +318,12 @@ async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
         raise RuntimeError(f"the kernel did not finish its warm-up within {timeout:g} s")
 
 
-def kernel_environment(extra: dict[str, str] | None) -> dict[str, str]:
-    """The environment a kernel starts with: this process's, overlaid by ``extra``."""
-    env = dict(os.environ)
+def kernel_environment(
+    extra: dict[str, str] | None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a kernel starts with: ``base`` (default: this process's), overlaid
+    by ``extra``."""
+    env = dict(os.environ if base is None else base)
     # The kernel's own stderr goes to a log; keep it free of debugger start-up noise.
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     env.setdefault("JUPYTER_PLATFORM_DIRS", "1")

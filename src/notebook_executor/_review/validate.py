@@ -321,6 +321,7 @@ def _run_problems(
     import nbformat
 
     from .._run.runner import run_plan
+    from .._run.scrub import Redactor, scrub_notebook
 
     options = {k: v for k, v in options.items() if k != "kernel_name"}
     options.setdefault("parameters", None)
@@ -362,7 +363,8 @@ def _run_problems(
         where = failed["index"] if failed else None
         what = f"{failed['ename']}: {failed['evalue']}" if failed else "the run failed"
         problems.append(_problem(where, "error", f"{result['error_kind']}: {what}"))
-    ran = planned.nb.cells
+    # Compared as a run file stores them: a secret printed by a cell never reaches a problem.
+    ran = scrub_notebook(planned.nb, planned.secrets).cells
     for index in sorted(raising):
         outputs = ran[job_cells[index]].get("outputs", [])
         reached = ran[job_cells[index]].get("execution_count") is not None
@@ -393,7 +395,8 @@ def _run_problems(
                     index, "error", f"outputs differ from the stored ones: {_first_diff(want, got)}"
                 )
             )
-    return problems
+    redacted: list[Problem] = Redactor(planned.secrets).value(problems)
+    return redacted
 
 
 def _comparable(outputs: list[Any]) -> list[Any]:

@@ -66,15 +66,18 @@ def resolve_declared_env(
     secrets: dict[str, str],
     folders: list[Path],
     declared: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
     """Move or add every declared name into ``secrets`` (in place), from the first source
-    that has it; ``env`` gives up the names it holds.
+    that has it; ``env`` gives up the names it holds. ``environ`` is the caller's environment
+    (default: this process's).
 
     Raises
     ------
     ParameterError
         Naming every declared variable found nowhere.
     """
+    caller = os.environ if environ is None else environ
     files: list[dict[str, str]] | None = None
     missing = []
     for name in names:
@@ -84,8 +87,8 @@ def resolve_declared_env(
         if name in env:
             secrets[name] = env.pop(name)
             continue
-        if name in os.environ:
-            secrets[name] = os.environ[name]
+        if name in caller:
+            secrets[name] = caller[name]
             continue
         if files is None:
             files = [read_dotenv(folder / ".env") for folder in dict.fromkeys(folders)]

@@ -88,11 +88,13 @@ def plan_run(
     kernel_name: str | None = None,
     default_timeout: float | None = None,
     default_cell_timeout: float | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> Plan:
     """Check everything about a run and prepare it; start nothing.
 
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
-    starts. ``kernel_name`` and the ``default_*`` limits are the executor's own settings.
+    starts. ``kernel_name``, the ``default_*`` limits and ``base_env`` (the environment the
+    kernel starts from, default this process's) are the executor's own settings.
     """
     check_path("input_path", input_path)
     if output_path is not None:
@@ -141,12 +143,13 @@ def plan_run(
         secrets=secret_env,
         folders=[loaded.path.parent, Path.cwd()],
         declared=declared_dicts,
+        environ=base_env,
     )
     _start_afresh(nb)
     if _substitutes(notebook, nb):
         substitute_placeholders(nb, effective, declared_dicts)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
-    environment = kernel_environment({**extra_env, **secret_env})
+    environment = kernel_environment({**extra_env, **secret_env}, base_env)
     output = None if output_path is None else os.fspath(output_path)
     if output is not None and is_url(output):
         # As papermill does, the prepared notebook is written first: an unreachable store

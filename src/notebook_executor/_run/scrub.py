@@ -96,6 +96,39 @@ class Redactor:
                 return name
         return None
 
+    @property
+    def held(self) -> int:
+        """How many trailing characters of a stream shown as it arrives must wait for more.
+
+        One less than the longest form of a secret: a secret cut by a flush is then still
+        whole in the text kept plus the piece that follows (:meth:`release`).
+        """
+        return max((len(form) for form in self._forms), default=1) - 1
+
+    def release(self, text: str) -> tuple[str, str]:
+        """Split a stream's ``text`` (what waited plus a new piece) for showing it live.
+
+        Returns the part that may be shown now, redacted, and the raw tail that must wait
+        for the next piece (or be shown through :meth:`text` when the stream ends). A secret
+        that starts in the part shown ends in it too.
+        """
+        if self._pattern is None:
+            return text, ""
+        cut = len(text) - self.held
+        if cut <= 0:
+            return "", text
+        shown = []
+        cursor = 0
+        for match in self._pattern.finditer(text):
+            if match.start() >= cut:
+                break
+            shown.append(text[cursor : match.start()])
+            shown.append(f"[secret {self._names[match.group()]}]")
+            cursor = match.end()
+        cut = max(cut, cursor)
+        shown.append(text[cursor:cut])
+        return "".join(shown), text[cut:]
+
     def pieces(self, pieces: list[str]) -> list[str]:
         """Redact ``pieces`` as one text (a stream sent in parts), keeping the parts apart.
 

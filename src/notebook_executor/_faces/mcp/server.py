@@ -3,6 +3,11 @@
 Over HTTP the server binds to loopback unless told otherwise, keeps the SDK's DNS-rebinding
 protection (Host and Origin checked), and, when bound beyond loopback, answers only requests
 that carry the bearer token found in :data:`TOKEN_ENV`.
+
+Kernels started for clients do not inherit the server's environment: they start from
+:func:`kernel_base_environment` (``PATH``, ``HOME``, locale, temporary folders, ``PYTHONPATH``,
+``VIRTUAL_ENV``), plus the secrets a client names; a notebook's declared ``env:`` variables
+are found in ``.env`` files or must be named as secrets.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import hmac
 import ipaddress
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +29,14 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["TOKEN_ENV", "build_server", "is_loopback", "serve"]
+__all__ = [
+    "KERNEL_ENV_NAMES",
+    "TOKEN_ENV",
+    "build_server",
+    "is_loopback",
+    "kernel_base_environment",
+    "serve",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +59,31 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+#: The server's environment variables a kernel started for a client gets (``LC_*`` too); a
+#: client names any other it needs as a secret (``execute``'s ``secrets``).
+KERNEL_ENV_NAMES = (
+    "HOME",
+    "LANG",
+    "PATH",
+    "PYTHONPATH",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+)
+
+
+def kernel_base_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The minimal environment kernels start from: a client cannot read the server's own
+    variables (tokens, credentials) through a notebook it edits and runs."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in KERNEL_ENV_NAMES or name.startswith("LC_")
+    }
 
 
 def build_server(
@@ -78,7 +116,9 @@ def serve(
 
     folder = Path(root).resolve()
     runs = Path(runs_dir) if runs_dir is not None else folder / "runs"
-    with NotebookExecutor(runs_dir=runs, progress=False) as executor:
+    with NotebookExecutor(
+        runs_dir=runs, progress=False, base_env=kernel_base_environment(os.environ)
+    ) as executor:
         server, _ = build_server(folder, executor)
         if http is None:
             anyio.run(server.run_stdio_async)
