@@ -203,8 +203,21 @@ class NotebookExecutor:
         OutputWriteError
             The run finished and is recorded, but ``output_path`` could not be written; the
             error's ``result`` is the run's result dict.
+
+        A failure inside a run (a cell error, a timeout, a dead kernel, or even an unexpected
+        failure of the engine itself) is never raised: the run is recorded and its result has
+        ``status`` ``"error"`` and an ``error_kind``. Only bad input (above, raised before
+        anything starts), ``OutputWriteError`` and a cancel raise.
         """
         self._check_open()
+        if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+            raise NotebookExecutorError(
+                f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
+            )
+        if on_cell is not None and not callable(on_cell):
+            raise NotebookExecutorError(
+                f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
+            )
         plan = self._plan(
             input_path,
             output_path=output_path,
