@@ -20,6 +20,7 @@ from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
+from .._run.plan import check_path
 from .._times import iso, parse_time
 from . import search as _search
 from .rows import STATUSES
@@ -214,11 +215,12 @@ def filters(
     Raises
     ------
     NotebookExecutorError
-        ``status`` or ``since`` is not a valid value.
+        ``notebook`` is not a path, or ``status`` or ``since`` is not a valid value.
     """
     clauses: list[str] = []
     values: list[Any] = []
     if notebook is not None:
+        check_path("notebook", notebook)
         given = _records.display_path(os.fspath(notebook))
         clauses.append("notebook_name = ? AND path_matches(notebook, ?)")
         values += [PurePosixPath(given).name, given]
