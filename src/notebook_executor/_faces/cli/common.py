@@ -55,7 +55,7 @@ def add_runs_dir(parser: argparse.ArgumentParser) -> None:
 def runs_dir_arg(text: str) -> str:
     """A ``--runs-dir`` value: a folder, or a path where one will be made; never a file."""
     if Path(text).exists() and not Path(text).is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+        raise argparse.ArgumentTypeError(f"{text!r} cannot hold run records: not a folder")
     return text
 
 
