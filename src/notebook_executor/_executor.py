@@ -18,7 +18,7 @@ from ._kernels.kernel_engine import KernelEngine
 from ._progress import OutputPrinter, cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
-from ._run.plan import PathLike, Plan, check_env, check_seconds, plan_run
+from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
 from ._run.remote import is_url
 from ._run.runner import run_plan
 from ._run.scraps import decode_scrap, find_scraps
@@ -211,8 +211,21 @@ class NotebookExecutor:
         OutputWriteError
             The run finished and is recorded, but ``output_path`` could not be written; the
             error's ``result`` is the run's result dict.
+
+        A failure inside a run (a cell error, a timeout, a dead kernel, or even an unexpected
+        failure of the engine itself) is never raised: the run is recorded and its result has
+        ``status`` ``"error"`` and an ``error_kind``. Only bad input (above, raised before
+        anything starts), ``OutputWriteError`` and a cancel raise.
         """
         self._check_open()
+        if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+            raise NotebookExecutorError(
+                f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
+            )
+        if on_cell is not None and not callable(on_cell):
+            raise NotebookExecutorError(
+                f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
+            )
         plan = self._plan(
             input_path,
             output_path=output_path,
@@ -428,6 +441,7 @@ class NotebookExecutor:
         from ._review.validate import validate_notebook
 
         self._check_open()
+        check_path("path", path)
         if self.kernel_name is not None:
             execute_options.setdefault("kernel_name", self.kernel_name)
         return validate_notebook(
@@ -435,6 +449,7 @@ class NotebookExecutor:
         )
 
     def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
+        check_path("notebook", reference)
         candidate = Path(reference)
         if candidate.is_file():
             return _read_notebook(candidate)
@@ -464,6 +479,7 @@ class NotebookExecutor:
 
     def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
         """Every scrap of an executed notebook (a path) or of a past run (a run id), decoded."""
+        check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
         if candidate.suffix == ".ipynb" and candidate.exists():
             path = candidate
@@ -479,6 +495,10 @@ class NotebookExecutor:
 
     def get_run(self, run_id: str) -> dict[str, Any]:
         """The result dict of a past run (a run whose process died shows as interrupted)."""
+        if not isinstance(run_id, str):
+            raise RunNotFoundError(
+                repr(run_id), f"a run id is a string, not {type(run_id).__name__}"
+            )
         try:
             return self._open_catalog().get_run(run_id)
         except CatalogError:

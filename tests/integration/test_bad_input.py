@@ -747,6 +747,7 @@ def _environment_case(
                 "write-under-a-file",
                 "write-not-a-notebook",
                 "read-not-a-path",
+                "lookup-not-a-path",
             ]
         )
     )
@@ -819,8 +820,30 @@ def _environment_case(
                 odd(st.integers() | st.none() | st.binary(max_size=3).map(bytearray))
             )
         ),
+        # The lookups and reviews: a value that is neither a path nor a run id.
+        "lookup-not-a-path": lambda: _lookup_call(
+            drawn.draw(st.sampled_from(sorted(LOOKUPS))),
+            odd(st.integers() | st.lists(st.integers(), max_size=2) | st.binary(max_size=3)),
+            good,
+        ),
     }
     return kind, cases[kind]()
+
+
+#: Calls that take a notebook path or a run id, each given ``value`` where that goes.
+LOOKUPS: dict[str, Callable[[NotebookExecutor, Any, Path], Any]] = {
+    "runs": lambda ex, value, good: ex.runs(notebook=value),
+    "search": lambda ex, value, good: ex.search("x", notebook=value),
+    "scraps": lambda ex, value, good: ex.scraps(notebook=value),
+    "get_run": lambda ex, value, good: ex.get_run(value),
+    "collect_outputs": lambda ex, value, good: ex.collect_outputs(value),
+    "diff_notebooks": lambda ex, value, good: ex.diff_notebooks(value, good),
+    "validate": lambda ex, value, good: ex.validate(value),
+}
+
+
+def _lookup_call(name: str, value: Any, good: Path) -> Callable[[NotebookExecutor], Any]:
+    return lambda ex: LOOKUPS[name](ex, value, good)
 
 
 #: Kernel names no one has installed: text of every kind, path-like names, python-ish names.

@@ -418,13 +418,13 @@ def _garbage(path: Path, size: int) -> None:
     path.write_bytes(bytes((n * 7919 + 13) % 251 for n in range(size)))
 
 
-def _foreign_database(path: Path) -> None:
-    """Another program's SQLite database, whose schema version happens to be ours."""
+def _foreign_database(path: Path, version: int) -> None:
+    """Another program's SQLite database, its ``user_version`` one of ours (or unset)."""
     path.unlink()
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
         conn.execute("INSERT INTO notes (body) VALUES ('not a run')")
-        conn.execute("PRAGMA user_version = 1")
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
 
 
@@ -443,7 +443,6 @@ CATALOG_DAMAGE: dict[str, Callable[[Path], object]] = {
         path.read_bytes()[:100] + b"\xa5" * (path.stat().st_size - 100)
     ),
     "garbage-wal-and-shm": _garbage_beside,
-    "foreign-database": _foreign_database,
 }
 
 
@@ -505,6 +504,29 @@ def test_a_damaged_catalog_is_rebuilt_from_the_run_files(
         assert sorted(after.scraps().index) == sorted(ids)
         assert all(after.get_run(run_id) == expected[run_id] for run_id in ids)
         assert after.reindex() == len(ids)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_foreign_database_in_the_catalog_place_is_refused_and_left_alone(
+    sample_runs: tuple[Path, list[str]], tmp_path: Path, version: int
+) -> None:
+    # Not ours: it is never dropped, changed or moved aside; the one-line error names it.
+    sample, ids = sample_runs
+    runs_dir = tmp_path / "runs"
+    shutil.copytree(sample, runs_dir)
+    catalog = runs_dir / "catalog.sqlite"
+    _foreign_database(catalog, version)
+    before = catalog.read_bytes()
+    FAULT_CASES.append(f"catalog-foreign-database-v{version}")
+    line = _cli("runs", runs_dir=runs_dir)
+    assert isinstance(line, str) and "not created by notebook-executor" in line, line
+    assert str(catalog) in line
+    with NotebookExecutor(runs_dir=runs_dir) as after:
+        with pytest.raises(CatalogError, match="not created by notebook-executor"):
+            after.runs()
+        assert after.get_run(ids[0])["run_id"] == ids[0]  # the files still answer
+    assert catalog.read_bytes() == before
+    assert sorted(p.name for p in runs_dir.glob("catalog.sqlite*")) == ["catalog.sqlite"]
 
 
 def test_a_catalog_damaged_under_an_open_executor(

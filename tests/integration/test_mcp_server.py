@@ -25,8 +25,6 @@ from mcp_client import (
     structured,
 )
 
-from notebook_executor import NotebookExecutor
-
 TOOLS = {
     "list_notebooks",
     "inspect_parameters",
@@ -61,13 +59,6 @@ def write(root: Path, name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def needs(*methods: str) -> pytest.MarkDecorator:
-    missing = [name for name in methods if not hasattr(NotebookExecutor, name)]
-    return pytest.mark.skipif(
-        bool(missing), reason=f"NotebookExecutor has no {', '.join(missing)} on this branch"
-    )
 
 
 def tiny_png() -> bytes:
@@ -501,7 +492,6 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.kernel
-@needs("edit_cell", "diff_runs", "search")
 def test_agent_loop_fail_read_edit_rerun_diff_search(tmp_path: Path) -> None:
     write(
         tmp_path,

@@ -240,10 +240,12 @@ def test_the_source_as_output_path_is_refused_before_anything_starts(workdir: Pa
 def test_a_copy_that_cannot_be_written_raises_a_typed_error_after_the_record(
     workdir: Path,
 ) -> None:
-    # The notebook itself puts a file where the copy's folder was to be made.
+    # The copy's folder exists when the run starts; the notebook puts a file in its place.
     blocked = workdir / "blocked"
+    blocked.mkdir()
     (workdir / "blocker.py").write_text(
-        f"# %%\nfrom pathlib import Path\nPath({str(blocked)!r}).write_text('a file')\n"
+        f"# %%\nfrom pathlib import Path\nPath({str(blocked)!r}).rmdir()\n"
+        f"Path({str(blocked)!r}).write_text('a file')\n"
     )
     runs = workdir / "blocked-runs"
     with NotebookExecutor(runs_dir=runs) as own:

@@ -156,6 +156,7 @@ def test_run_files_are_written_under_the_start_date(ex: NotebookExecutor, workdi
 
 
 def test_output_path_gets_a_copy(ex: NotebookExecutor, workdir: Path) -> None:
+    (workdir / "out").mkdir()  # an output_path's folder must exist: it is not created
     result = ex.execute("nb.py", output_path="out/copy.ipynb")
     assert result["output_path"] == "out/copy.ipynb"
     copy = nbformat.read(workdir / "out" / "copy.ipynb", as_version=4)

@@ -274,3 +274,11 @@ def test_mask_hides_every_byte_and_unmask_restores() -> None:
         assert value.encode() not in masked[name]
         assert masked[name] != value.encode()
     assert unmask(masked, pad) == values
+
+
+def test_sweep_takes_k_for_the_kernel_as_run_does(
+    capsys: pytest.CaptureFixture[str], engine: FakeEngine
+) -> None:
+    code, _, err = _run(capsys, "sweep", "nb.py", "-g", "count=1,2", "-k", "python3", "--json")
+    assert code == 0, err
+    assert [job.kernel.name for job in engine.jobs] == ["python3", "python3"]

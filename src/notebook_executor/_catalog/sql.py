@@ -3,7 +3,8 @@
 One table, one row per run (see :mod:`notebook_executor._catalog.rows` for what a row holds),
 indexed by start time, notebook name and status, plus the full-text index of
 :mod:`notebook_executor._catalog.search`. ``PRAGMA user_version`` holds
-:data:`SCHEMA_VERSION`; an older catalog is dropped and rebuilt, a newer one refused. Every
+:data:`SCHEMA_VERSION`; an older catalog is dropped and rebuilt, a newer one refused, and a
+database holding tables not ours (another program's file) is refused and left alone. Every
 write is one short ``BEGIN IMMEDIATE`` transaction (:func:`write`), so a busy database waits
 out its busy timeout instead of failing on a read-to-write upgrade.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
 from .._run import records as _records
+from .._run.plan import check_path
 from .._times import iso, parse_time
 from . import search as _search
 from .rows import STATUSES
@@ -39,8 +41,14 @@ __all__ = [
 ]
 
 #: Bumped whenever the tables change; an older catalog is rebuilt from the run files.
-#: 2: the full-text index (:mod:`notebook_executor._catalog.search`) and ``output_cut``.
-SCHEMA_VERSION = 2
+#: 1: the ``runs`` table. 2: ``output_cut`` (and, in later builds also numbered 2, the
+#: full-text index of :mod:`notebook_executor._catalog.search`). 3: both, for certain: a
+#: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt.
+SCHEMA_VERSION = 3
+#: The objects a catalog of ours holds (tables, their indexes, the full-text index's own
+#: tables); a database holding anything else was not made here and is never changed.
+_OURS = ("runs", "run_text", "run_text_keys")
+_OURS_PREFIXES = ("runs_by_", "run_text_", "sqlite_")
 
 _COLUMNS = (
     *_records.RESULT_KEYS,
@@ -151,9 +159,15 @@ def upsert(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _ensure_schema(conn: sqlite3.Connection, where: str) -> bool:
-    """Create (or rebuild an older) schema; True when this call created it."""
+    """Create (or rebuild an older) schema; True when this call created it.
+
+    A database below this version that holds anything not ours (another program's SQLite
+    file) is refused with :class:`CatalogError`, never dropped, changed or moved aside.
+    """
     if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
         return False
+    # Before anything is written (even the journal mode, which changes the file's header).
+    _refuse_foreign(conn, where)
     conn.execute("PRAGMA journal_mode = WAL")
     with write(conn):
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -165,6 +179,22 @@ def _ensure_schema(conn: sqlite3.Connection, where: str) -> bool:
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return True
+
+
+def _refuse_foreign(conn: sqlite3.Connection, where: str) -> None:
+    """Raise :class:`CatalogError` when the database holds an object that is not ours."""
+    foreign = sorted(
+        name
+        for (name,) in conn.execute("SELECT name FROM sqlite_master")
+        if name not in _OURS and not name.startswith(_OURS_PREFIXES)
+    )
+    if foreign:
+        raise CatalogError(
+            where,
+            f"not created by notebook-executor (it holds {', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}); it is left as it is: move it away, "
+            "then reindex",
+        )
 
 
 # -- corruption ----------------------------------------------------------------------------------
@@ -214,11 +244,12 @@ def filters(
     Raises
     ------
     NotebookExecutorError
-        ``status`` or ``since`` is not a valid value.
+        ``notebook`` is not a path, or ``status`` or ``since`` is not a valid value.
     """
     clauses: list[str] = []
     values: list[Any] = []
     if notebook is not None:
+        check_path("notebook", notebook)
         given = _records.display_path(os.fspath(notebook))
         clauses.append("notebook_name = ? AND path_matches(notebook, ?)")
         values += [PurePosixPath(given).name, given]

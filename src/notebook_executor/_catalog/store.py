@@ -19,8 +19,9 @@ hosts are left as they are: their liveness cannot be known from here.
 
 A missing catalog is built from the files when first opened. A corrupt one (garbage bytes, a
 truncated file) is moved aside as ``catalog.sqlite.corrupt-<timestamp>`` and rebuilt; when that
-fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. No
-raw ``sqlite3`` error leaves this module.
+fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. A
+database that another program made (it holds tables not ours) is refused with ``CatalogError``
+and never moved aside, changed or dropped. No raw ``sqlite3`` error leaves this module.
 
 Full-text search: a run's texts (request, parameters, narrative, code, outputs, errors,
 scraps), read from its run file as written (so redacted), are indexed in the same transaction

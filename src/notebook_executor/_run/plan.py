@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import posixpath
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
@@ -207,14 +210,28 @@ def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str,
 
 
 def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
-    """Refuse an ``output_path`` that cannot take the copy, or that is the source itself."""
+    """Refuse an ``output_path`` that cannot take the copy, or that is the source itself.
+
+    A local path's folder must exist (it is not created) and be writable: a uniquely named
+    probe file is created there (``O_EXCL``: never an existing file) and removed at once, so
+    a bad path is found before any kernel starts.
+    """
     target = Path(output_path)
     if target.suffix.lower() != ".ipynb":
         raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
     if is_url(output_path):
-        return  # a store's object: papermill's I/O writes it
+        # A store's object, written by papermill's I/O; it must not be the source's URL.
+        if is_url(input_path) and _url_key(os.fspath(input_path)) == _url_key(
+            os.fspath(output_path)
+        ):
+            raise NotebookExecutorError(
+                f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
+                "give another path (the source is never overwritten)"
+            )
+        return
+    shown = os.fspath(output_path)
     if target.is_dir():
-        raise NotebookExecutorError(f"output_path {os.fspath(output_path)!r} is a directory")
+        raise NotebookExecutorError(f"output_path {shown!r} is a directory")
     same = target.resolve() == Path(input_path).resolve()
     if not same and target.exists():
         try:
@@ -223,9 +240,38 @@ def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
             same = False
     if same:
         raise NotebookExecutorError(
-            f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
+            f"output_path {shown!r} is the source notebook itself; "
             "give another path (the source is never overwritten)"
         )
+    _check_writable_folder(shown, target.parent)
+
+
+def _url_key(url: str) -> tuple[str, str, str, str]:
+    """What names a store's object: scheme, host and normalised path (``/x/../`` folded)."""
+    parts = urlsplit(url)
+    path = posixpath.normpath(parts.path or "/")
+    return parts.scheme.lower(), parts.netloc, path.lstrip("/"), parts.query
+
+
+def _check_writable_folder(shown: str, folder: Path) -> None:
+    """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
+    if not folder.exists():
+        raise NotebookExecutorError(
+            f"output_path {shown!r}: the folder {os.fspath(folder)!r} does not exist "
+            "(create it first)"
+        )
+    if not folder.is_dir():
+        raise NotebookExecutorError(f"output_path {shown!r}: {os.fspath(folder)!r} is not a folder")
+    probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise NotebookExecutorError(
+            f"output_path {shown!r}: the folder {os.fspath(folder)!r} is not writable "
+            f"({exc.strerror or type(exc).__name__})"
+        ) from None
+    os.close(fd)
+    probe.unlink()
 
 
 def check_seconds(name: str, value: float | None) -> float | None:

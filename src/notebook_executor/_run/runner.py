@@ -6,6 +6,7 @@ result dict, and the result and executed notebook become the run record.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -29,6 +30,8 @@ from .sources import write_notebook
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["RunStart", "begin_run", "finish_run", "first_unfinished_cell", "run_plan"]
 
@@ -54,9 +57,12 @@ def run_plan(
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
-    cancelled run, and is then raised again. When the caller's copy (``output_path``) cannot
-    be written, the run files and catalog are still finished, then :class:`OutputWriteError`
-    (holding the result) is raised.
+    cancelled run, and is then raised again. Any other exception from the engine (a bug or
+    an unexpected failure of its machinery) does not escape: the run is finished as failed,
+    with a ``kernel_died`` failure naming the exception's type and its (redacted) message on
+    the first unfinished code cell, and that error result is returned, so no record is left
+    ``running``. When the caller's copy (``output_path``) cannot be written, the run files and
+    catalog are still finished, then :class:`OutputWriteError` (holding the result) is raised.
     """
     clock = time.perf_counter()
     start = begin_run(plan, runs_dir, on_record)
@@ -75,6 +81,17 @@ def run_plan(
                 "the run was cancelled",
                 [],
             )
+    except Exception as exc:  # the engine itself failed: the run still ends, as failed
+        logger.warning("%s: the engine failed: %s", plan.notebook, type(exc).__name__)
+        partial = getattr(exc, "outcome", None)
+        outcome = partial if isinstance(partial, EngineOutcome) else EngineOutcome()
+        outcome.failure = CellFailure(
+            first_unfinished_cell(plan.nb, outcome.completed),
+            "kernel_died",
+            type(exc).__name__,
+            redact(str(exc), plan.secrets),
+            [],
+        )
     result = finish_run(
         plan,
         start,

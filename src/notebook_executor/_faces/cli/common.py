@@ -24,6 +24,7 @@ __all__ = [
     "print_json",
     "print_result",
     "read_text",
+    "runs_dir_arg",
     "seconds",
     "yaml_mapping",
 ]
@@ -43,8 +44,19 @@ class Parser(argparse.ArgumentParser):
 
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--runs-dir", default="runs", metavar="DIR", help="where run records live (default: runs)"
+        "--runs-dir",
+        default="runs",
+        type=runs_dir_arg,
+        metavar="DIR",
+        help="where run records live (default: runs)",
     )
+
+
+def runs_dir_arg(text: str) -> str:
+    """A ``--runs-dir`` value: a folder, or a path where one will be made; never a file."""
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} cannot hold run records: not a folder")
+    return text
 
 
 def add_table_format(parser: argparse.ArgumentParser) -> None:

@@ -49,6 +49,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from ..report import build_report, default_out
 
     runs_dir = Path(args.runs_dir)
+    if not runs_dir.is_dir():
+        raise UsageError(f"no runs folder at {args.runs_dir!r} (see --runs-dir)")
     out = Path(args.out) if args.out else default_out(runs_dir)
     with common.executor(args) as ex:
         runs = ex.runs(notebook=args.notebook)

@@ -46,7 +46,9 @@ def register(commands: Any) -> None:
     sweep.add_argument("--request", metavar="TEXT", help="why these runs are made (kept in each)")
     sweep.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for each run")
     sweep.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit per cell")
-    sweep.add_argument("--kernel", metavar="NAME", help="kernel to use instead of the notebook's")
+    sweep.add_argument(
+        "-k", "--kernel", metavar="NAME", help="kernel to use instead of the notebook's"
+    )
     sweep.add_argument(
         "--cwd",
         metavar="DIR",

@@ -1,0 +1,79 @@
+"""Bad paths on the command line: one line, exit 2, nothing run, nothing recorded."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import FakeEngine
+
+from notebook_executor import NotebookExecutor
+from notebook_executor._faces.cli import common as _cli_common
+from notebook_executor._faces.cli import main
+
+NOTEBOOK = "# %%\nx = 1\n"
+
+
+@pytest.fixture
+def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    fake = FakeEngine()
+
+    def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
+        return NotebookExecutor(runs_dir=args.runs_dir, engine=fake, **options)
+
+    monkeypatch.setattr(_cli_common, "executor", factory)
+    return fake
+
+
+def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert out == ""
+    assert err.startswith("notebook-executor: error: ")
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("output", ["/proc/out.ipynb", "missing/out.ipynb", "nb.py/out.ipynb"])
+def test_run_refuses_an_unwritable_output_path_before_any_run(
+    capsys: pytest.CaptureFixture[str], engine: FakeEngine, tmp_path: Path, output: str
+) -> None:
+    err = _refused(capsys, "run", "nb.py", output)
+    assert "output_path" in err
+    assert engine.jobs == []
+    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs"],
+        ["runs", "--json"],
+        ["search", "anything"],
+        ["reindex"],
+        ["scraps"],
+        ["report"],
+        ["run", "nb.py"],
+    ],
+)
+def test_a_runs_dir_that_is_a_file_is_refused(
+    capsys: pytest.CaptureFixture[str], engine: FakeEngine, tmp_path: Path, argv: list[str]
+) -> None:
+    err = _refused(capsys, *argv, "--runs-dir", "nb.py")
+    assert "not a folder" in err
+    assert engine.jobs == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nb.py"]
+
+
+def test_report_refuses_a_missing_runs_folder(
+    capsys: pytest.CaptureFixture[str], engine: FakeEngine, tmp_path: Path
+) -> None:
+    err = _refused(capsys, "report", "--runs-dir", "nowhere")
+    assert "nowhere" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nb.py"]
