@@ -13,7 +13,7 @@ PYTHON = None  # the interpreter nox itself runs on
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tier (fake engine) and integration tier (real kernels)."""
-    session.install("-e", ".[test,dask,mcp]")
+    session.install("-e", ".[test]")
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
     session.run("pytest", "-q", *session.posargs)
 
@@ -29,7 +29,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over the package and its tests."""
-    session.install("-e", ".[test,dask,mcp]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
+    session.install("-e", ".[test]", "mypy>=1.10", "pandas-stubs", "types-PyYAML")
     session.run("mypy")
 
 

@@ -20,20 +20,17 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 
+import dask
+import psutil  # type: ignore[import-untyped]
 import pytest
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps
 
-distributed = pytest.importorskip("distributed")
-
-import dask  # noqa: E402
-import psutil  # type: ignore[import-untyped]  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
-from distributed.diagnostics.plugin import SchedulerPlugin  # noqa: E402
-from distributed.protocol.pickle import dumps  # noqa: E402
-
-from notebook_executor import NotebookExecutor, NotebookExecutorError, read_notebook  # noqa: E402
-from notebook_executor._cluster import dask as _cluster_dask  # noqa: E402
-from notebook_executor._cluster.worker import PLUGIN_NAME  # noqa: E402
-from notebook_executor._faces.cli import main  # noqa: E402
+from notebook_executor import NotebookExecutor, NotebookExecutorError, read_notebook
+from notebook_executor._cluster import dask as _cluster_dask
+from notebook_executor._cluster.worker import PLUGIN_NAME
+from notebook_executor._faces.cli import main
 
 pytestmark = pytest.mark.kernel
 

@@ -7,10 +7,7 @@ import types
 from pathlib import Path
 
 import nbformat
-import pytest
 from fake_engine import FakeEngine
-
-pytest.importorskip("distributed", reason="the [dask] extra is not installed")
 
 from notebook_executor._cluster import worker as _worker
 from notebook_executor.engine import KernelChoice

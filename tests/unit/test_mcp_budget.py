@@ -90,7 +90,6 @@ def test_root_confines_relative_absolute_and_symlinked_paths(tmp_path: Path) -> 
     ids=["accents", "quotes-and-backslashes", "many-small-items"],
 )
 def test_a_tool_result_on_the_wire_stays_within_the_budget(payload: dict[str, object]) -> None:
-    pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from notebook_executor._faces.mcp.budget import MAX_RESPONSE_CHARS
     from notebook_executor._faces.mcp.workspace import tool_result
 
