@@ -1,4 +1,5 @@
-"""Helpers shared by the test tiers: processes read from /proc, and reports past capture.
+"""Helpers shared by the test tiers: processes read from /proc, reports past capture, and the
+command line run in-process on a test engine.
 
 Importable as ``support`` from every test module (``pythonpath`` in the pytest settings).
 """
@@ -9,15 +10,18 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 __all__ = [
     "SESSION_MARKER",
     "alive",
+    "cli_on_engine",
     "descendants",
     "marked_processes",
     "report",
+    "run_cli",
     "wait_gone",
 ]
 
@@ -107,3 +111,23 @@ def report(config: pytest.Config, text: str) -> None:
         return
     with capture.global_and_fixture_disabled():
         print(text)
+
+
+def cli_on_engine(monkeypatch: pytest.MonkeyPatch, engine: Any) -> None:
+    """Make every executor the command line opens run on ``engine`` (a test double)."""
+    from notebook_executor import NotebookExecutor
+    from notebook_executor._faces.cli import common
+
+    def factory(args: Any, **options: Any) -> NotebookExecutor:
+        return NotebookExecutor(runs_dir=args.runs_dir, engine=engine, **options)
+
+    monkeypatch.setattr(common, "executor", factory)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the command line in-process: ``(exit status, stdout, stderr)``."""
+    from notebook_executor._faces.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
 
-from notebook_executor import NotebookExecutor, read_notebook
-from notebook_executor._faces.cli import common as _cli_common
-from notebook_executor._faces.cli import main
+from notebook_executor import read_notebook
+from support import cli_on_engine, run_cli
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1  # how many
@@ -39,17 +36,10 @@ def engine() -> FakeEngine:
 def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nb.py").write_text(NOTEBOOK)
-
-    def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
-        return NotebookExecutor(runs_dir=args.runs_dir, engine=engine, **options)
-
-    monkeypatch.setattr(_cli_common, "executor", factory)
+    cli_on_engine(monkeypatch, engine)
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 def _usage_error(code: int, out: str, err: str) -> None:

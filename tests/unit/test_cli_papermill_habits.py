@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
 
-from notebook_executor import NotebookExecutor
-from notebook_executor._faces.cli import common as _cli_common
-from notebook_executor._faces.cli import main
+from support import cli_on_engine, run_cli
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1
@@ -33,17 +29,10 @@ def engine() -> FakeEngine:
 def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nb.py").write_text(NOTEBOOK)
-
-    def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
-        return NotebookExecutor(runs_dir=args.runs_dir, engine=engine, **options)
-
-    monkeypatch.setattr(_cli_common, "executor", factory)
+    cli_on_engine(monkeypatch, engine)
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+_run = run_cli
 
 
 def test_positional_output_is_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

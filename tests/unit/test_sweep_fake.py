@@ -3,7 +3,6 @@ before anything is submitted to a cluster, the shipped folder and the secrets' m
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -18,8 +17,7 @@ from notebook_executor import NotebookExecutor, NotebookExecutorError, Parameter
 from notebook_executor._cluster import folder as _folder
 from notebook_executor._cluster.grid import combine, parse_grid_option, split_values
 from notebook_executor._cluster.worker import _unpack, mask, unmask
-from notebook_executor._faces.cli import common as _cli_common
-from notebook_executor._faces.cli import main
+from support import cli_on_engine, run_cli
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1
@@ -44,11 +42,7 @@ def engine() -> FakeEngine:
 def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nb.py").write_text(NOTEBOOK)
-
-    def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
-        return NotebookExecutor(runs_dir=args.runs_dir, engine=engine, **options)
-
-    monkeypatch.setattr(_cli_common, "executor", factory)
+    cli_on_engine(monkeypatch, engine)
 
 
 # -- the grid ------------------------------------------------------------------------------
@@ -113,9 +107,7 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     # One run at a time: the fake engine swaps sys.stdout while a notebook prints.
     if "--scheduler" not in argv and "--workers" not in argv:
         argv = (*argv, "--workers", "1")
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *argv)
 
 
 def test_sweep_grid_converts_to_declared_types_and_prints_results_in_order(
