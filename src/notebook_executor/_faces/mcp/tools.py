@@ -41,6 +41,16 @@ _EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world
 _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
+#: The filters the run-listing tools share.
+NotebookFilter = Annotated[
+    str | None, Field(description="Only runs of this notebook (relative to the root).")
+]
+StatusFilter = Annotated[
+    str | None,
+    Field(pattern="^(success|error|running)$", description="Only runs with this status."),
+]
+
+
 def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     """Register every tool and the run image resources on ``server``."""
     ex = ws.executor
@@ -273,13 +283,8 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
 
     @server.tool(annotations=_READ_ONLY)
     async def list_runs(
-        notebook: Annotated[
-            str | None, Field(description="Only runs of this notebook (relative to the root).")
-        ] = None,
-        status: Annotated[
-            str | None,
-            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
-        ] = None,
+        notebook: NotebookFilter = None,
+        status: StatusFilter = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Most runs listed.")] = 20,
     ) -> CallToolResult:
         """Past runs, newest first, as short summaries (get_run gives one in full)."""
@@ -290,13 +295,8 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=_READ_ONLY)
     async def search_runs(
         query: Annotated[str, Field(min_length=1, description="Words to find in the runs.")],
-        notebook: Annotated[
-            str | None, Field(description="Only runs of this notebook (relative to the root).")
-        ] = None,
-        status: Annotated[
-            str | None,
-            Field(pattern="^(success|error|running)$", description="Only runs with this status."),
-        ] = None,
+        notebook: NotebookFilter = None,
+        status: StatusFilter = None,
         limit: Annotated[int, Field(ge=1, le=100, description="Most hits.")] = 20,
     ) -> CallToolResult:
         """Full-text search over every run record (request, parameters, code, narrative,
