@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
+from ._notebook import from_dict
 from ._progress import OutputPrinter, cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
@@ -28,10 +29,11 @@ from ._run.sources import write_notebook as _write_notebook
 from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
+    import nbformat
     import pandas as pd
-    from nbformat import NotebookNode
 
     from ._catalog.store import Catalog
+    from ._notebook import NotebookNode
 
 __all__ = ["NotebookExecutor"]
 
@@ -345,14 +347,18 @@ class NotebookExecutor:
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
     @staticmethod
-    def read_notebook(path: PathLike) -> NotebookNode:
+    def read_notebook(path: PathLike) -> nbformat.NotebookNode:
         """Read any supported source as an nbformat 4 notebook."""
-        return _read_notebook(path)
+        import nbformat
+
+        nb: nbformat.NotebookNode = nbformat.from_dict(_read_notebook(path))
+        return nb
 
     @staticmethod
-    def write_notebook(nb: NotebookNode, path: PathLike) -> Path:
-        """Write ``nb`` in the format ``path``'s extension names; return the path."""
-        return _write_notebook(nb, path)
+    def write_notebook(nb: Mapping[str, Any], path: PathLike) -> Path:
+        """Write ``nb`` (an nbformat 4 notebook) in the format ``path``'s extension names;
+        return the path."""
+        return _write_notebook(from_dict(nb), path)
 
     # -- authoring and review ----------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import threading
 
-    from nbformat import NotebookNode
+    from ._notebook import NotebookNode
 
 __all__ = [
     "CellFailure",

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 import nbformat
 import pytest
 
+from notebook_executor._notebook import NotebookNode, from_dict
 from notebook_executor._run.papermill_meta import annotate_papermill
 from notebook_executor._run.remote import is_url
 from notebook_executor.engine import CellFailure, EngineOutcome
@@ -14,7 +15,7 @@ from notebook_executor.engine import CellFailure, EngineOutcome
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
 
-def _nb() -> nbformat.NotebookNode:
+def _nb() -> NotebookNode:
     v4 = nbformat.v4
     nb: nbformat.NotebookNode = v4.new_notebook(
         cells=[
@@ -26,10 +27,11 @@ def _nb() -> nbformat.NotebookNode:
             v4.new_code_cell("c"),
         ]
     )
-    return nb
+    node: NotebookNode = from_dict(nb)
+    return node
 
 
-def _annotate(nb: nbformat.NotebookNode, outcome: EngineOutcome | None) -> None:
+def _annotate(nb: NotebookNode, outcome: EngineOutcome | None) -> None:
     annotate_papermill(
         nb,
         outcome,

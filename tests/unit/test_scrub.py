@@ -8,11 +8,10 @@ import io
 import json
 from typing import Any
 
-import nbformat
 import pandas as pd
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook, new_output
 
+from notebook_executor._notebook import NotebookNode, new_code_cell, new_notebook, new_output
 from notebook_executor._run.results import CellMap, build_result
 from notebook_executor._run.scrub import (
     MIN_SECRET_CHARS,
@@ -30,11 +29,10 @@ def _stream(text: str, name: str = "stdout") -> Any:
     return new_output("stream", name=name, text=text)
 
 
-def _notebook(*outputs: Any) -> nbformat.NotebookNode:
+def _notebook(*outputs: Any) -> NotebookNode:
     cell = new_code_cell("x")
     cell.outputs = list(outputs)
-    nb: nbformat.NotebookNode = new_notebook(cells=[cell])
-    return nb
+    return new_notebook(cells=[cell])
 
 
 def test_consecutive_streams_of_one_name_are_merged_in_order() -> None:

@@ -1,8 +1,8 @@
 """How one notebook runs on one kernel: the only module that talks to kernels.
 
-The seam is :mod:`notebook_executor.engine`. :class:`KernelEngine` executes cells through
-nbclient on a fresh kernel per run, with a per-cell timeout, a whole-run deadline (nbclient has
-none: each cell gets the smaller of its own limit and what is left of the run), and a truthful
+The seam is :mod:`notebook_executor.engine`. :class:`KernelEngine` executes cells (with
+:mod:`.cells`, on jupyter_client) on a fresh kernel per run, with a per-cell timeout, a whole-run
+deadline (each cell gets the smaller of its own limit and what is left of the run), and a truthful
 account of what ran: cells that never ran keep no execution count and no outputs. Tests of
 everything around the engine can hand the executor any object with the same ``run`` method.
 """
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,7 @@ from ..engine import CellFailure, EngineOutcome, RunCancelled, RunJob
 from .launch import RunningKernel
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
+    from .._notebook import NotebookNode
     from .pool import KernelLoop, KernelPool
 
 __all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
@@ -45,7 +43,7 @@ def _now_iso() -> str:
 
 
 class KernelEngine:
-    """The real engine: nbclient on a fresh Jupyter kernel process for every run.
+    """The real engine: a fresh Jupyter kernel process for every run.
 
     Parameters
     ----------
@@ -220,41 +218,9 @@ class KernelEngine:
         outcome: EngineOutcome,
         current: _CurrentCell,
     ) -> bool:
-        from nbclient.exceptions import (
-            CellExecutionComplete,
-            CellExecutionError,
-            CellTimeoutError,
-            DeadKernelError,
-        )
+        from .cells import Displays, execute_cell, is_blank
 
-        limit: dict[str, float | None] = {"seconds": None}
-        client = _client_class()(
-            job.nb,
-            km=kernel.manager,
-            timeout_func=lambda cell: limit["seconds"],
-            allow_errors=False,
-            record_timing=True,
-            raise_on_iopub_timeout=False,
-        )
-        client.kc = kernel.client
-        client.output_hook = job.on_output
-        # A notebook cannot answer a prompt: input() and getpass() raise at once in the kernel
-        # (StdinNotImplementedError, as with papermill) instead of waiting for a reply.
-        kernel.client.allow_stdin = False
-        # A cell's output ends with the kernel's idle status; nbclient waits ``iopub_timeout``
-        # for it after the reply, then drops whatever is still to come. Watch for the idle
-        # status, so a cell whose output was cut short is marked, never passed off as whole.
-        idle = {"seen": False}
-        process_message = client.process_message
-
-        def watch_idle(msg: dict[str, Any], cell: NotebookNode, cell_index: int) -> Any:
-            try:
-                return process_message(msg, cell, cell_index)
-            except CellExecutionComplete:
-                idle["seen"] = True
-                raise
-
-        client.process_message = watch_idle  # type: ignore[method-assign]
+        displays = Displays()
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code" or skipped(cell):
                 continue
@@ -263,38 +229,46 @@ class KernelEngine:
             if remaining is not None and remaining <= 0:
                 outcome.failure = _timeout_failure(index, job, whole_run=True)
                 return False
-            limit["seconds"] = _smaller(job.cell_timeout, remaining)
+            limit = _smaller(job.cell_timeout, remaining)
             # Output may still be arriving after the reply: wait for it within the run's
             # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
-            client.iopub_timeout = math.ceil(max(1.0, limit["seconds"] or IOPUB_DRAIN_SECONDS))
-            idle["seen"] = False
-            sent = client.code_cells_executed
+            iopub_timeout = math.ceil(max(1.0, limit or IOPUB_DRAIN_SECONDS))
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
             exited = False
-            try:
-                await client.async_execute_cell(cell, index)
-            except CellExecutionError as exc:
+            end = None
+            if not is_blank(cell):
+                # (A blank cell is never sent, as with nbclient: it keeps what it has.)
+                end = await execute_cell(
+                    kernel.client,
+                    job.nb,
+                    index,
+                    timeout=limit,
+                    iopub_timeout=iopub_timeout,
+                    alive=kernel.manager.is_alive,
+                    displays=displays,
+                    on_output=job.on_output,
+                )
+            outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
+            if end is None or end.how == "ok":
+                pass
+            elif end.how == "error":
                 exited = _clean_exit(cell)
                 if not exited:
-                    outcome.failure = _cell_error(index, cell, exc)
-            except CellTimeoutError:
+                    outcome.failure = _cell_error(index, cell, end.reply)
+            elif end.how == "timeout":
                 whole_run = deadline is not None and (
                     job.cell_timeout is None or deadline - began < job.cell_timeout
                 )
                 outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
-            except DeadKernelError:
-                # nbclient reads a cancelled cell as a dead kernel: it was cancelled.
-                outcome.failure = (
-                    CellFailure(index, "cancelled", "KeyboardInterrupt", CANCELLED, [])
-                    if current.cancelled
-                    else _death_failure(index, kernel)
+            elif end.how == "cancelled" or current.cancelled:
+                outcome.failure = CellFailure(
+                    index, "cancelled", "KeyboardInterrupt", CANCELLED, []
                 )
-            finally:
-                outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
-            # (A cell nbclient skips, empty or tagged, is never sent: it has no output to lose.)
-            if outcome.failure is None and not idle["seen"] and client.code_cells_executed > sent:
-                _mark_output_lost(cell, index, client.iopub_timeout, outcome)
+            else:
+                outcome.failure = _death_failure(index, kernel)
+            if outcome.failure is None and end is not None and not end.idle:
+                _mark_output_lost(cell, index, iopub_timeout, outcome)
             if outcome.failure is not None:
                 # After a cell error the kernel is healthy: stop it politely.
                 return outcome.failure.kind == "cell_error"
@@ -308,28 +282,6 @@ class KernelEngine:
         return True
 
 
-@functools.cache
-def _client_class() -> type[Any]:
-    """nbclient's client, telling ``job.on_output`` of each output as it arrives."""
-    from nbclient import NotebookClient
-
-    class _Client(NotebookClient):  # type: ignore[misc]
-        output_hook: Callable[[int, Mapping[str, Any]], None] | None = None
-
-        def process_message(
-            self, msg: dict[str, Any], cell: NotebookNode, cell_index: int
-        ) -> NotebookNode | None:
-            output = super().process_message(msg, cell, cell_index)
-            if output is not None and self.output_hook is not None:
-                try:
-                    self.output_hook(cell_index, output)
-                except Exception as exc:
-                    logger.debug("the output callback failed: %s", exc)
-            return output
-
-    return _Client
-
-
 CANCELLED = "the run was cancelled"
 
 
@@ -341,7 +293,7 @@ def _mark_output_lost(
     cell: NotebookNode, index: int, waited: float, outcome: EngineOutcome
 ) -> None:
     """Mark, at its end, a cell whose output was still arriving when the wait for it ended."""
-    from nbformat.v4 import new_output
+    from .._notebook import new_output
 
     why = (
         f"the cell finished but its output was still arriving {waited:g} s later; "
@@ -404,7 +356,7 @@ def _clean_exit(cell: NotebookNode) -> bool:
     )
 
 
-def _cell_error(index: int, cell: NotebookNode, exc: Exception) -> CellFailure:
+def _cell_error(index: int, cell: NotebookNode, reply: Mapping[str, Any]) -> CellFailure:
     for output in reversed(cell.get("outputs", [])):
         if output.get("output_type") == "error":
             return CellFailure(
@@ -414,12 +366,13 @@ def _cell_error(index: int, cell: NotebookNode, exc: Exception) -> CellFailure:
                 str(output.get("evalue", "")),
                 [str(line) for line in output.get("traceback", [])],
             )
+    content = reply.get("content", {})
     return CellFailure(
         index,
         "cell_error",
-        str(getattr(exc, "ename", type(exc).__name__)),
-        str(getattr(exc, "evalue", exc)),
-        [],
+        str(content.get("ename", "")),
+        str(content.get("evalue", "")),
+        [str(line) for line in content.get("traceback", [])],
     )
 
 

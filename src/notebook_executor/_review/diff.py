@@ -19,7 +19,7 @@ from .._run.parameters import INJECTED_TAG
 from .._run.text import strip_ansi
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["diff_cells", "diff_records", "normalised_outputs", "sanitise_text"]
 

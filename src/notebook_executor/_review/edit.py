@@ -27,7 +27,7 @@ from .._errors import NotebookExecutorError, NotebookSourceError
 from .._run.sources import SourceFormat, format_for, load_source, parse_source_text
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["CELL_TYPES", "delete_cell", "edit_cell", "insert_cell"]
 

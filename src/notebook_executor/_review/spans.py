@@ -13,8 +13,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
+    from .._notebook import NotebookNode
     from .._run.sources import SourceFormat
 
 __all__ = ["Renderer", "myst_spans", "text_spans"]

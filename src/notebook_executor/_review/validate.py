@@ -42,8 +42,7 @@ from .._run.parameters import (
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
-
+    from .._notebook import NotebookNode
     from .._run.plan import Plan
     from ..engine import Engine
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import NotebookSourceError, ParameterError
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["declared_env_names", "read_dotenv", "resolve_declared_env"]
 

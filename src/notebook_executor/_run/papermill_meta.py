@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine import EngineOutcome
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = [
     "PAPERMILL_KEY",

@@ -27,7 +27,7 @@ from .._errors import ParameterError
 from .literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = [
     "INJECTED_TAG",
@@ -396,19 +396,9 @@ def inject_parameters(
     """
     if not values:
         return None
-    from nbformat import NotebookNode
-    from nbformat.corpus.words import generate_corpus_id as random_cell_id
+    from .._notebook import new_code_cell
 
-    source = _injection_source(values, language)
-    # Built directly: nbformat's constructor validates against the schema (a millisecond).
-    cell = NotebookNode(
-        id=random_cell_id(),
-        cell_type="code",
-        metadata=NotebookNode(tags=[INJECTED_TAG]),
-        execution_count=None,
-        source=source,
-        outputs=[],
-    )
+    cell = new_code_cell(_injection_source(values, language), metadata={"tags": [INJECTED_TAG]})
     index = parameters_cell_index(nb)
     position = 0 if index is None else index + 1
     nb.cells.insert(position, cell)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["read_plain_percent"]
 
@@ -94,12 +94,12 @@ def _tags(literal: str) -> list[str] | None:
 
 
 def _notebook(sources: list[str], tags: list[list[str] | None]) -> NotebookNode:
-    from nbformat import v4
+    from .._notebook import new_code_cell, new_notebook
 
-    cells = []
-    for source, cell_tags in zip(sources, tags, strict=True):
-        metadata: dict[str, Any] = {} if cell_tags is None else {"tags": cell_tags}
-        cells.append(v4.new_code_cell(source, metadata=metadata))
+    cells = [
+        new_code_cell(source, metadata={} if cell_tags is None else {"tags": cell_tags})
+        for source, cell_tags in zip(sources, tags, strict=True)
+    ]
     any_tags = any(cell_tags is not None for cell_tags in tags)
     metadata = {
         "jupytext": {
@@ -109,5 +109,4 @@ def _notebook(sources: list[str], tags: list[list[str] | None]) -> NotebookNode:
             "text_representation": {"extension": ".py", "format_name": "percent"},
         }
     }
-    nb: NotebookNode = v4.new_notebook(cells=cells, metadata=metadata)
-    return nb
+    return new_notebook(cells, metadata=metadata)

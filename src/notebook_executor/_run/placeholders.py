@@ -38,7 +38,7 @@ from .._errors import ParameterError
 from .parameters import INJECTED_TAG, PARAMETERS_TAG
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["placeholder_text", "substitute_in_code", "substitute_placeholders"]
 

@@ -29,7 +29,7 @@ from .results import CellMap, redact
 from .sources import load_source, write_notebook
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = [
     "PathLike",

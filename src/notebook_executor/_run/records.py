@@ -27,7 +27,7 @@ from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = [
     "RECORD_KEY",
@@ -230,7 +230,7 @@ _SPLIT_MIMES = frozenset({"application/javascript", "image/svg+xml"})
 
 def _split_lines(nb: NotebookNode) -> dict[str, Any]:
     """nbformat's file layout of ``nb`` (text split into lines), sharing what it can."""
-    from nbformat.v4.rwbase import strip_transient
+    from .._notebook import strip_transient
 
     strip_transient(nb)
     cells = []

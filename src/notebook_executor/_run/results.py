@@ -18,7 +18,7 @@ from .scrub import Redactor, redact
 from .text import strip_ansi
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["CellMap", "annotate_cells", "build_result", "redact", "skip_tagged"]
 

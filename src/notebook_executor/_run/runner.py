@@ -29,7 +29,7 @@ from .scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .sources import write_notebook
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 logger = logging.getLogger(__name__)
 

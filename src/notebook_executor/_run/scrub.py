@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .scraps import PAPERMILL_PREFIX, SCRAP_PREFIX
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = ["MIN_SECRET_CHARS", "Redactor", "coalesce_streams", "redact", "scrub_notebook"]
 
@@ -347,7 +347,7 @@ def _parquet_holds(payload: Any, redactor: Redactor) -> str | None:
 
 def _withheld(output: Any, reason: str) -> Any:
     """A marker output in place of ``output``; a scrap stays a scrap (a JSON one)."""
-    from nbformat.v4 import new_output
+    from .._notebook import new_output
 
     data = output.get("data") or {}
     names = [

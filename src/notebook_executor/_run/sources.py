@@ -30,7 +30,7 @@ from .percent import read_plain_percent
 from .remote import is_url, read_url, write_url
 
 if TYPE_CHECKING:
-    from nbformat import NotebookNode
+    from .._notebook import NotebookNode
 
 __all__ = [
     "FORMATS",
@@ -190,6 +190,8 @@ def _parse(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
 def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
     import nbformat
 
+    from .._notebook import from_dict
+
     try:
         raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -204,7 +206,7 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
     try:
         from nbformat.v4.rwbase import rejoin_lines
 
-        nb = rejoin_lines(nbformat.from_dict(raw))
+        nb: NotebookNode = rejoin_lines(from_dict(raw))
         nbformat.validate(nb)
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(notebook, f"invalid notebook: {_first_line(exc)}") from None
@@ -216,6 +218,8 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
 
 
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
+    from .._notebook import from_dict
+
     if fmt.extension == ".py":
         plain = read_plain_percent(text)
         if plain is not None:
@@ -233,7 +237,7 @@ def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
             if mixed_lexers:
                 # Names of one language (python, ipython3): checked, nothing to warn about.
                 warnings.filterwarnings("ignore", "All code cells in a MyST notebook")
-            nb = jupytext.reads(text, fmt=jupytext_format)
+            nb = from_dict(jupytext.reads(text, fmt=jupytext_format))
     except Exception as exc:  # jupytext raises many types for malformed text
         raise NotebookSourceError(
             notebook, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
@@ -279,7 +283,7 @@ def _language_family(lexer: str) -> str:
 def _normalised(nb: NotebookNode) -> NotebookNode:
     # Every cell gets an id, so later stages need no special cases; ids exist from nbformat
     # 4.5 on, so an older nb becomes a 4.5 one (or it would no longer validate).
-    from nbformat.corpus.words import generate_corpus_id as random_cell_id
+    from .._notebook import random_cell_id
 
     for cell in nb.cells:
         if "id" not in cell:
@@ -304,8 +308,9 @@ _PARAMETER_LINE = re.compile(r"^\s+([^\s:#][^:#]*?)\s*:.*?\s#\s?(?P<help>.*)$")
 
 def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
     """Turn a logbook front matter (a raw first cell) into a ``parameters`` code cell."""
-    import nbformat
     import yaml
+
+    from .._notebook import new_code_cell
 
     if not nb.cells or nb.cells[0].cell_type != "raw":
         return
@@ -348,7 +353,7 @@ def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
                 ) from None
         comment = f"  # {helps[name]}" if helps.get(name) else ""
         lines.append(f"{name} = {literal}{comment}")
-    cell = nbformat.v4.new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
+    cell = new_code_cell("\n".join(lines), metadata={"tags": ["parameters"]})
     nb.cells[0] = cell
     # Present (maybe empty) on every logbook: it is what makes placeholders apply.
     nb.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
@@ -388,8 +393,10 @@ def notebook_to_text(nb: NotebookNode, fmt: SourceFormat) -> str:
             document = copy.deepcopy(nb)
         return str(nbformat.writes(_with_cell_ids_version(document)))
     import jupytext
+    import nbformat
 
-    nb = copy.deepcopy(nb)
+    # As nbformat's own nodes: jupytext writes metadata with YAML representers for those.
+    nb = nbformat.from_dict(copy.deepcopy(nb))
     # A notebook read from text carries jupytext's cell filter for that text, which may drop
     # all cell metadata; the tags (``parameters`` above all) must survive a conversion.
     nb.metadata.get("jupytext", {}).pop("cell_metadata_filter", None)

@@ -1,0 +1,261 @@
+"""One code cell on one kernel: the execute request, its reply, and the outputs it produces.
+
+The Jupyter messaging protocol, spoken directly with jupyter_client (nbclient would import
+nbformat and its schema validator before any kernel could start). The outputs are kept as
+nbformat stores them and as nbclient keeps them: an ``execute_input`` sets the execution
+count; outputs are appended in order; ``clear_output`` clears at once, or before the next
+output with ``wait=True``; a display with a ``display_id`` can be updated later from any cell;
+comm messages produce no output. The cell's ``metadata.execution`` gets the four timestamps
+nbclient records.
+
+:func:`execute_cell` returns how the cell ended (:class:`CellEnd`); it never raises for what
+the kernel did. Judging the end (an error, a time limit, a dead kernel) is the engine's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from queue import Empty
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._notebook import output_from_msg
+
+if TYPE_CHECKING:
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+
+    from .._notebook import NotebookNode
+
+__all__ = ["CellEnd", "Displays", "execute_cell", "is_blank"]
+
+logger = logging.getLogger(__name__)
+
+#: How often a cell waiting for its reply checks that its kernel is alive (seconds).
+ALIVE_POLL = 1.0
+
+#: Messages that carry an output, possibly with a ``display_id``.
+_DISPLAY_TYPES = frozenset({"execute_result", "display_data", "update_display_data"})
+
+OutputHook = Callable[[int, Mapping[str, Any]], None]
+
+
+@dataclass
+class CellEnd:
+    """How a cell's execution ended.
+
+    ``how`` is ``"ok"`` (the reply said ok), ``"error"`` (the reply said error: the cell's
+    outputs hold the traceback), ``"timeout"`` (no reply within the limit), ``"dead"`` (the
+    kernel died before replying) or ``"cancelled"`` (the run was cancelled while it waited).
+    ``idle`` tells whether the kernel's idle status for the cell arrived, i.e. whether its
+    output is known to be whole.
+    """
+
+    how: Literal["ok", "error", "timeout", "dead", "cancelled"]
+    reply: Mapping[str, Any] = field(default_factory=dict)
+    idle: bool = False
+
+
+@dataclass
+class Displays:
+    """Where each ``display_id`` was shown: ``{display_id: {cell index: [output index]}}``,
+    for the whole run, so a later cell can update a display shown by an earlier one."""
+
+    shown: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+
+    def add(self, display_id: str, cell_index: int, output_index: int) -> None:
+        self.shown.setdefault(display_id, {}).setdefault(cell_index, []).append(output_index)
+
+    def forget_cell(self, cell_index: int) -> None:
+        for cells in self.shown.values():
+            if cell_index in cells:
+                cells[cell_index] = []
+
+    def update(self, nb: NotebookNode, display_id: str, output: Mapping[str, Any]) -> None:
+        for cell_index, output_indices in self.shown.get(display_id, {}).items():
+            outputs = nb.cells[cell_index].outputs
+            for output_index in output_indices:
+                outputs[output_index]["data"] = output["data"]
+                outputs[output_index]["metadata"] = output["metadata"]
+
+
+def is_blank(cell: NotebookNode) -> bool:
+    """Whether a code cell has nothing to run (never sent to the kernel, as with nbclient)."""
+    return not str(cell.get("source", "")).strip()
+
+
+def timestamp(msg: Mapping[str, Any]) -> str:
+    """A message's date as nbclient records it (UTC, microseconds, ``Z``)."""
+    date = msg.get("header", {}).get("date")
+    if isinstance(date, datetime):
+        return date.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(date, str) and date:
+        return date
+    return datetime.utcnow().isoformat() + "Z"
+
+
+class _CellOutput:
+    """Collects one cell's IOPub messages into its outputs until the kernel goes idle."""
+
+    def __init__(
+        self,
+        nb: NotebookNode,
+        index: int,
+        displays: Displays,
+        on_output: OutputHook | None,
+    ) -> None:
+        self.nb = nb
+        self.index = index
+        self.cell = nb.cells[index]
+        self.displays = displays
+        self.on_output = on_output
+        self.clear_pending = False
+
+    def handle(self, msg: Mapping[str, Any]) -> bool:
+        """Apply one message of the cell; True once the kernel is idle (the output is whole)."""
+        kind = msg["header"]["msg_type"]
+        content = msg["content"]
+        timing = self.cell["metadata"]["execution"]
+        transient = content.get("transient")
+        display_id = transient.get("display_id") if transient else None
+        if display_id and kind in _DISPLAY_TYPES:
+            self._update_display(display_id, msg)
+        if "execution_count" in content:
+            self.cell["execution_count"] = content["execution_count"]
+        if kind == "status":
+            state = content.get("execution_state")
+            if state == "idle":
+                timing["iopub.status.idle"] = timestamp(msg)
+                return True
+            if state == "busy":
+                timing["iopub.status.busy"] = timestamp(msg)
+            return False
+        if kind == "execute_input":
+            timing["iopub.execute_input"] = timestamp(msg)
+            return False
+        if kind == "clear_output":
+            if content.get("wait"):
+                self.clear_pending = True
+            else:
+                self._clear()
+            return False
+        if kind == "update_display_data" or kind.startswith("comm"):
+            return False
+        self._append(msg, display_id)
+        return False
+
+    def _clear(self) -> None:
+        self.cell.outputs[:] = []
+        self.displays.forget_cell(self.index)
+
+    def _update_display(self, display_id: str, msg: Mapping[str, Any]) -> None:
+        if display_id not in self.displays.shown:
+            return
+        header = dict(msg["header"])
+        if header["msg_type"] == "update_display_data":
+            header["msg_type"] = "display_data"
+        try:
+            output = output_from_msg({**msg, "header": header})
+        except (ValueError, KeyError):
+            return
+        self.displays.update(self.nb, display_id, output)
+
+    def _append(self, msg: Mapping[str, Any], display_id: str | None) -> None:
+        try:
+            output = output_from_msg(msg)
+        except (ValueError, KeyError):
+            logger.debug("ignored an IOPub message: %s", msg["header"].get("msg_type"))
+            return
+        if self.clear_pending:
+            self._clear()
+            self.clear_pending = False
+        outputs = self.cell.outputs
+        if display_id:
+            self.displays.add(display_id, self.index, len(outputs))
+        outputs.append(output)
+        if self.on_output is not None:
+            try:
+                self.on_output(self.index, output)
+            except Exception as exc:
+                logger.debug("the output callback failed: %s", exc)
+
+
+async def execute_cell(
+    client: AsyncKernelClient,
+    nb: NotebookNode,
+    index: int,
+    *,
+    timeout: float | None,
+    iopub_timeout: float,
+    alive: Callable[[], Awaitable[bool]],
+    displays: Displays,
+    on_output: OutputHook | None = None,
+) -> CellEnd:
+    """Run code cell ``index`` of ``nb`` on ``client``'s kernel and keep its outputs in it.
+
+    Waits ``timeout`` seconds at most for the reply (None: as long as the kernel lives,
+    checked every :data:`ALIVE_POLL` seconds), then ``iopub_timeout`` seconds at most for the
+    rest of the output. A cell tagged ``raises-exception`` does not stop the kernel's queue on
+    error (as with nbclient); prompts (``input()``) fail at once in the kernel.
+    """
+    cell = nb.cells[index]
+    cell["metadata"]["execution"] = {}
+    tags = cell.get("metadata", {}).get("tags", [])
+    allows_errors = isinstance(tags, list) and "raises-exception" in tags
+    msg_id = client.execute(
+        cell.source, store_history=True, stop_on_error=not allows_errors, allow_stdin=False
+    )
+    cell.outputs = []
+    collector = _CellOutput(nb, index, displays, on_output)
+    reading = asyncio.ensure_future(_read_output(client, msg_id, collector))
+    try:
+        end = await _wait_for_reply(client, msg_id, timeout, alive)
+        if end.how in ("timeout", "dead"):
+            return end
+        cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(end.reply)
+        try:
+            await asyncio.wait_for(asyncio.shield(reading), iopub_timeout)
+            end.idle = True
+        except asyncio.TimeoutError:
+            end.idle = False
+        if end.how == "error" and allows_errors:
+            end.how = "ok"
+        return end
+    except asyncio.CancelledError:
+        # The run was cancelled (Ctrl-C, or its cancel event): the engine stops the kernel.
+        return CellEnd("cancelled")
+    finally:
+        reading.cancel()
+
+
+async def _read_output(client: AsyncKernelClient, msg_id: str, collector: _CellOutput) -> None:
+    while True:
+        msg = await client.iopub_channel.get_msg(timeout=None)
+        if msg.get("parent_header", {}).get("msg_id") == msg_id and collector.handle(msg):
+            return
+
+
+async def _wait_for_reply(
+    client: AsyncKernelClient,
+    msg_id: str,
+    timeout: float | None,
+    alive: Callable[[], Awaitable[bool]],
+) -> CellEnd:
+    ends = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = ALIVE_POLL if ends is None else max(0.0, min(ALIVE_POLL, ends - time.monotonic()))
+        try:
+            msg = await client.shell_channel.get_msg(timeout=wait)
+        except Empty:
+            if not await alive():
+                return CellEnd("dead")
+            if ends is not None and time.monotonic() >= ends:
+                return CellEnd("timeout")
+            continue
+        if msg.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        status = msg.get("content", {}).get("status")
+        return CellEnd("error" if status == "error" else "ok", msg)
