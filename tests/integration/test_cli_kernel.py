@@ -491,3 +491,46 @@ def test_records_hold_no_home_path(tmp_path: Path) -> None:
     assert len(files) == 2
     for path in [*files, output]:
         assert os.fspath(home) not in path.read_text(encoding="utf-8"), path.name
+
+
+#: Modules a command running a text notebook must not import: nbformat's schema validator
+#: (jsonschema, and next to JupyterLab its slow format checkers), nbclient, jupytext, papermill.
+HEAVY = ("nbformat", "nbclient", "jupytext", "jsonschema", "papermill")
+
+IMPORTS_AFTER_RUN = f"""
+import json, sys
+from notebook_executor._faces.cli import main
+status = main(sys.argv[1:])
+print(json.dumps({{"status": status, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [EXAMPLES / "hello.py", None],
+    ids=["hello.py (markdown, tags)", "plain percent script"],
+)
+def test_running_a_percent_script_imports_neither_nbformat_nor_nbclient(
+    tmp_path: Path, source: Path | None
+) -> None:
+    if source is None:
+        source = tmp_path / "plain.py"
+        source.write_text('# %% tags=["parameters"]\nx = 1\n\n# %%\nprint(x + 1)\n')
+        argv = [os.fspath(source), "-p", "x", "41"]
+    else:
+        argv = [os.fspath(source), "-p", "name", "Ada"]
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS_AFTER_RUN, "run", *argv, "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"status": 0, "heavy": []}, done.stderr
+    # The run file it wrote without nbformat is a valid notebook that nbformat reads back.
+    (written,) = tmp_path.glob("*/*.ipynb")
+    nb = nbformat.read(written, as_version=4)
+    nbformat.validate(nb)
+    printed = [output.get("text") for cell in nb.cells for output in cell.get("outputs", [])]
+    assert ("42\n" if argv[-1] == "41" else "Hello, Ada!\n") in printed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import jupytext
@@ -100,6 +101,8 @@ PLAIN = [
     '# %% tags=["parameters"]\nx = 1\n\n# %%\ny = x + 1\nprint(y)\n',
     '# %% tags=["parameters"]\nx = 1\n\n# %%\nimport scrapbook as sb\n\nsb.glue("y", x + 1)\n',
     "# %%\n# load the data\ndata = [1, 2]\n\n# %%\nfor item in data:\n    print(item)",
+    "# %% [markdown]\n# # Title\n\n# %%\nx = 1\n",  # a markdown cell
+    '# %% [markdown]\n# Some *text*,\n#\n#  indented.\n\n# %% tags=["parameters"]\nx = 1\n',
 ]
 
 
@@ -115,7 +118,9 @@ def test_plain_scripts_are_read_without_jupytext_as_jupytext_reads_them(text: st
 @pytest.mark.parametrize(
     "text",
     [
-        "# %% [markdown]\n# # Title\n\n# %%\nx = 1\n",  # a markdown cell
+        "# %% [markdown]\n#text\n\n# %%\nx = 1\n",  # a comment without its space
+        "# %% [markdown]\n# a\nb = 1\n\n# %%\nx = 1\n",  # an uncommented line in markdown
+        "# %% [markdown]\n# a\n\n# b\n\n# %%\nx = 1\n",  # a blank line in markdown
         "# ---\n# jupyter:\n#   kernelspec: {}\n# ---\n\n# %%\nx = 1\n",  # a header
         "# %%\nx = 1\n\n\n# %%\ny = 2\n",  # two blank lines between cells
         "# %%\n%time x = 1\n",  # a magic
@@ -126,3 +131,11 @@ def test_plain_scripts_are_read_without_jupytext_as_jupytext_reads_them(text: st
 )
 def test_anything_else_is_left_to_jupytext(text: str) -> None:
     assert read_plain_percent(text) is None
+
+
+def test_the_example_notebooks_percent_script_is_read_without_jupytext() -> None:
+    text = (Path(__file__).resolve().parents[2] / "notebooks" / "hello.py").read_text()
+    fast = read_plain_percent(text)
+    assert fast is not None
+    assert [cell.cell_type for cell in fast.cells] == ["markdown", "code", "code", "code"]
+    assert _without_ids(fast) == _without_ids(jupytext.reads(text, fmt="py:percent"))

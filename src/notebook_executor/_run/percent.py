@@ -3,10 +3,10 @@
 Importing jupytext costs more than parsing: it loads its Jupyter contents managers, and with
 jupyter_server installed (as next to JupyterLab) the server's handlers too. A command that runs
 one short ``.py`` pays that before its kernel can start. :func:`read_plain_percent` parses the
-common shape of a parameterized script (``# %%`` markers, optionally ``tags=[...]``, code cells
-one blank line apart) itself, and returns None for anything else: a header, markdown or raw
-cells, titles or other cell metadata, anything jupytext would read as a magic or a command,
-unusual spacing, top-level functions or classes, triple quotes. The caller then reads the text
+common shape of a parameterized script (``# %%`` markers, optionally ``tags=[...]``, and
+``# %% [markdown]`` cells of commented lines, cells one blank line apart) itself, and returns
+None for anything else: a header, raw cells, titles or other cell metadata, anything jupytext
+would read as a magic or a command, unusual spacing, top-level functions or classes, triple quotes. The caller then reads the text
 with jupytext. For the scripts it accepts, the notebook is the one
 ``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
 """
@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = ["read_plain_percent"]
 
-#: A cell marker this reader accepts: ``# %%`` alone or with one list of tags.
+#: A code cell marker this reader accepts: ``# %%`` alone or with one list of tags.
 _MARKER = re.compile(r"# %%(?: tags=(\[[^\]\n]*\]))?")
+
+#: The markdown cell marker this reader accepts (no title, no metadata).
+_MARKDOWN = "# %% [markdown]"
 
 #: Lines jupytext may treat specially (magics, shell and help commands, markers, metadata):
 #: any comment whose text starts with a magic or command character or a shell word, and any
@@ -53,9 +56,13 @@ def read_plain_percent(text: str) -> NotebookNode | None:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
-    cells: list[tuple[list[str], list[str] | None]] = []
+    cells: list[tuple[list[str], list[str] | None, bool]] = []
     body: list[str] = []
     for line in lines:
+        if line == _MARKDOWN:
+            body = []
+            cells.append((body, None, True))
+            continue
         marker = _MARKER.fullmatch(line)
         if marker is not None:
             tags = None
@@ -64,22 +71,27 @@ def read_plain_percent(text: str) -> NotebookNode | None:
                 if tags is None:
                     return None
             body = []
-            cells.append((body, tags))
+            cells.append((body, tags, False))
         elif _SPECIAL.search(line) or _LAYOUT.search(line) or line.lstrip().startswith("# %%"):
             return None
         else:
             body.append(line)
     sources = []
-    for index, (body, _) in enumerate(cells):
+    for index, (body, _, markdown) in enumerate(cells):
         last = index == len(cells) - 1
-        # Code, then exactly one blank line before the next marker (none after the last).
+        # Text, then exactly one blank line before the next marker (none after the last).
         code = body if last else body[:-1]
         if not last and (not body or body[-1] != ""):
             return None
         if not code or not code[0].strip() or not code[-1].strip():
             return None
+        if markdown:
+            # Every line commented ("# text", or "#" for a blank line); nothing else.
+            if not all(line == "#" or line.startswith("# ") for line in code):
+                return None
+            code = [line[2:] for line in code]
         sources.append("\n".join(code))
-    return _notebook(sources, [tags for _, tags in cells])
+    return _notebook(sources, [(tags, markdown) for _, tags, markdown in cells])
 
 
 def _tags(literal: str) -> list[str] | None:
@@ -93,14 +105,16 @@ def _tags(literal: str) -> list[str] | None:
     return list(tags) if json.dumps(tags) == literal else None
 
 
-def _notebook(sources: list[str], tags: list[list[str] | None]) -> NotebookNode:
-    from .._notebook import new_code_cell, new_notebook
+def _notebook(sources: list[str], kinds: list[tuple[list[str] | None, bool]]) -> NotebookNode:
+    from .._notebook import new_code_cell, new_markdown_cell, new_notebook
 
     cells = [
-        new_code_cell(source, metadata={} if cell_tags is None else {"tags": cell_tags})
-        for source, cell_tags in zip(sources, tags, strict=True)
+        new_markdown_cell(source)
+        if markdown
+        else new_code_cell(source, metadata={} if tags is None else {"tags": tags})
+        for source, (tags, markdown) in zip(sources, kinds, strict=True)
     ]
-    any_tags = any(cell_tags is not None for cell_tags in tags)
+    any_tags = any(tags is not None for tags, _ in kinds)
     metadata = {
         "jupytext": {
             "cell_metadata_filter": "tags,-all" if any_tags else "-all",
