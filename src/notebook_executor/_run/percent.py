@@ -6,8 +6,9 @@ one short ``.py`` pays that before its kernel can start. :func:`read_plain_perce
 common shape of a parameterized script (``# %%`` markers, optionally ``tags=[...]``, and
 ``# %% [markdown]`` cells of commented lines, cells one blank line apart) itself, and returns
 None for anything else: a header, raw cells, titles or other cell metadata, anything jupytext
-would read as a magic or a command, unusual spacing, top-level functions or classes, triple quotes. The caller then reads the text
-with jupytext. For the scripts it accepts, the notebook is the one
+would read as a magic or a command, unusual spacing, top-level functions or classes, triple
+quotes. The caller then reads the text with jupytext. For the scripts it accepts, the notebook
+is the one
 ``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
 """
 
