@@ -299,7 +299,7 @@ async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
     """Run a silent ``pass`` (no execution count, no history) and wait until it is done."""
     from queue import Empty
 
-    msg_id = client.execute("pass", silent=True, store_history=False)
+    msg_id = client.execute("pass", silent=False, store_history=False)
     deadline = time.monotonic() + timeout
     replied = idle = False
     while not (replied and idle) and (left := deadline - time.monotonic()) > 0:
