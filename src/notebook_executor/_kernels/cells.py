@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from queue import Empty
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,10 +91,15 @@ def timestamp(msg: Mapping[str, Any]) -> str:
     """A message's date as nbclient records it (UTC, microseconds, ``Z``)."""
     date = msg.get("header", {}).get("date")
     if isinstance(date, datetime):
-        return date.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if date.tzinfo is not None:
+            date = date.astimezone(timezone.utc)
+        return date.strftime(_STAMP)
     if isinstance(date, str) and date:
         return date
-    return datetime.utcnow().isoformat() + "Z"
+    return datetime.now(timezone.utc).strftime(_STAMP)
+
+
+_STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 class _CellOutput:
