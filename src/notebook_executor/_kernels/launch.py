@@ -11,6 +11,7 @@ the network, and ipykernel has no reason to warn about unencrypted TCP on every 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -110,12 +111,20 @@ def _spec_manager(choice: KernelChoice) -> Any:
 
     if not choice.native:
         return KernelSpecManager()
+    return _native_spec_manager_class()()
+
+
+@functools.cache
+def _native_spec_manager_class() -> type:
+    """A spec manager that knows the native kernel; made once (traitlets classes are costly
+    to set up)."""
+    from jupyter_client.kernelspec import KernelSpecManager
 
     class _NativeSpecManager(KernelSpecManager):  # type: ignore[misc]
         def get_kernel_spec(self, kernel_name: str, *args: Any, **kwargs: Any) -> KernelSpec:
             return _native_spec()
 
-    return _NativeSpecManager()
+    return _NativeSpecManager
 
 
 @dataclass

@@ -14,7 +14,10 @@ in :class:`KernelPool`):
   is known (the command line does, while it reads and checks its run); the first kernel is then
   forked from it instead of launched.
 - **acquire** / **release**: a run takes its kernel / gives it back (it is then stopped).
-- **prestart**: start the kernel of a run that is checked and about to acquire it.
+- **prestart**: start the kernel of a run that is checked and about to acquire it. A second
+  run announced so before the first has taken its kernel is a *sweep* (``execute_many``): the
+  full template is spawned at once and every native kernel waits for it rather than being
+  launched (a launch costs about as much CPU as the whole template, for one run).
 - **fill**: start kernels until ``size`` are ready or on their way, for the latest environment.
   The pool fills only once the engine has run something (a one-shot command pays for nothing it
   does not use), from the *full template* (ipykernel and the common data modules, spawned when
@@ -161,6 +164,8 @@ class KernelPool:
     IDLE            prepare()    the command line, by                         PREPARED
                                  ``NotebookExecutor.prepare_kernel()``
     IDLE, PREPARED  acquire()    the first run asking for its kernel          FIRST_RUN
+    IDLE, PREPARED, prestart()   a second run announced before the first      WARM
+    FIRST_RUN                    has taken its kernel (a sweep)
     FIRST_RUN       acquire()    a second run before the first ended (sweep)  WARM
     FIRST_RUN       release()    the end of the first run                     WARM
     WARM            acquire()    every later run                              WARM
@@ -182,8 +187,12 @@ class KernelPool:
       once and the fill waits :data:`FIRST_FILL_DELAY`: a one-shot caller (the command line)
       closes meanwhile and starts nothing it would not use. In WARM, both wait
       :data:`SETTLE_DELAY`, so the caller's own finishing work goes first.
-    - ``prestart()`` (any state but CLOSED; the state does not change) starts the kernel of a
-      checked run about to acquire it, unless one is on its way.
+    - ``prestart()`` (any state but CLOSED) starts the kernel of a checked run about to
+      acquire it, unless one is on its way. It also counts the runs announced and not yet
+      served: from the second on, the pool is in a *sweep*: it turns WARM (the caller is not
+      one-shot), spawns the full template at once, drops the kernels being launched that no
+      run has taken yet, and fills; until the pool closes, native kernels wait for the full
+      template instead of being launched meanwhile.
 
     Forking is given up for the pool's life (kernels are launched) once a template cannot be
     spawned or fails to start; that is a fallback, not a state.
@@ -202,6 +211,12 @@ class KernelPool:
         self._fork = fork
         self._idle: OrderedDict[_Key, deque[asyncio.Task[RunningKernel]]] = OrderedDict()
         self._recent: tuple[_Key, KernelChoice, Path, dict[str, str]] | None = None
+        #: Runs announced by :meth:`prestart` that have not acquired their kernel yet.
+        self._announced: dict[_Key, int] = {}
+        #: True once several runs were announced at once: kernels wait for the full template.
+        self.sweep = False
+        #: Pool tasks that are launching a kernel (not forking one), to drop in a sweep.
+        self._launching: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         #: ipykernel alone, spawned by :meth:`prepare` for the kernels before WARM.
         self._first_template: _Template | None = None
@@ -241,6 +256,9 @@ class KernelPool:
     ) -> RunningKernel:
         """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
         key = _key(choice, cwd, env)
+        announced = self._announced.pop(key, 0)
+        if announced > 1:
+            self._announced[key] = announced - 1
         first = self.state in (PoolState.IDLE, PoolState.PREPARED)
         if first:
             self.state = PoolState.FIRST_RUN
@@ -309,7 +327,12 @@ class KernelPool:
         """Start a kernel for a run that is about to ask for one, unless one is on its way."""
         if self.state is PoolState.CLOSED:
             return
-        entries = self._idle.setdefault(_key(choice, cwd, env), deque())
+        key = _key(choice, cwd, env)
+        self._announced[key] = self._announced.get(key, 0) + 1
+        if self._announced[key] > 1 and not self.sweep:
+            self._begin_sweep(key, choice, cwd, env)
+            return
+        entries = self._idle.setdefault(key, deque())
         if entries:
             return
         task = asyncio.get_running_loop().create_task(
@@ -317,6 +340,22 @@ class KernelPool:
         )
         task.add_done_callback(_ignore_result)
         entries.append(task)
+
+    def _begin_sweep(self, key: _Key, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
+        """-> WARM: several runs are coming; serve them from the full template, now."""
+        self.sweep = True
+        self.state = PoolState.WARM
+        self._recent = (key, choice, cwd, env)
+        if self._fork and self._full_template is None:
+            self._full_template = self._spawn_template(data_modules=True)
+        if self._fork:
+            # A kernel being launched for a run that has not taken it yet costs more CPU than
+            # the template, which every later kernel now shares: drop it.
+            entries = self._idle.get(key, deque())
+            for task in [t for t in entries if t in self._launching and not t.done()]:
+                entries.remove(task)
+                self._discard(task)
+        self._fill()
 
     def _fill(self) -> None:
         """Start kernels for the latest environment until ``size`` are ready or on their way."""
@@ -411,6 +450,10 @@ class KernelPool:
         """Start a kernel: forked from the template of the state (``wait``: for it to be
         ready) or launched; ``warm_up`` when no run waits for it."""
         server = await self._template_for(env, cwd, wait=wait) if choice.native else None
+        task = asyncio.current_task()
+        if server is None and task is not None:
+            self._launching.add(task)
+            task.add_done_callback(self._launching.discard)
         if self._context is None:
             import zmq
             import zmq.asyncio
@@ -449,7 +492,8 @@ class KernelPool:
             self._full_template = self._spawn_template(data_modules=True)
             if self._full_template is None:
                 return None
-        return await self._usable(self._full_template, env, cwd, wait=wait)
+        # In a sweep, nothing is launched meanwhile: the template serves every run.
+        return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
 
     def _spawn_template(self, *, data_modules: bool) -> _Template | None:
         """A spawned template, or None where kernels cannot be forked."""

@@ -282,7 +282,13 @@ def main(argv: list[str]) -> None:
     # ``python -c`` put the working directory first on sys.path: imports come from packages only.
     while sys.path and sys.path[0] == "":
         del sys.path[0]
-    loaded = _preload(data)
+    # Importing allocates many objects that all live on: collecting meanwhile finds nothing
+    # and costs a sixth of the import time. One collection at the end instead.
+    gc.disable()
+    try:
+        loaded = _preload(data)
+    finally:
+        gc.enable()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # Objects that exist now are shared with every child; keep the collector off their pages.
     gc.collect()
