@@ -215,6 +215,8 @@ class KernelPool:
         self._announced: dict[_Key, int] = {}
         #: True once several runs were announced at once: kernels wait for the full template.
         self.sweep = False
+        #: Runs between acquire() and release().
+        self._running = 0
         #: Pool tasks that are launching a kernel (not forking one), to drop in a sweep.
         self._launching: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
@@ -256,9 +258,11 @@ class KernelPool:
     ) -> RunningKernel:
         """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
         key = _key(choice, cwd, env)
-        announced = self._announced.pop(key, 0)
-        if announced > 1:
-            self._announced[key] = announced - 1
+        if self.sweep:
+            self._announced[key] = max(0, self._announced.get(key, 0) - 1)
+        else:
+            # Outside a sweep a run takes what was announced for it (at most one kernel).
+            self._announced.pop(key, None)
         first = self.state in (PoolState.IDLE, PoolState.PREPARED)
         if first:
             self.state = PoolState.FIRST_RUN
@@ -270,19 +274,28 @@ class KernelPool:
         kernel = await self._take(key, ready_timeout)
         if kernel is not None:
             self.stats["taken_warm"] += 1
-            return kernel
-        if not first:
-            # Runs come faster than the pool fills (a sweep): start the next ones now.
-            # After the first run, filling waits for the end of this run, not to slow it down.
-            self._fill()
-        self.stats["started_cold"] += 1
-        return await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
+        else:
+            if not first:
+                # Runs come faster than the pool fills (a sweep): start the next ones now.
+                # After the first run, filling waits for the end of this run, not to slow it.
+                self._fill()
+            self.stats["started_cold"] += 1
+            kernel = await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
+        self._running += 1
+        return kernel
 
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
         """FIRST_RUN or WARM -> WARM: stop a used kernel in the background, then fill."""
         one_shot = self.state is PoolState.FIRST_RUN
         if one_shot:
             self.state = PoolState.WARM
+        self._running = max(0, self._running - 1)
+        left = 0 if self._recent is None else self._announced.get(self._recent[0], 0)
+        if self.sweep and not self._running and not left:
+            # The sweep's last run is over (announced runs that never came, a sweep cut short,
+            # are forgotten with it): from now on the pool keeps ``size`` kernels ready.
+            self.sweep = False
+            self._announced.clear()
         # A kernel left running a cell (timeout, cancel) is killed at once. A clean one is asked
         # to shut down, after the caller has had its moment, unless this may be a one-shot
         # caller (the command line): it waits for the kernel to go, so the sooner the better.
@@ -364,7 +377,9 @@ class KernelPool:
         key, choice, cwd, env = self._recent
         entries = self._idle.setdefault(key, deque())
         self._idle.move_to_end(key)
-        while len(entries) < self.size:
+        # In a sweep, no more kernels than runs still to come: none is left over at its end.
+        wanted = min(self.size, self._announced.get(key, 0)) if self.sweep else self.size
+        while len(entries) < wanted:
             if sum(len(e) for e in self._idle.values()) >= self.size and not self._evict(key):
                 break
             # The first kernel does not wait for the full template to be ready (it is launched
