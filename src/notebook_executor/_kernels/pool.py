@@ -398,6 +398,10 @@ class KernelPool:
         while entries:
             task = next((t for t in entries if t.done()), entries[0])
             entries.remove(task)
+            if self.sweep:
+                # The next runs are already known: start their kernels now, not when this
+                # run ends, so that the pool never runs dry between them.
+                self._fill()
             try:
                 kernel = await asyncio.wait_for(asyncio.shield(task), timeout=ready_timeout)
             except asyncio.CancelledError:
