@@ -185,14 +185,21 @@ class KernelPool:
     - ``release()`` stops the run's kernel in the background (at once if it was left running a
       cell) and fills the pool after a pause. Leaving FIRST_RUN, the kernel is asked to stop at
       once and the fill waits :data:`FIRST_FILL_DELAY`: a one-shot caller (the command line)
-      closes meanwhile and starts nothing it would not use. In WARM, both wait
+      closes meanwhile and starts nothing it would not use; so it is at the end of a sweep
+      (``execute_many`` returns, the caller may close). Otherwise in WARM, both wait
       :data:`SETTLE_DELAY`, so the caller's own finishing work goes first.
     - ``prestart()`` (any state but CLOSED) starts the kernel of a checked run about to
       acquire it, unless one is on its way. It also counts the runs announced and not yet
       served: from the second on, the pool is in a *sweep*: it turns WARM (the caller is not
       one-shot), spawns the full template at once, drops the kernels being launched that no
-      run has taken yet, and fills; until the pool closes, native kernels wait for the full
-      template instead of being launched meanwhile.
+      run has taken yet, and fills. During a sweep native kernels wait for the full template
+      instead of being launched meanwhile, a run taking its kernel fills at once (the next
+      runs are known), and the pool keeps no more kernels on their way than runs are still
+      announced. The sweep ends with the release of its last run, when no run is running and
+      none announced for the latest environment is left (runs announced for another one that
+      never came are forgotten then). Runs announced for the latest environment that never
+      come (a sweep cut short) keep the sweep going, with at most that many kernels on their
+      way; every run still gets a fresh kernel.
 
     Forking is given up for the pool's life (kernels are launched) once a template cannot be
     spawned or fails to start; that is a fallback, not a state.
@@ -291,19 +298,21 @@ class KernelPool:
             self.state = PoolState.WARM
         self._running = max(0, self._running - 1)
         left = 0 if self._recent is None else self._announced.get(self._recent[0], 0)
-        if self.sweep and not self._running and not left:
-            # The sweep's last run is over (announced runs that never came, a sweep cut short,
-            # are forgotten with it): from now on the pool keeps ``size`` kernels ready.
+        swept = self.sweep and not self._running and not left
+        if swept:
+            # The sweep's last run is over (runs announced for other environments that never
+            # came are forgotten with it): from now on the pool keeps ``size`` kernels ready.
             self.sweep = False
             self._announced.clear()
         # A kernel left running a cell (timeout, cancel) is killed at once. A clean one is asked
-        # to shut down, after the caller has had its moment, unless this may be a one-shot
-        # caller (the command line): it waits for the kernel to go, so the sooner the better.
-        settle = SETTLE_DELAY if clean and not one_shot else 0.0
+        # to shut down, after the caller has had its moment, unless the caller may close now
+        # (the command line after its run, any caller after a sweep): it waits for the kernel
+        # to go, so the sooner the better.
+        settle = SETTLE_DELAY if clean and not (one_shot or swept) else 0.0
         self._spawn(self._stop(kernel, now=not clean, after=settle))
-        # A one-shot caller closes right after its run: give it the time to do so before
-        # starting kernels it would never use.
-        delay = FIRST_FILL_DELAY if one_shot else SETTLE_DELAY
+        # Such a caller closes right after: give it the time to do so before starting kernels
+        # it would never use (and close() would have to kill half-started).
+        delay = FIRST_FILL_DELAY if one_shot or swept else SETTLE_DELAY
         asyncio.get_running_loop().call_later(delay, self._fill)
 
     async def close(self) -> None:
