@@ -333,6 +333,11 @@ class NotebookExecutor:
                 if progress is not None:
                     progress.close()
         _records.prepare_runs_dir(self.runs_dir)
+        # Every run is checked: announce them all, so the engine knows a sweep is coming
+        # (the default engine then readies its kernels for many runs, not one).
+        if isinstance(self._engine, SupportsPrestart):
+            for plan in plans:
+                self._engine.prestart(plan.job)
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
         return _run_all(
             self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)

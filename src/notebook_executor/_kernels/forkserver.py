@@ -24,6 +24,7 @@ a normal launch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -345,6 +346,18 @@ class ForkedProcess:
 
 def make_fork_provisioner(manager: Any, server: ForkServer, stderr_path: str) -> Any:
     """A jupyter_client provisioner for ``manager`` that forks its kernel from ``server``."""
+    provisioner = _fork_provisioner_class()(
+        kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager
+    )
+    provisioner.fork_server = server
+    provisioner.stderr_path = stderr_path
+    provisioner.connection_file = str(manager.connection_file)
+    return provisioner
+
+
+@functools.cache
+def _fork_provisioner_class() -> type:
+    """The provisioner class, made once (a traitlets class costs a millisecond to set up)."""
     import asyncio
 
     from jupyter_client.provisioning.local_provisioner import LocalProvisioner
@@ -352,17 +365,21 @@ def make_fork_provisioner(manager: Any, server: ForkServer, stderr_path: str) ->
     class ForkProvisioner(LocalProvisioner):  # type: ignore[misc]
         """LocalProvisioner whose kernel is forked from the template instead of launched."""
 
+        fork_server: ForkServer
+        stderr_path: str
+        connection_file: str
+
         async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> Any:
             cwd = str(kwargs.get("cwd") or Path.cwd())
             env = dict(kwargs.get("env") or os.environ)
             loop = asyncio.get_running_loop()
             process = await loop.run_in_executor(
                 None,
-                lambda: server.fork(
-                    connection_file=str(manager.connection_file),
+                lambda: self.fork_server.fork(
+                    connection_file=self.connection_file,
                     cwd=cwd,
                     env=env,
-                    stderr_path=stderr_path,
+                    stderr_path=self.stderr_path,
                 ),
             )
             self.process = process  # type: ignore[assignment]
@@ -372,6 +389,4 @@ def make_fork_provisioner(manager: Any, server: ForkServer, stderr_path: str) ->
             self.cwd = cwd
             return self.connection_info
 
-    return ForkProvisioner(
-        kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager
-    )
+    return ForkProvisioner

@@ -14,7 +14,10 @@ in :class:`KernelPool`):
   is known (the command line does, while it reads and checks its run); the first kernel is then
   forked from it instead of launched.
 - **acquire** / **release**: a run takes its kernel / gives it back (it is then stopped).
-- **prestart**: start the kernel of a run that is checked and about to acquire it.
+- **prestart**: start the kernel of a run that is checked and about to acquire it. A second
+  run announced so before the first has taken its kernel is a *sweep* (``execute_many``): the
+  full template is spawned at once and every native kernel waits for it rather than being
+  launched (a launch costs about as much CPU as the whole template, for one run).
 - **fill**: start kernels until ``size`` are ready or on their way, for the latest environment.
   The pool fills only once the engine has run something (a one-shot command pays for nothing it
   does not use), from the *full template* (ipykernel and the common data modules, spawned when
@@ -161,6 +164,8 @@ class KernelPool:
     IDLE            prepare()    the command line, by                         PREPARED
                                  ``NotebookExecutor.prepare_kernel()``
     IDLE, PREPARED  acquire()    the first run asking for its kernel          FIRST_RUN
+    IDLE, PREPARED, prestart()   a second run announced before the first      WARM
+    FIRST_RUN                    has taken its kernel (a sweep)
     FIRST_RUN       acquire()    a second run before the first ended (sweep)  WARM
     FIRST_RUN       release()    the end of the first run                     WARM
     WARM            acquire()    every later run                              WARM
@@ -180,10 +185,21 @@ class KernelPool:
     - ``release()`` stops the run's kernel in the background (at once if it was left running a
       cell) and fills the pool after a pause. Leaving FIRST_RUN, the kernel is asked to stop at
       once and the fill waits :data:`FIRST_FILL_DELAY`: a one-shot caller (the command line)
-      closes meanwhile and starts nothing it would not use. In WARM, both wait
+      closes meanwhile and starts nothing it would not use; so it is at the end of a sweep
+      (``execute_many`` returns, the caller may close). Otherwise in WARM, both wait
       :data:`SETTLE_DELAY`, so the caller's own finishing work goes first.
-    - ``prestart()`` (any state but CLOSED; the state does not change) starts the kernel of a
-      checked run about to acquire it, unless one is on its way.
+    - ``prestart()`` (any state but CLOSED) starts the kernel of a checked run about to
+      acquire it, unless one is on its way. It also counts the runs announced and not yet
+      served: from the second on, the pool is in a *sweep*: it turns WARM (the caller is not
+      one-shot), spawns the full template at once, drops the kernels being launched that no
+      run has taken yet, and fills. During a sweep native kernels wait for the full template
+      instead of being launched meanwhile, a run taking its kernel fills at once (the next
+      runs are known), and the pool keeps no more kernels on their way than runs are still
+      announced. The sweep ends with the release of its last run, when no run is running and
+      none announced for the latest environment is left (runs announced for another one that
+      never came are forgotten then). Runs announced for the latest environment that never
+      come (a sweep cut short) keep the sweep going, with at most that many kernels on their
+      way; every run still gets a fresh kernel.
 
     Forking is given up for the pool's life (kernels are launched) once a template cannot be
     spawned or fails to start; that is a fallback, not a state.
@@ -202,6 +218,14 @@ class KernelPool:
         self._fork = fork
         self._idle: OrderedDict[_Key, deque[asyncio.Task[RunningKernel]]] = OrderedDict()
         self._recent: tuple[_Key, KernelChoice, Path, dict[str, str]] | None = None
+        #: Runs announced by :meth:`prestart` that have not acquired their kernel yet.
+        self._announced: dict[_Key, int] = {}
+        #: True once several runs were announced at once: kernels wait for the full template.
+        self.sweep = False
+        #: Runs between acquire() and release().
+        self._running = 0
+        #: Pool tasks that are launching a kernel (not forking one), to drop in a sweep.
+        self._launching: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         #: ipykernel alone, spawned by :meth:`prepare` for the kernels before WARM.
         self._first_template: _Template | None = None
@@ -241,6 +265,11 @@ class KernelPool:
     ) -> RunningKernel:
         """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
         key = _key(choice, cwd, env)
+        if self.sweep:
+            self._announced[key] = max(0, self._announced.get(key, 0) - 1)
+        else:
+            # Outside a sweep a run takes what was announced for it (at most one kernel).
+            self._announced.pop(key, None)
         first = self.state in (PoolState.IDLE, PoolState.PREPARED)
         if first:
             self.state = PoolState.FIRST_RUN
@@ -252,27 +281,38 @@ class KernelPool:
         kernel = await self._take(key, ready_timeout)
         if kernel is not None:
             self.stats["taken_warm"] += 1
-            return kernel
-        if not first:
-            # Runs come faster than the pool fills (a sweep): start the next ones now.
-            # After the first run, filling waits for the end of this run, not to slow it down.
-            self._fill()
-        self.stats["started_cold"] += 1
-        return await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
+        else:
+            if not first:
+                # Runs come faster than the pool fills (a sweep): start the next ones now.
+                # After the first run, filling waits for the end of this run, not to slow it.
+                self._fill()
+            self.stats["started_cold"] += 1
+            kernel = await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
+        self._running += 1
+        return kernel
 
     def release(self, kernel: RunningKernel, *, clean: bool) -> None:
         """FIRST_RUN or WARM -> WARM: stop a used kernel in the background, then fill."""
         one_shot = self.state is PoolState.FIRST_RUN
         if one_shot:
             self.state = PoolState.WARM
+        self._running = max(0, self._running - 1)
+        left = 0 if self._recent is None else self._announced.get(self._recent[0], 0)
+        swept = self.sweep and not self._running and not left
+        if swept:
+            # The sweep's last run is over (runs announced for other environments that never
+            # came are forgotten with it): from now on the pool keeps ``size`` kernels ready.
+            self.sweep = False
+            self._announced.clear()
         # A kernel left running a cell (timeout, cancel) is killed at once. A clean one is asked
-        # to shut down, after the caller has had its moment, unless this may be a one-shot
-        # caller (the command line): it waits for the kernel to go, so the sooner the better.
-        settle = SETTLE_DELAY if clean and not one_shot else 0.0
+        # to shut down, after the caller has had its moment, unless the caller may close now
+        # (the command line after its run, any caller after a sweep): it waits for the kernel
+        # to go, so the sooner the better.
+        settle = SETTLE_DELAY if clean and not (one_shot or swept) else 0.0
         self._spawn(self._stop(kernel, now=not clean, after=settle))
-        # A one-shot caller closes right after its run: give it the time to do so before
-        # starting kernels it would never use.
-        delay = FIRST_FILL_DELAY if one_shot else SETTLE_DELAY
+        # Such a caller closes right after: give it the time to do so before starting kernels
+        # it would never use (and close() would have to kill half-started).
+        delay = FIRST_FILL_DELAY if one_shot or swept else SETTLE_DELAY
         asyncio.get_running_loop().call_later(delay, self._fill)
 
     async def close(self) -> None:
@@ -309,7 +349,12 @@ class KernelPool:
         """Start a kernel for a run that is about to ask for one, unless one is on its way."""
         if self.state is PoolState.CLOSED:
             return
-        entries = self._idle.setdefault(_key(choice, cwd, env), deque())
+        key = _key(choice, cwd, env)
+        self._announced[key] = self._announced.get(key, 0) + 1
+        if self._announced[key] > 1 and not self.sweep:
+            self._begin_sweep(key, choice, cwd, env)
+            return
+        entries = self._idle.setdefault(key, deque())
         if entries:
             return
         task = asyncio.get_running_loop().create_task(
@@ -318,6 +363,22 @@ class KernelPool:
         task.add_done_callback(_ignore_result)
         entries.append(task)
 
+    def _begin_sweep(self, key: _Key, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
+        """-> WARM: several runs are coming; serve them from the full template, now."""
+        self.sweep = True
+        self.state = PoolState.WARM
+        self._recent = (key, choice, cwd, env)
+        if self._fork and self._full_template is None:
+            self._full_template = self._spawn_template(data_modules=True)
+        if self._fork:
+            # A kernel being launched for a run that has not taken it yet costs more CPU than
+            # the template, which every later kernel now shares: drop it.
+            entries = self._idle.get(key, deque())
+            for task in [t for t in entries if t in self._launching and not t.done()]:
+                entries.remove(task)
+                self._discard(task)
+        self._fill()
+
     def _fill(self) -> None:
         """Start kernels for the latest environment until ``size`` are ready or on their way."""
         if self.state is PoolState.CLOSED or self.size <= 0 or self._recent is None:
@@ -325,7 +386,9 @@ class KernelPool:
         key, choice, cwd, env = self._recent
         entries = self._idle.setdefault(key, deque())
         self._idle.move_to_end(key)
-        while len(entries) < self.size:
+        # In a sweep, no more kernels than runs still to come: none is left over at its end.
+        wanted = min(self.size, self._announced.get(key, 0)) if self.sweep else self.size
+        while len(entries) < wanted:
             if sum(len(e) for e in self._idle.values()) >= self.size and not self._evict(key):
                 break
             # The first kernel does not wait for the full template to be ready (it is launched
@@ -344,6 +407,10 @@ class KernelPool:
         while entries:
             task = next((t for t in entries if t.done()), entries[0])
             entries.remove(task)
+            if self.sweep:
+                # The next runs are already known: start their kernels now, not when this
+                # run ends, so that the pool never runs dry between them.
+                self._fill()
             try:
                 kernel = await asyncio.wait_for(asyncio.shield(task), timeout=ready_timeout)
             except asyncio.CancelledError:
@@ -411,6 +478,10 @@ class KernelPool:
         """Start a kernel: forked from the template of the state (``wait``: for it to be
         ready) or launched; ``warm_up`` when no run waits for it."""
         server = await self._template_for(env, cwd, wait=wait) if choice.native else None
+        task = asyncio.current_task()
+        if server is None and task is not None:
+            self._launching.add(task)
+            task.add_done_callback(self._launching.discard)
         if self._context is None:
             import zmq
             import zmq.asyncio
@@ -449,7 +520,8 @@ class KernelPool:
             self._full_template = self._spawn_template(data_modules=True)
             if self._full_template is None:
                 return None
-        return await self._usable(self._full_template, env, cwd, wait=wait)
+        # In a sweep, nothing is launched meanwhile: the template serves every run.
+        return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
 
     def _spawn_template(self, *, data_modules: bool) -> _Template | None:
         """A spawned template, or None where kernels cannot be forked."""
