@@ -193,8 +193,10 @@ class SupportsPrestart(Protocol):
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will run on; return at once.
 
-        Called with a job that passed every input check, just before the run files are
-        written and :meth:`Engine.run` is called with the same job; ``run`` then uses that
-        kernel.
+        Called with a job that passed every input check, before its run files are written
+        and :meth:`Engine.run` is called with the same job; ``run`` then uses that kernel.
+        ``execute`` calls it just before the run files; ``execute_many`` calls it for every
+        run once all the parameter sets are checked, before the first run starts, so an
+        engine knows a sweep is coming. A job announced this way may still never run (Ctrl-C).
         """
         ...
