@@ -548,8 +548,15 @@ class KernelPool:
         ``env``."""
         ready = template.ready
         if not ready.done() and wait:
-            with contextlib.suppress(BaseException):
+            try:
                 await asyncio.shield(ready)
+            except asyncio.CancelledError:
+                # The template's start was cancelled (seen below); the waiting run was not,
+                # unless it is this task that is cancelled: then it ends here.
+                if not ready.cancelled():
+                    raise
+            except Exception:
+                pass  # the template failed to start: seen below
         if not ready.done():
             return None
         if ready.cancelled() or ready.exception() is not None:
