@@ -524,3 +524,19 @@ def test_an_injected_string_never_runs_as_code(text: str) -> None:
     exec(nb.cells[1].source, namespace)
     assert namespace["s"] == text
     assert namespace["nested"] == {"k": [text, None, 1.5]}
+
+
+def test_a_parse_kept_for_the_next_run_gives_each_caller_its_own_defaults() -> None:
+    source = 'xs = [1, 2]  # numbers\nopts = {"a": [3]}\nname = "n"\n'
+    first = parse_parameters(source)
+    first["xs"].default.append(99)
+    first["opts"].default["a"].append(4)
+    del first["name"]
+    again = parse_parameters(source)
+    assert list(again) == ["xs", "opts", "name"]
+    assert again["xs"].default == [1, 2]
+    assert again["xs"].help == "numbers"
+    assert again["opts"].default == {"a": [3]}
+    assert again["name"].default == "n"
+    changed = parse_parameters(source.replace("[1, 2]", "[5]"))
+    assert changed["xs"].default == [5]

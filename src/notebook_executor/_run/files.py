@@ -4,46 +4,67 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 __all__ = ["atomic_write_text"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
 
 
 def atomic_write_text(target: Path, text: str, *, private: bool = True) -> None:
     """Write ``text`` to ``target`` so readers see the old file or the new one, never half.
 
-    ``private`` files (run files) get mode 0600; others the usual mode of a new file (0666
-    less the umask), or the mode of the file they replace.
+    The text goes to a new temporary file beside ``target`` (created with ``O_EXCL``), which
+    then replaces ``target`` in one rename; a failure removes it. ``target``'s folder is
+    created when missing. ``private`` files (run files) get mode 0600; others the usual mode
+    of a new file (0666 less the umask), or the mode of the file they replace.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if private:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    else:
-        fd, tmp_name = _open_usual(target)
+    data = text.encode("utf-8")
+    try:
+        fd, tmp_name = _open_private(target) if private else _open_usual(target)
+    except FileNotFoundError:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = _open_private(target) if private else _open_usual(target)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         tmp.replace(target)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise
+
+
+def _open_private(target: Path) -> tuple[int, str]:
+    """A new temporary file beside ``target``, mode 0600 (as ``tempfile.mkstemp`` makes it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY
+    for _ in range(100):
+        name = str(target.parent / f".{target.name}.{os.urandom(4).hex()}.tmp")
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
 
 
 def _open_usual(target: Path) -> tuple[int, str]:
     """A new temporary file beside ``target`` with the mode ``target`` has or would get."""
-    import secrets
-
     try:
         mode: int | None = target.stat().st_mode & 0o7777
     except OSError:
         mode = None
     for _ in range(100):
-        name = str(target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp")
+        name = str(target.parent / f".{target.name}.{os.urandom(4).hex()}.tmp")
         try:
             # The OS applies the umask to 0666, as for any new file.
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666)
         except FileExistsError:
             continue
         if mode is not None:

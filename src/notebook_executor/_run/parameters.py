@@ -16,6 +16,9 @@ after the parameters cell, so a string value can never run as code.
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
+import functools
 import io
 import json
 import tokenize
@@ -110,6 +113,22 @@ def parse_parameters(source: str) -> dict[str, Parameter]:
     Statements other than assignments to a single name are ignored. A cell that is not valid
     Python declares no parameters (the kernel will report the syntax error when it runs).
     """
+    # A warm loop or a sweep parses one cell again and again: the parse is kept, and each
+    # caller gets defaults of its own to change (a list default reaches the result dict).
+    return {name: _fresh(parameter) for name, parameter in _parse_cached(source).items()}
+
+
+def _fresh(parameter: Parameter) -> Parameter:
+    if type(parameter.default) in _IMMUTABLE:
+        return parameter
+    return dataclasses.replace(parameter, default=copy.deepcopy(parameter.default))
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_cached(source: str) -> dict[str, Parameter]:
     try:
         tree = ast.parse(_strip_magics(source))
     except SyntaxError:

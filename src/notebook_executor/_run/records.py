@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from .files import atomic_write_text
+from .nbjson import dumps_indented
 from .remote import is_url
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
@@ -96,16 +97,18 @@ def display_path(path: str | os.PathLike[str]) -> str:
     candidate = Path(path)
     if not candidate.is_absolute():
         return candidate.as_posix()
-    with_cwd = _relative_to(candidate, Path.cwd())
-    if with_cwd is not None:
-        return with_cwd
-    home = _relative_to(candidate, Path.home())
-    if home is not None:
-        return "~" if home == "." else "~/" + home
+    cwd, home = Path.cwd(), Path.home()
     try:
-        return candidate.resolve().as_posix()
+        resolved = candidate.resolve()
     except OSError:
         return candidate.as_posix()
+    with_cwd = _relative_to(resolved, _resolved_folder(os.fspath(cwd)))
+    if with_cwd is not None:
+        return with_cwd
+    under_home = _relative_to(resolved, _resolved_folder(os.fspath(home)))
+    if under_home is not None:
+        return "~" if under_home == "." else "~/" + under_home
+    return resolved.as_posix()
 
 
 def program_path(program: str | None) -> str | None:
@@ -123,10 +126,22 @@ def program_path(program: str | None) -> str | None:
     return candidate.as_posix()
 
 
-def _relative_to(path: Path, base: Path) -> str | None:
+def _relative_to(path: Path, base: Path | None) -> str | None:
+    if base is None:
+        return None
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except (ValueError, OSError):
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved_folder(folder: str) -> Path | None:
+    """``folder`` (the working directory or home) resolved, once per process and folder: every
+    record shows paths relative to them, and resolving costs a system call per component."""
+    try:
+        return Path(folder).resolve()
+    except OSError:
         return None
 
 
@@ -205,6 +220,8 @@ def write_run_files(
 def _json(document: Any, *, indent: int | None) -> str:
     # nbformat.writes would also validate the whole document against the schema and deep-copy
     # it: the source was validated when read and the kernel's outputs come from nbclient.
+    if indent == 1:
+        return dumps_indented(document, default=_bytes_as_base64)
     separators = (",", ": ") if indent is not None else (",", ":")
     return json.dumps(
         document,

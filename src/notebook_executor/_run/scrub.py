@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import copy
 import io
 import json
 import logging
@@ -26,6 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .copying import copy_notebook
 from .scraps import PAPERMILL_PREFIX, SCRAP_PREFIX
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def coalesce_streams(notebook: NotebookNode) -> None:
 
 def scrub_notebook(notebook: NotebookNode, secrets: Mapping[str, str]) -> NotebookNode:
     """A copy of an executed ``notebook`` fit to store: streams coalesced, no secret left."""
-    scrubbed = copy.deepcopy(notebook)
+    scrubbed = copy_notebook(notebook)
     coalesce_streams(scrubbed)
     redactor = Redactor(secrets)
     if redactor.unsearched:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .copying import copy_notebook
 from .files import atomic_write_text
 from .literals import to_literal
 from .percent import read_plain_percent
@@ -178,7 +179,7 @@ def _parse_cached(notebook: str, text: str, fmt: SourceFormat, digest: str) -> N
             _PARSED[key] = cached
             while len(_PARSED) > _PARSED_MAX:
                 _PARSED.popitem(last=False)
-    return copy.deepcopy(cached)
+    return copy_notebook(cached)
 
 
 def _parse(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
