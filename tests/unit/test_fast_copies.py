@@ -13,11 +13,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from notebook_executor._notebook import (
+    NotebookNode,
+    new_code_cell,
+    new_markdown_cell,
+    new_notebook,
+    new_output,
+)
 from notebook_executor._run.copying import copy_notebook
 from notebook_executor._run.nbjson import dumps_indented
 from notebook_executor._run.records import _bytes_as_base64, _split_lines
@@ -50,19 +56,20 @@ def _reference_json(document: Any) -> str:
     )
 
 
-def _executed() -> nbformat.NotebookNode:
-    nb: nbformat.NotebookNode = nbformat.v4.new_notebook()
+def _executed() -> NotebookNode:
+    nb = new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "P"}
-    cell = nbformat.v4.new_code_cell("print('é')\n1.5", execution_count=1)
+    cell = new_code_cell("print('é')\n1.5")
+    cell.execution_count = 1
     cell.outputs = [
-        nbformat.v4.new_output("stream", name="stdout", text="é\n\t\x1b[31mred\x1b[0m\n"),
-        nbformat.v4.new_output(
+        new_output("stream", name="stdout", text="é\n\t\x1b[31mred\x1b[0m\n"),
+        new_output(
             "execute_result",
             data={"text/plain": "1.5", "application/json": {"a": [1, 2.5, None, True]}},
             execution_count=1,
         ),
     ]
-    nb.cells = [nbformat.v4.new_markdown_cell('# Title \u2028 "quoted"'), cell]
+    nb.cells = [new_markdown_cell('# Title \u2028 "quoted"'), cell]
     # A plain dict inside a list (deepcopy keeps it plain) and one set past __setitem__.
     nb.metadata["plain"] = [{"k": {"inner": [1, {"deep": "x"}]}}]
     dict.__setitem__(nb.metadata, "unconverted", {"k": {"v": 1}})
@@ -82,8 +89,9 @@ def test_copy_notebook_keeps_deepcopys_node_types_and_is_independent() -> None:
     nb = _executed()
     copied = copy_notebook(nb)
     assert _shape(copied) == _shape(copy.deepcopy(nb))
-    # The mapping held past __setitem__ became a node, as deepcopy's rebuild makes it.
-    assert type(copied.metadata["unconverted"]) is nbformat.NotebookNode
+    # Containers keep their types, as deepcopy keeps them.
+    assert type(copied.metadata["unconverted"]) is dict
+    assert type(copied.cells[1].outputs[1].data) is NotebookNode
     assert type(copied.metadata["plain"][0]) is dict
     copied.cells[1].outputs[1].data["application/json"]["a"].append(9)
     copied.metadata.plain[0]["k"]["inner"][1]["deep"] = "changed"
