@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import json
 import os
@@ -32,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
 #: Modules every kernel imports: the template preloads them.
@@ -68,11 +70,21 @@ DATA_PRELOAD = (
 
 _PR_SET_PDEATHSIG = 1
 
+#: In the template and its children: each module loaded before the first fork, by name, with
+#: its ``__file__`` (None without one). See :func:`_known_module_files`.
+_MODULE_FILES: dict[str, str | None] | None = None
+
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
 
 
 def kernel_app() -> Any:
+    """The kernel application (a new singleton of :func:`kernel_app_class`)."""
+    return kernel_app_class().instance()
+
+
+@functools.cache
+def kernel_app_class() -> Any:
     """ipykernel's ``IPKernelApp``, losing no output, with a shutdown that cannot stall.
 
     Its IOPub sockets have no high-water mark (:meth:`init_iopub`), so no output message is
@@ -106,7 +118,82 @@ def kernel_app() -> Any:
                         control.stop()
                     control.join(_CONTROL_JOIN_TIMEOUT)
 
-    return KernelApp.instance()
+    return KernelApp
+
+
+def _module_files() -> dict[str, str | None]:
+    """Each loaded module by name, with its ``__file__`` when it has a true one."""
+    files: dict[str, Any] = {}
+    for name, module in sys.modules.copy().items():
+        path = getattr(module, "__file__", None)
+        files[name] = path or None
+    return files
+
+
+class _FileOnly:
+    """A stand-in for a module the template loaded: its ``__file__`` and nothing else."""
+
+    def __init__(self, path: str | None) -> None:
+        if path is not None:
+            self.__file__ = path
+
+
+class _ModulesView(Mapping[str, Any]):
+    """``sys.modules`` as ipykernel's kernel reads it at start-up, without touching modules.
+
+    ``copy()`` gives, in ``sys.modules`` order, a stand-in holding the ``__file__`` recorded by
+    the template for each module it had loaded, and the module itself for the others.
+    """
+
+    def __init__(self, known: dict[str, str | None]) -> None:
+        self._known = known
+
+    def __getitem__(self, name: str) -> Any:
+        return sys.modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sys.modules)
+
+    def __len__(self) -> int:
+        return len(sys.modules)
+
+    def copy(self) -> dict[str, Any]:
+        known = self._known
+        return {
+            name: _FileOnly(known[name]) if name in known else sys.modules[name]
+            for name in list(sys.modules)
+        }
+
+
+class _SysView:
+    """The ``sys`` module, but for ``modules``: a :class:`_ModulesView`."""
+
+    def __init__(self, modules: _ModulesView) -> None:
+        self.modules = modules
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys, name)
+
+
+@contextlib.contextmanager
+def _known_module_files(known: dict[str, str | None] | None) -> Iterator[None]:
+    """While a forked kernel initializes: ipykernel lists the files of the loaded modules
+    (for its debugger) from what the template recorded, not by reading every module.
+
+    Reading ``__file__`` from each of the fifteen hundred modules writes to their reference
+    counts, which copies about two thousand memory pages shared with the template: a tenth of
+    a forked kernel's start-up. The list is the same: the modules' names come from
+    ``sys.modules`` as it is then, and those loaded since the fork are read as usual.
+    """
+    ipkernel = sys.modules.get("ipykernel.ipkernel")
+    if known is None or getattr(ipkernel, "sys", None) is not sys:
+        yield
+        return
+    ipkernel.sys = _SysView(_ModulesView(known))  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        ipkernel.sys = sys  # type: ignore[union-attr]
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -127,6 +214,20 @@ def _preload(data: bool) -> list[str]:
             continue
         loaded.append(name)
     return loaded
+
+
+def _prepare_kernels(options: list[str]) -> None:
+    """Do once, here, the start-up work every forked kernel would repeat identically.
+
+    Makes the kernel application class, and parses a kernel's command line once with a
+    throwaway application (not the singleton): what it computes and keeps (compiled regular
+    expressions, traitlets' and argparse's caches, the logging set-up's imports) is then
+    shared with every kernel. It opens no file and no socket.
+    """
+    app = kernel_app_class()()
+    app.parse_command_line(
+        ["-f", "kernel-connection.json", f"--IPKernelApp.parent_handle={os.getpid()}", *options]
+    )
 
 
 def _fork_unsafe_state() -> str | None:
@@ -180,7 +281,8 @@ def run_kernel(argv: list[str]) -> NoReturn:
     try:
         sys.argv = ["ipykernel_launcher", *argv]
         app = kernel_app()
-        app.initialize(argv)
+        with _known_module_files(_MODULE_FILES):
+            app.initialize(argv)
         # The kernel's own objects live as long as it does: keep the collector to the user's
         # (the last collection, at exit, then has little to look through).
         gc.freeze()
@@ -268,10 +370,10 @@ def serve(control: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``main([control_fd, host_pid, preload])``: preload, report readiness, serve.
+    """``main([control_fd, host_pid, preload, *options])``: preload, report readiness, serve.
 
     ``preload`` is ``all`` (:data:`PRELOAD` and :data:`DATA_PRELOAD`) or ``kernel``
-    (:data:`PRELOAD` only: ready sooner).
+    (:data:`PRELOAD` only: ready sooner); ``options`` are those the kernels will be given.
     """
     control_fd, host_pid = int(argv[0]), int(argv[1])
     data = (argv[2] if len(argv) > 2 else "all") != "kernel"
@@ -288,9 +390,13 @@ def main(argv: list[str]) -> None:
     gc.disable()
     try:
         loaded = _preload(data)
+        with contextlib.suppress(Exception):  # kernels would only start a little slower
+            _prepare_kernels(argv[3:])
     finally:
         gc.enable()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    global _MODULE_FILES
+    _MODULE_FILES = _module_files()
     # Objects that exist now are shared with every child; keep the collector off their pages.
     gc.freeze()
     hello = {
