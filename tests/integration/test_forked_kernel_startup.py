@@ -1,7 +1,8 @@
 """A forked kernel starts as a launched one does, though the template did part of its start-up.
 
 The template records the files of the modules it loaded, and parses a kernel's command line
-once, before forking; each kernel then reads those instead of redoing the work. These tests
+once, before forking; each kernel then takes those (its own connection file put in) instead of
+redoing the work. These tests
 prove, on real kernels, forked and launched, that what the kernel ends up with is the same.
 """
 
@@ -40,6 +41,21 @@ sb.glue("sys_restored", sys.modules["ipykernel.ipkernel"].sys is sys)
 app = kernel.parent
 sb.glue("app", [type(app).__name__, type(app).instance() is app, app.connection_file])
 sb.glue("history", get_ipython().history_manager.enabled)
+# The configuration the kernel took from its command line is what parsing it gives.
+from ipykernel.kernelapp import IPKernelApp
+
+fresh = type(app)()
+IPKernelApp.parse_command_line(fresh, app.argv)
+sb.glue(
+    "parsed_alike",
+    [
+        fresh.cli_config == app.cli_config,
+        fresh.extra_args == app.extra_args,
+        fresh.connection_file == app.connection_file,
+        app.argv[:2] == ["-f", app.connection_file],
+        app.cli_config is not fresh.cli_config,
+    ],
+)
 """
 
 
@@ -74,5 +90,6 @@ def test_kernels_list_their_modules_and_take_their_options_as_launched_ones_do(
         assert (name, singleton) == ("KernelApp", True)
         connection_files.add(connection_file)
         assert scraps["history"] is False
+        assert scraps["parsed_alike"] == [True] * 5
     # Each kernel parsed its own command line: its own connection file.
     assert len(connection_files) == 3

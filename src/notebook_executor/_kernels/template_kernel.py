@@ -70,6 +70,14 @@ DATA_PRELOAD = (
 
 _PR_SET_PDEATHSIG = 1
 
+#: Stands for the connection file in the command line the template parses for its kernels.
+_ANY_FILE = "\0connection-file\0"
+
+#: In the template and its children: a kernel's command line, with :data:`_ANY_FILE` for its
+#: connection file, the configuration parsed from it, and the arguments left over. See
+#: :func:`_parsed_command_line`.
+_PARSED: tuple[list[str], Any, list[str]] | None = None
+
 #: In the template and its children: each module loaded before the first fork, by name, with
 #: its ``__file__`` (None without one). See :func:`_known_module_files`.
 _MODULE_FILES: dict[str, str | None] | None = None
@@ -107,6 +115,19 @@ def kernel_app_class() -> Any:
             context.setsockopt(zmq.SNDHWM, 0)
             context.setsockopt(zmq.RCVHWM, 0)
             super().init_iopub(context)  # type: ignore[no-untyped-call]
+
+        def parse_command_line(self, argv: list[str] | None = None) -> None:
+            parsed = _parsed_command_line(argv)
+            if parsed is None:
+                super().parse_command_line(argv)
+                return
+            config, extra_args = parsed
+            # What the parser does, in its order, with what the template parsed already.
+            self.argv = list(argv or ())
+            self.log  # noqa: B018 (the parser sets up logging as it starts)
+            self.cli_config = config
+            self.update_config(config)
+            self.extra_args = extra_args
 
         def start(self) -> None:
             try:
@@ -220,14 +241,47 @@ def _prepare_kernels(options: list[str]) -> None:
     """Do once, here, the start-up work every forked kernel would repeat identically.
 
     Makes the kernel application class, and parses a kernel's command line once with a
-    throwaway application (not the singleton): what it computes and keeps (compiled regular
-    expressions, traitlets' and argparse's caches, the logging set-up's imports) is then
-    shared with every kernel. It opens no file and no socket.
+    throwaway application (not the singleton): each kernel then takes the configuration
+    parsed, its own connection file put in (:func:`_parsed_command_line`), and what the
+    parser keeps (compiled regular expressions, the logging set-up's imports) is shared.
+    It opens no file and no socket.
     """
+    global _PARSED
+    argv = ["-f", _ANY_FILE, f"--IPKernelApp.parent_handle={os.getpid()}", *options]
     app = kernel_app_class()()
-    app.parse_command_line(
-        ["-f", "kernel-connection.json", f"--IPKernelApp.parent_handle={os.getpid()}", *options]
-    )
+    app.parse_command_line(argv)
+    _PARSED = (argv, app.cli_config, list(app.extra_args))
+
+
+def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
+    """The configuration and leftover arguments the command line parser would give for
+    ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
+    absolute path for its connection file."""
+    if _PARSED is None or argv is None:
+        return None
+    template_argv, config, extra_args = _PARSED
+    if (
+        len(argv) != len(template_argv)
+        or argv[0] != "-f"
+        or argv[2:] != template_argv[2:]
+        or not argv[1].startswith("/")
+    ):
+        return None
+    import copy
+
+    config = copy.deepcopy(config)
+    found = [
+        (section, key)
+        for section, values in config.items()
+        if isinstance(values, dict)
+        for key, value in values.items()
+        if value == _ANY_FILE
+    ]
+    if len(found) != 1 or _ANY_FILE in extra_args:
+        return None
+    section, key = found[0]
+    config[section][key] = argv[1]
+    return config, list(extra_args)
 
 
 def _fork_unsafe_state() -> str | None:
