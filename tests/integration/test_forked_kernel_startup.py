@@ -41,6 +41,11 @@ sb.glue("sys_restored", sys.modules["ipykernel.ipkernel"].sys is sys)
 app = kernel.parent
 sb.glue("app", [type(app).__name__, type(app).instance() is app, app.connection_file])
 sb.glue("history", get_ipython().history_manager.enabled)
+# scrapbook still checks what it glues against its schema.
+try:
+    sb.glue("bad", object(), encoder="json")
+except Exception as exc:
+    sb.glue("bad_refused", type(exc).__name__)
 # The configuration the kernel took from its command line is what parsing it gives.
 from ipykernel.kernelapp import IPKernelApp
 
@@ -91,5 +96,7 @@ def test_kernels_list_their_modules_and_take_their_options_as_launched_ones_do(
         connection_files.add(connection_file)
         assert scraps["history"] is False
         assert scraps["parsed_alike"] == [True] * 5
+        assert scraps["bad_refused"] == "ScrapbookDataException"
+        assert "bad" not in scraps
     # Each kernel parsed its own command line: its own connection file.
     assert len(connection_files) == 3

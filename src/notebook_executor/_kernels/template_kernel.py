@@ -253,6 +253,14 @@ def _prepare_kernels(options: list[str]) -> None:
     _PARSED = (argv, app.cli_config, list(app.extra_args))
 
 
+def _prepare_data_modules() -> None:
+    """Do once, here, what the first ``scrapbook.glue`` in every kernel would: check a scrap
+    against scrapbook's schema, filling the validators' caches (a pure function: no output)."""
+    scraps = sys.modules.get("scrapbook.scraps")
+    if scraps is not None:
+        scraps.scrap_to_payload(scraps.Scrap("scrap", 1, "json"))
+
+
 def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
     """The configuration and leftover arguments the command line parser would give for
     ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
@@ -446,6 +454,9 @@ def main(argv: list[str]) -> None:
         loaded = _preload(data)
         with contextlib.suppress(Exception):  # kernels would only start a little slower
             _prepare_kernels(argv[3:])
+        if data:
+            with contextlib.suppress(Exception):
+                _prepare_data_modules()
     finally:
         gc.enable()
     signal.signal(signal.SIGINT, signal.default_int_handler)
