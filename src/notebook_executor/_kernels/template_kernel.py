@@ -78,9 +78,9 @@ _ANY_FILE = "\0connection-file\0"
 #: :func:`_parsed_command_line`.
 _PARSED: tuple[list[str], Any, list[str]] | None = None
 
-#: In the template and its children: each module loaded before the first fork, by name, with
-#: its ``__file__`` (None without one). See :func:`_known_module_files`.
-_MODULE_FILES: dict[str, str | None] | None = None
+#: In the template and its children: a stand-in for each module loaded before the first fork,
+#: by name, holding its ``__file__``. See :func:`_known_module_files`.
+_MODULE_FILES: dict[str, _FileOnly] | None = None
 
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
@@ -142,21 +142,27 @@ def kernel_app_class() -> Any:
     return KernelApp
 
 
-def _module_files() -> dict[str, str | None]:
-    """Each loaded module by name, with its ``__file__`` when it has a true one."""
-    files: dict[str, Any] = {}
-    for name, module in sys.modules.copy().items():
-        path = getattr(module, "__file__", None)
-        files[name] = path or None
-    return files
-
-
 class _FileOnly:
     """A stand-in for a module the template loaded: its ``__file__`` and nothing else."""
 
+    __slots__ = ("__file__",)
+
     def __init__(self, path: str | None) -> None:
-        if path is not None:
+        if path:
             self.__file__ = path
+
+
+def _module_files() -> dict[str, _FileOnly]:
+    """A :class:`_FileOnly` for each loaded module, by name.
+
+    Made in one go (with copies of the paths), they lie on a few memory pages of their own:
+    the children that read them copy those pages only.
+    """
+    files: dict[str, _FileOnly] = {}
+    for name, module in sys.modules.copy().items():
+        path = getattr(module, "__file__", None)
+        files[name] = _FileOnly(path.encode().decode() if isinstance(path, str) else path)
+    return files
 
 
 class _ModulesView(Mapping[str, Any]):
@@ -166,7 +172,7 @@ class _ModulesView(Mapping[str, Any]):
     the template for each module it had loaded, and the module itself for the others.
     """
 
-    def __init__(self, known: dict[str, str | None]) -> None:
+    def __init__(self, known: dict[str, _FileOnly]) -> None:
         self._known = known
 
     def __getitem__(self, name: str) -> Any:
@@ -181,8 +187,7 @@ class _ModulesView(Mapping[str, Any]):
     def copy(self) -> dict[str, Any]:
         known = self._known
         return {
-            name: _FileOnly(known[name]) if name in known else sys.modules[name]
-            for name in list(sys.modules)
+            name: known[name] if name in known else sys.modules[name] for name in list(sys.modules)
         }
 
 
@@ -197,7 +202,7 @@ class _SysView:
 
 
 @contextlib.contextmanager
-def _known_module_files(known: dict[str, str | None] | None) -> Iterator[None]:
+def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
     """While a forked kernel initializes: ipykernel lists the files of the loaded modules
     (for its debugger) from what the template recorded, not by reading every module.
 
