@@ -466,7 +466,8 @@ def main(argv: list[str]) -> None:
         gc.enable()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     global _MODULE_FILES
-    _MODULE_FILES = _module_files()
+    with contextlib.suppress(Exception):  # without it, kernels read each module themselves
+        _MODULE_FILES = _module_files()
     # Objects that exist now are shared with every child; keep the collector off their pages.
     gc.freeze()
     hello = {
