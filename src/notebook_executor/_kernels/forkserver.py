@@ -153,6 +153,7 @@ class ForkServer:
                         str(child.fileno()),
                         str(os.getpid()),
                         self._preload,
+                        *KERNEL_OPTIONS,
                     ],
                     env=self._env,
                     stdin=subprocess.DEVNULL,

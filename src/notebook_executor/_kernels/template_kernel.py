@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import json
 import os
@@ -32,6 +33,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
 #: Modules every kernel imports: the template preloads them.
@@ -68,11 +70,29 @@ DATA_PRELOAD = (
 
 _PR_SET_PDEATHSIG = 1
 
+#: Stands for the connection file in the command line the template parses for its kernels.
+_ANY_FILE = "\0connection-file\0"
+
+#: In the template and its children: a kernel's command line, with :data:`_ANY_FILE` for its
+#: connection file, the configuration parsed from it, and the arguments left over. See
+#: :func:`_parsed_command_line`.
+_PARSED: tuple[list[str], Any, list[str]] | None = None
+
+#: In the template and its children: a stand-in for each module loaded before the first fork,
+#: by name, holding its ``__file__``. See :func:`_known_module_files`.
+_MODULE_FILES: dict[str, _FileOnly] | None = None
+
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
 
 
 def kernel_app() -> Any:
+    """The kernel application (a new singleton of :func:`kernel_app_class`)."""
+    return kernel_app_class().instance()
+
+
+@functools.cache
+def kernel_app_class() -> Any:
     """ipykernel's ``IPKernelApp``, losing no output, with a shutdown that cannot stall.
 
     Its IOPub sockets have no high-water mark (:meth:`init_iopub`), so no output message is
@@ -96,6 +116,19 @@ def kernel_app() -> Any:
             context.setsockopt(zmq.RCVHWM, 0)
             super().init_iopub(context)  # type: ignore[no-untyped-call]
 
+        def parse_command_line(self, argv: list[str] | None = None) -> None:
+            parsed = _parsed_command_line(argv)
+            if parsed is None:
+                super().parse_command_line(argv)
+                return
+            config, extra_args = parsed
+            # What the parser does, in its order, with what the template parsed already.
+            self.argv = list(argv or ())
+            self.log  # noqa: B018 (the parser sets up logging as it starts)
+            self.cli_config = config
+            self.update_config(config)
+            self.extra_args = extra_args
+
         def start(self) -> None:
             try:
                 super().start()  # type: ignore[no-untyped-call]
@@ -106,7 +139,87 @@ def kernel_app() -> Any:
                         control.stop()
                     control.join(_CONTROL_JOIN_TIMEOUT)
 
-    return KernelApp.instance()
+    return KernelApp
+
+
+class _FileOnly:
+    """A stand-in for a module the template loaded: its ``__file__`` and nothing else."""
+
+    __slots__ = ("__file__",)
+
+    def __init__(self, path: str | None) -> None:
+        if path:
+            self.__file__ = path
+
+
+def _module_files() -> dict[str, _FileOnly]:
+    """A :class:`_FileOnly` for each loaded module, by name.
+
+    Made in one go (with copies of the paths), they lie on a few memory pages of their own:
+    the children that read them copy those pages only.
+    """
+    files: dict[str, _FileOnly] = {}
+    for name, module in sys.modules.copy().items():
+        path = getattr(module, "__file__", None)
+        files[name] = _FileOnly(path.encode().decode() if isinstance(path, str) else path)
+    return files
+
+
+class _ModulesView(Mapping[str, Any]):
+    """``sys.modules`` as ipykernel's kernel reads it at start-up, without touching modules.
+
+    ``copy()`` gives, in ``sys.modules`` order, a stand-in holding the ``__file__`` recorded by
+    the template for each module it had loaded, and the module itself for the others.
+    """
+
+    def __init__(self, known: dict[str, _FileOnly]) -> None:
+        self._known = known
+
+    def __getitem__(self, name: str) -> Any:
+        return sys.modules[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sys.modules)
+
+    def __len__(self) -> int:
+        return len(sys.modules)
+
+    def copy(self) -> dict[str, Any]:
+        known = self._known
+        return {
+            name: known[name] if name in known else sys.modules[name] for name in list(sys.modules)
+        }
+
+
+class _SysView:
+    """The ``sys`` module, but for ``modules``: a :class:`_ModulesView`."""
+
+    def __init__(self, modules: _ModulesView) -> None:
+        self.modules = modules
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys, name)
+
+
+@contextlib.contextmanager
+def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
+    """While a forked kernel initializes: ipykernel lists the files of the loaded modules
+    (for its debugger) from what the template recorded, not by reading every module.
+
+    Reading ``__file__`` from each of the fifteen hundred modules writes to their reference
+    counts, which copies about two thousand memory pages shared with the template: a tenth of
+    a forked kernel's start-up. The list is the same: the modules' names come from
+    ``sys.modules`` as it is then, and those loaded since the fork are read as usual.
+    """
+    ipkernel = sys.modules.get("ipykernel.ipkernel")
+    if known is None or getattr(ipkernel, "sys", None) is not sys:
+        yield
+        return
+    ipkernel.sys = _SysView(_ModulesView(known))  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        ipkernel.sys = sys  # type: ignore[union-attr]
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -127,6 +240,61 @@ def _preload(data: bool) -> list[str]:
             continue
         loaded.append(name)
     return loaded
+
+
+def _prepare_kernels(options: list[str]) -> None:
+    """Do once, here, the start-up work every forked kernel would repeat identically.
+
+    Makes the kernel application class, and parses a kernel's command line once with a
+    throwaway application (not the singleton): each kernel then takes the configuration
+    parsed, its own connection file put in (:func:`_parsed_command_line`), and what the
+    parser keeps (compiled regular expressions, the logging set-up's imports) is shared.
+    It opens no file and no socket.
+    """
+    global _PARSED
+    argv = ["-f", _ANY_FILE, f"--IPKernelApp.parent_handle={os.getpid()}", *options]
+    app = kernel_app_class()()
+    app.parse_command_line(argv)
+    _PARSED = (argv, app.cli_config, list(app.extra_args))
+
+
+def _prepare_data_modules() -> None:
+    """Do once, here, what the first ``scrapbook.glue`` in every kernel would: check a scrap
+    against scrapbook's schema, filling the validators' caches (a pure function: no output)."""
+    scraps = sys.modules.get("scrapbook.scraps")
+    if scraps is not None:
+        scraps.scrap_to_payload(scraps.Scrap("scrap", 1, "json"))
+
+
+def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
+    """The configuration and leftover arguments the command line parser would give for
+    ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
+    absolute path for its connection file."""
+    if _PARSED is None or argv is None:
+        return None
+    template_argv, config, extra_args = _PARSED
+    if (
+        len(argv) != len(template_argv)
+        or argv[0] != "-f"
+        or argv[2:] != template_argv[2:]
+        or not argv[1].startswith("/")
+    ):
+        return None
+    import copy
+
+    config = copy.deepcopy(config)
+    found = [
+        (section, key)
+        for section, values in config.items()
+        if isinstance(values, dict)
+        for key, value in values.items()
+        if value == _ANY_FILE
+    ]
+    if len(found) != 1 or _ANY_FILE in extra_args:
+        return None
+    section, key = found[0]
+    config[section][key] = argv[1]
+    return config, list(extra_args)
 
 
 def _fork_unsafe_state() -> str | None:
@@ -180,7 +348,8 @@ def run_kernel(argv: list[str]) -> NoReturn:
     try:
         sys.argv = ["ipykernel_launcher", *argv]
         app = kernel_app()
-        app.initialize(argv)
+        with _known_module_files(_MODULE_FILES):
+            app.initialize(argv)
         # The kernel's own objects live as long as it does: keep the collector to the user's
         # (the last collection, at exit, then has little to look through).
         gc.freeze()
@@ -268,10 +437,10 @@ def serve(control: socket.socket) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``main([control_fd, host_pid, preload])``: preload, report readiness, serve.
+    """``main([control_fd, host_pid, preload, *options])``: preload, report readiness, serve.
 
     ``preload`` is ``all`` (:data:`PRELOAD` and :data:`DATA_PRELOAD`) or ``kernel``
-    (:data:`PRELOAD` only: ready sooner).
+    (:data:`PRELOAD` only: ready sooner); ``options`` are those the kernels will be given.
     """
     control_fd, host_pid = int(argv[0]), int(argv[1])
     data = (argv[2] if len(argv) > 2 else "all") != "kernel"
@@ -288,9 +457,17 @@ def main(argv: list[str]) -> None:
     gc.disable()
     try:
         loaded = _preload(data)
+        with contextlib.suppress(Exception):  # kernels would only start a little slower
+            _prepare_kernels(argv[3:])
+        if data:
+            with contextlib.suppress(Exception):
+                _prepare_data_modules()
     finally:
         gc.enable()
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    global _MODULE_FILES
+    with contextlib.suppress(Exception):  # without it, kernels read each module themselves
+        _MODULE_FILES = _module_files()
     # Objects that exist now are shared with every child; keep the collector off their pages.
     gc.freeze()
     hello = {
