@@ -1,4 +1,5 @@
-"""A forked kernel starts as a launched one does, though the template did part of its start-up.
+"""A forked kernel starts as a launched one does, though the template did part of its start-up;
+both run without kernel subshells (their shell messages handled on the main thread).
 
 The template records the files of the modules it loaded, and parses a kernel's command line
 once, before forking; each kernel then takes those (its own connection file put in) instead of
@@ -41,6 +42,13 @@ sb.glue("sys_restored", sys.modules["ipykernel.ipkernel"].sys is sys)
 app = kernel.parent
 sb.glue("app", [type(app).__name__, type(app).instance() is app, app.connection_file])
 sb.glue("history", get_ipython().history_manager.enabled)
+# No subshells: shell messages are handled on the main thread, no channel thread runs.
+import threading
+
+sb.glue(
+    "subshells",
+    [kernel._supports_kernel_subshells, [t.name for t in threading.enumerate()]],
+)
 # scrapbook still checks what it glues against its schema.
 try:
     sb.glue("bad", object(), encoder="json")
@@ -95,6 +103,9 @@ def test_kernels_list_their_modules_and_take_their_options_as_launched_ones_do(
         assert (name, singleton) == ("KernelApp", True)
         connection_files.add(connection_file)
         assert scraps["history"] is False
+        supports_subshells, threads = scraps["subshells"]
+        assert supports_subshells is False
+        assert "MainThread" in threads and "Shell channel" not in threads, threads
         assert scraps["parsed_alike"] == [True] * 5
         assert scraps["bad_refused"] == "ScrapbookDataException"
         assert "bad" not in scraps

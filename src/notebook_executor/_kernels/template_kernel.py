@@ -96,7 +96,8 @@ def kernel_app_class() -> Any:
     """ipykernel's ``IPKernelApp``, losing no output, with a shutdown that cannot stall.
 
     Its IOPub sockets have no high-water mark (:meth:`init_iopub`), so no output message is
-    dropped however fast a cell writes.
+    dropped however fast a cell writes. It has no subshells (:meth:`init_control`): each shell
+    message is handled on the main thread, without a hop between threads.
 
     After a shutdown request, ipykernel 7 returns from ``start()`` while its control thread may
     still be flushing to the IOPub thread, which the interpreter's exit handlers then stop:
@@ -107,6 +108,14 @@ def kernel_app_class() -> Any:
     from ipykernel.kernelapp import IPKernelApp
 
     class KernelApp(IPKernelApp):  # type: ignore[misc]
+        def init_control(self, context: Any) -> None:
+            super().init_control(context)  # type: ignore[no-untyped-call]
+            # No kernel subshells (a notebook run never asks for one): without their channel
+            # thread, ipykernel handles each shell message on its main thread, as before
+            # subshells existed, instead of passing it between threads (a millisecond or two
+            # per cell). Subshell requests are then answered as unsupported.
+            self.shell_channel_thread = None
+
         def init_iopub(self, context: Any) -> None:
             # A PUB socket drops messages once its queue holds its high-water mark (1000 by
             # default): a cell printing fast lost output silently. No limit: nothing is dropped.
