@@ -8,8 +8,7 @@ common shape of a parameterized script (``# %%`` markers, optionally ``tags=[...
 None for anything else: a header, raw cells, titles or other cell metadata, anything jupytext
 would read as a magic or a command, unusual spacing, top-level functions or classes, triple
 quotes. The caller then reads the text with jupytext. For the scripts it accepts, the notebook
-is the one
-``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
+is the one ``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
 """
 
 from __future__ import annotations
