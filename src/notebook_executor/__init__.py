@@ -14,6 +14,7 @@ from ._errors import (
     OutputWriteError,
     ParameterError,
     RunNotFoundError,
+    RunsDirError,
 )
 from ._executor import NotebookExecutor
 from ._run.sources import read_notebook, write_notebook
@@ -32,6 +33,7 @@ __all__ = [
     "ParameterError",
     "RunJob",
     "RunNotFoundError",
+    "RunsDirError",
     "__version__",
     "read_notebook",
     "write_notebook",

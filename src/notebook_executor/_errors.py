@@ -7,6 +7,8 @@
      ├── ParameterError        unknown, missing-required or ill-typed parameter
      ├── RunNotFoundError      no run with that id
      ├── CatalogError          the run catalog cannot be read (``reindex`` rebuilds it)
+     ├── RunsDirError          the runs folder cannot hold run records (read-only, no
+     │                         permission, a file in the way); also an ``OSError``
      └── OutputWriteError      a run finished and is recorded, but its ``output_path`` copy
                                could not be written (the error holds the result)
 
@@ -27,6 +29,7 @@ __all__ = [
     "OutputWriteError",
     "ParameterError",
     "RunNotFoundError",
+    "RunsDirError",
 ]
 
 
@@ -137,6 +140,29 @@ class CatalogError(NotebookExecutorError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}; run `notebook-executor reindex` to rebuild it")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason))
+
+
+class RunsDirError(NotebookExecutorError, OSError):
+    """The runs folder cannot hold run records: it cannot be made or written.
+
+    Raised before any kernel starts. A folder that cannot be written can still be browsed
+    (``runs``, ``search``, ``show``); only runs and ``reindex`` need to write.
+
+    Attributes
+    ----------
+    path : str
+        The runs folder.
+    reason : str
+        Why it cannot be written, in one line.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"runs folder {_printable(path)} cannot hold run records: {reason}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason))

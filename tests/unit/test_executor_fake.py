@@ -498,6 +498,7 @@ def test_public_names_are_pinned() -> None:
         "ParameterError",
         "RunJob",
         "RunNotFoundError",
+        "RunsDirError",
         "__version__",
         "read_notebook",
         "write_notebook",
@@ -507,7 +508,13 @@ def test_public_names_are_pinned() -> None:
 
 
 def test_errors_form_one_tree() -> None:
-    for name in ("NotebookSourceError", "ParameterError", "RunNotFoundError", "CatalogError"):
+    for name in (
+        "NotebookSourceError",
+        "ParameterError",
+        "RunNotFoundError",
+        "CatalogError",
+        "RunsDirError",
+    ):
         assert issubclass(getattr(notebook_executor, name), NotebookExecutorError)
 
 

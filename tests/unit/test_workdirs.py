@@ -174,3 +174,41 @@ def test_a_workdir_of_a_killed_process_is_swept(tmp_root: Path) -> None:
     assert path.is_dir()
     assert sweep_stale() == [path]
     assert not path.exists()
+
+
+def test_a_tmpdir_too_long_for_sockets_gives_way_to_a_short_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path.joinpath(*(["t" * 50] * 3))
+    long.mkdir(parents=True)
+    short = tmp_path / "s"
+    short.mkdir()
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setattr(_workdirs, "SHORT_TEMP_DIRS", (str(tmp_path / "missing"), str(short)))
+    assert _workdirs.kernel_base() == short
+    workdir = make_workdir()
+    try:
+        assert workdir.path.parent == short / f"notebook-executor-{os.getuid()}"
+        socket_path = os.fsencode(workdir.path / "k-65535")
+        assert len(socket_path) <= _workdirs.MAX_SOCKET_PATH
+    finally:
+        workdir.remove()
+    assert not list(long.iterdir())
+
+
+def test_a_tmpdir_that_fits_is_kept(tmp_root: Path) -> None:
+    assert _workdirs.kernel_base() == tmp_root
+
+
+def test_no_temporary_folder_short_enough_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path.joinpath(*(["t" * 50] * 3))
+    long.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    monkeypatch.setattr(_workdirs, "SHORT_TEMP_DIRS", (str(long),))
+    with pytest.raises(KernelRootError, match="too long to hold kernel sockets.*set TMPDIR"):
+        make_workdir()
+    assert sweep_stale() == []  # sweeping never raises

@@ -108,7 +108,9 @@ NEWEST_FIRST = " ORDER BY started_at DESC, run_id DESC"
 # -- connection and transactions -----------------------------------------------------------------
 
 
-def connect(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
+def connect(
+    path: Path, busy_timeout: float, *, in_memory: bool = False
+) -> tuple[sqlite3.Connection, bool]:
     """Open the catalog at ``path``, its schema ensured.
 
     Parameters
@@ -117,6 +119,9 @@ def connect(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
         The database file (created when missing).
     busy_timeout : float
         Seconds a write waits for another process's transaction.
+    in_memory : bool, default False
+        Work on a copy in memory, for a runs folder that cannot be written: the file, when
+        there is one that can be read, is copied in; nothing is ever written to the folder.
 
     Returns
     -------
@@ -124,10 +129,13 @@ def connect(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
         The connection (autocommit, usable from any thread) and whether this call created the
         schema, in which case the table is still empty.
     """
+    target = ":memory:" if in_memory else path
     conn = sqlite3.connect(
-        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        target, timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )
     try:
+        if in_memory:
+            _copy_read_only(path, conn)
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.create_function("path_matches", 2, _path_matches, deterministic=True)
@@ -136,6 +144,23 @@ def connect(path: Path, busy_timeout: float) -> tuple[sqlite3.Connection, bool]:
         conn.close()
         raise
     return conn, created
+
+
+def _copy_read_only(path: Path, memory: sqlite3.Connection) -> None:
+    """Copy the catalog at ``path`` into ``memory`` without writing anything beside it; a
+    catalog that cannot be read so is left out (the caller rebuilds it from the run files)."""
+    if not path.is_file():
+        return
+    try:
+        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        source.backup(memory)
+    except sqlite3.Error:
+        return
+    finally:
+        source.close()
 
 
 @contextlib.contextmanager

@@ -17,6 +17,10 @@ file, whose ``pid`` is gone or now belongs to a process started after the run) i
 its run file, or else becomes ``status: "error"``, ``error_kind: "interrupted"``. Runs of other
 hosts are left as they are: their liveness cannot be known from here.
 
+A runs folder that cannot be written (read-only, no permission) can still be browsed: the
+catalog is then copied into memory (or built there from the run files) and never written back;
+:meth:`Catalog.reindex` refuses such a folder with :class:`~notebook_executor.RunsDirError`.
+
 A missing catalog is built from the files when first opened. A corrupt one (garbage bytes, a
 truncated file) is moved aside as ``catalog.sqlite.corrupt-<timestamp>`` and rebuilt; when that
 fails, :class:`~notebook_executor.CatalogError` (whose message names ``reindex``) is raised. A
@@ -46,7 +50,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import CatalogError, NotebookExecutorError
+from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._run import records as _records
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
@@ -162,7 +166,19 @@ class Catalog:
         Unreadable run files are skipped with a warning. Runs whose files still say
         ``running`` but whose process is gone are indexed as interrupted. Rows whose run file
         no longer exists are dropped.
+
+        Raises
+        ------
+        RunsDirError
+            The runs folder cannot be written, so the catalog cannot be rebuilt in it.
         """
+        problem = _records.unwritable(self.runs_dir) if self.runs_dir.is_dir() else None
+        if problem is not None:
+            raise RunsDirError(
+                os.fspath(self.runs_dir),
+                f"{problem}, so its catalog cannot be rebuilt (runs, search and show still "
+                "read it)",
+            )
         with self._mutex:
             count = self._with_connection(self._reindex, create=False)
         return count or 0
@@ -340,7 +356,8 @@ class Catalog:
             if not create:
                 return None
             self.runs_dir.mkdir(parents=True, exist_ok=True)
-        conn, created = connect(self.path, self.busy_timeout)
+        read_only = _records.unwritable(self.runs_dir) is not None
+        conn, created = connect(self.path, self.busy_timeout, in_memory=read_only)
         self._conn = conn
         if created:
             logger.info("building run catalog %s from the run files", self.path)

@@ -6,6 +6,11 @@ kernel stops. Kernel folders live only in one parent per user that this library 
 provably this user's own: a real folder (not a symlink), owned by this user, that nobody else
 may write to. Anything else in the temporary directory is never looked at, let alone removed.
 
+A kernel's IPC sockets live in its folder, and a socket's path is limited (107 bytes on Linux,
+103 on macOS). When ``$TMPDIR`` is too long to hold them (a long ``$TMPDIR`` made every kernel
+die at start), the parent goes in the first of :data:`SHORT_TEMP_DIRS` that is a writable
+folder instead (:func:`kernel_base`), with the same ownership rules.
+
 A host killed outright (``SIGKILL``) cannot remove its kernels' folders, so the owner holds an
 exclusive ``flock`` on each folder for as long as it uses it: the OS drops the lock when the
 owner dies, however it dies, and a later :func:`sweep_stale` (any process of the same user)
@@ -24,7 +29,15 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["PREFIX", "KernelRootError", "Workdir", "kernel_root", "make_workdir", "sweep_stale"]
+__all__ = [
+    "PREFIX",
+    "KernelRootError",
+    "Workdir",
+    "kernel_base",
+    "kernel_root",
+    "make_workdir",
+    "sweep_stale",
+]
 
 #: Name prefix of a kernel's folder inside the kernel root (short: IPC socket paths are short).
 PREFIX = "k-"
@@ -34,6 +47,15 @@ ROOT_PREFIX = "notebook-executor-"
 
 #: A kernel folder's full name, as :func:`tempfile.mkdtemp` makes it with :data:`PREFIX`.
 _KERNEL_FOLDER = re.compile(r"k-[A-Za-z0-9_]{8}")
+
+#: Longest socket path (in bytes, without the final NUL) every POSIX system here accepts.
+MAX_SOCKET_PATH = 103
+
+#: What a kernel adds below the kernel root: its folder, then a socket named after a port.
+_SOCKET_TAIL = len("/k-XXXXXXXX/k-65535")
+
+#: Temporary folders tried, in order, when ``$TMPDIR`` is too long for socket paths.
+SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 #: Folders younger than this (seconds) are never swept: their owner may not hold its lock yet.
 STALE_AFTER = 60.0
@@ -45,7 +67,8 @@ except ImportError:  # pragma: no cover - not POSIX: folders are only removed by
 
 
 class KernelRootError(OSError):
-    """The parent folder of kernel folders exists but is not provably this user's own."""
+    """The parent folder of kernel folders is not provably this user's own, or no temporary
+    folder is short enough to hold a kernel's sockets."""
 
 
 class Workdir:
@@ -68,15 +91,40 @@ def _uid() -> int:
     return os.getuid() if hasattr(os, "getuid") else 0
 
 
+def _fits(base: Path) -> bool:
+    root = base / f"{ROOT_PREFIX}{_uid()}"
+    return len(os.fsencode(root)) + _SOCKET_TAIL <= MAX_SOCKET_PATH
+
+
+def kernel_base() -> Path:
+    """The temporary folder kernel roots go in: ``tempfile.gettempdir()`` when a socket path
+    in it fits, else the first of :data:`SHORT_TEMP_DIRS` that fits and can be written.
+
+    Raises :class:`KernelRootError` when none can hold a kernel's sockets.
+    """
+    preferred = Path(tempfile.gettempdir())
+    if _fits(preferred):
+        return preferred
+    for candidate in map(Path, SHORT_TEMP_DIRS):
+        if _fits(candidate) and candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    raise KernelRootError(
+        f"the temporary folder {os.fspath(preferred)!r} is too long to hold kernel sockets "
+        f"(a socket path holds at most {MAX_SOCKET_PATH} bytes) and none of "
+        f"{', '.join(SHORT_TEMP_DIRS)} can be written: set TMPDIR to a shorter folder"
+    )
+
+
 def kernel_root(*, create: bool = True, base: Path | None = None) -> Path | None:
-    """This user's parent of kernel folders in the temporary directory (``base``).
+    """This user's parent of kernel folders in the temporary directory (``base``, by default
+    :func:`kernel_base`).
 
     Made with mode 0700 when missing (with ``create``; else None is returned). Raises
     :class:`KernelRootError` when the name is taken by something that is not provably this
     user's private folder: a symlink, a file, a folder of another user, or one that others may
     write to. It is then left alone; pointing ``TMPDIR`` at a private folder gets past it.
     """
-    parent = Path(tempfile.gettempdir()) if base is None else base
+    parent = kernel_base() if base is None else base
     root = parent / f"{ROOT_PREFIX}{_uid()}"
     if create:
         with contextlib.suppress(FileExistsError):
@@ -115,8 +163,8 @@ def sweep_stale(base: Path | None = None) -> list[Path]:
     """Remove kernel folders whose owner has gone; return the removed ones.
 
     Only folders named as :func:`make_workdir` names them, inside this user's own
-    :func:`kernel_root` of ``base`` (default: the temporary directory), unlocked and older
-    than :data:`STALE_AFTER` seconds, are removed.
+    :func:`kernel_root` of ``base`` (default: :func:`kernel_base`), unlocked and older than
+    :data:`STALE_AFTER` seconds, are removed.
     """
     if fcntl is None:
         return []

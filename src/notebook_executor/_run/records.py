@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from .._errors import NotebookSourceError, RunNotFoundError, RunsDirError
 from .files import atomic_write_text
 from .nbjson import dumps_indented
 from .remote import is_url
@@ -183,16 +183,33 @@ def environment_record() -> dict[str, Any]:
 def prepare_runs_dir(runs_dir: Path) -> None:
     """Make sure ``runs_dir`` is a folder runs can be written to (creating it if need be).
 
-    Raises NotebookExecutorError when it cannot be: a file stands where it or a parent folder
-    should be, no permission, an invalid name. Called before anything starts.
+    Raises :class:`~notebook_executor.RunsDirError` when it cannot be: a file stands where it
+    or a parent folder should be, no permission, a read-only file system, an invalid name.
+    Called before anything starts.
     """
     try:
         runs_dir.mkdir(parents=True, exist_ok=True)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise NotebookExecutorError(
-            f"runs_dir {os.fspath(runs_dir)!r} cannot hold run records: {reason}"
-        ) from None
+        raise RunsDirError(os.fspath(runs_dir), reason) from None
+    problem = unwritable(runs_dir)
+    if problem is not None:
+        raise RunsDirError(os.fspath(runs_dir), problem)
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why files cannot be made in the existing ``folder`` (one line), or None if they can.
+
+    ``os.access`` answers for permissions and read-only file systems alike, in one system
+    call, without leaving anything behind.
+    """
+    if os.access(folder, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return None
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        read_only = False
+    return "it is on a read-only file system" if read_only else "no permission to write in it"
 
 
 def write_run_files(
