@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor import NotebookExecutor, RunsDirError
+from notebook_executor import EngineOutcome, NotebookExecutor, RunJob, RunsDirError
 from notebook_executor._kernels.kernel_engine import KernelEngine
 
 pytestmark = pytest.mark.kernel
@@ -115,8 +115,18 @@ def _in_locked(
         return subprocess.run(command, capture_output=True, text=True, timeout=180)
     script = 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" && shift && exec "$@"'
     return subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(runs)]
-        + command,
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            str(runs),
+            *command,
+        ],
         capture_output=True,
         text=True,
         timeout=180,
@@ -180,7 +190,7 @@ def test_the_api_raises_runs_dir_error_before_any_kernel(tmp_path: Path, noteboo
     blocked.write_text("not a folder")
 
     class NoKernel:
-        def run(self, job: object) -> object:
+        def run(self, job: RunJob) -> EngineOutcome:
             raise AssertionError("a kernel was asked for")
 
         def close(self) -> None:
@@ -200,7 +210,7 @@ def test_the_api_raises_runs_dir_error_for_a_read_only_folder(
 ) -> None:
     code = """if True:
         import sys
-        from notebook_executor import NotebookExecutor, RunsDirError
+        from notebook_executor import EngineOutcome, NotebookExecutor, RunJob, RunsDirError
         with NotebookExecutor(runs_dir=sys.argv[1], progress=False) as ex:
             try:
                 ex.execute(sys.argv[2])

@@ -209,6 +209,6 @@ def test_no_temporary_folder_short_enough_is_one_clear_error(
     monkeypatch.setenv("TMPDIR", str(long))
     monkeypatch.setattr("tempfile.tempdir", None)
     monkeypatch.setattr(_workdirs, "SHORT_TEMP_DIRS", (str(long),))
-    with pytest.raises(KernelRootError, match="too long to hold kernel sockets.*set TMPDIR"):
+    with pytest.raises(KernelRootError, match=r"too long to hold kernel sockets.*set TMPDIR"):
         make_workdir()
     assert sweep_stale() == []  # sweeping never raises
