@@ -141,7 +141,9 @@ class RunCancelled(KeyboardInterrupt):
 
     An engine that is interrupted raises this (any ``KeyboardInterrupt`` with an ``outcome``
     attribute will do) so the run record keeps the cells that completed and names the one that
-    was running.
+    was running. When :meth:`~notebook_executor.NotebookExecutor.execute` raises it again, the
+    run is recorded and the exception's ``result`` attribute is the cancelled run's result dict
+    (``error_kind`` ``"cancelled"``).
     """
 
     def __init__(self, outcome: EngineOutcome) -> None:

@@ -57,3 +57,30 @@ def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path:
         # The executor still runs notebooks after a cancelled run.
         (tmp_path / "quick.py").write_text("# %%\nx = 1\n", encoding="utf-8")
         assert ex.execute(tmp_path / "quick.py")["status"] == "success"
+
+
+def test_ctrl_c_of_run_json_prints_the_cancelled_runs_result(tmp_path: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    started = tmp_path / "started"
+    (tmp_path / "slow.py").write_text(
+        f"# %%\nx = 1\n\n# %%\nimport time\nopen({str(started)!r}, 'w').close()\ntime.sleep(600)\n",
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "notebook_executor", "run", "slow.py", "--json"]
+    with subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as host:
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        host.send_signal(signal.SIGINT)
+        out, err = host.communicate(timeout=60)
+    assert host.returncode == 130, err
+    result = json.loads(out)
+    assert (result["status"], result["error_kind"]) == ("error", "cancelled")
+    assert result["failed_cell"]["index"] == 1
+    assert err.strip().splitlines()[-1] == "notebook-executor: error: interrupted"

@@ -57,7 +57,8 @@ def run_plan(
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
     ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
-    cancelled run, and is then raised again. Any other exception from the engine (a bug or
+    cancelled run, and is then raised again, holding the cancelled run's result dict as its
+    ``result`` attribute. Any other exception from the engine (a bug or
     an unexpected failure of its machinery) does not escape: the run is finished as failed,
     with a ``kernel_died`` failure naming the exception's type and its (redacted) message on
     the first unfinished code cell, and that error result is returned, so no record is left
@@ -102,6 +103,7 @@ def run_plan(
         duration_seconds=time.perf_counter() - clock,
     )
     if interrupted is not None:
+        interrupted.result = result  # type: ignore[attr-defined]
         raise interrupted
     return result
 

@@ -23,6 +23,7 @@ __all__ = [
     "positive_int",
     "print_json",
     "print_result",
+    "read_input",
     "read_text",
     "runs_dir_arg",
     "seconds",
@@ -105,6 +106,21 @@ def read_text(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read parameters file {path!r}: {exc}") from None
+
+
+def read_input(path: str, what: str) -> str:
+    """The text of file ``path`` (``-``: standard input), or a :class:`UsageError` naming
+    ``what`` it was for."""
+    if path == "-":
+        try:
+            return sys.stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read {what} from standard input: {exc}") from None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"cannot read {what} {path!r}: {reason}") from None
 
 
 def yaml_mapping(text: str, origin: str) -> dict[str, Any]:

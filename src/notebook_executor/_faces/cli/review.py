@@ -17,7 +17,11 @@ __all__ = ["register"]
 def register(commands: Any) -> None:
     """Add this module's commands to the ``commands`` subparsers."""
     diff = commands.add_parser(
-        "diff", help="compare two notebooks (paths in any format, or run ids)"
+        "diff",
+        help="compare two notebooks (paths in any format, or run ids)",
+        description="Compare two notebooks. Two run ids compare the runs as diff_runs does: "
+        "status, parameters, scraps and cells (outputs included). Exit status 0 when nothing "
+        "differs, 1 otherwise.",
     )
     diff.add_argument("a", metavar="A", help="a notebook source or a run id")
     diff.add_argument("b", metavar="B", help="a notebook source or a run id")
@@ -59,6 +63,14 @@ def _paint(text: str, code: str, on: bool) -> str:
 
 def _cmd_diff(args: argparse.Namespace) -> int:
     with common.executor(args) as ex:
+        if _both_runs(ex, args.a, args.b):
+            runs = ex.diff_runs(args.a, args.b)
+            if args.json:
+                print_json(runs)
+            else:
+                failures = {run_id: ex.get_run(run_id) for run_id in (args.a, args.b)}
+                write_run_diff(runs, failures, sys.stdout, _colour(sys.stdout))
+            return EXIT_OK if _runs_alike(runs) else EXIT_FAILED
         difference = ex.diff_notebooks(args.a, args.b, outputs=args.outputs)
     if args.json:
         print_json(difference)
@@ -67,13 +79,72 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if difference["identical"] else EXIT_FAILED
 
 
+def _both_runs(ex: Any, a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` both name past runs (and neither is a file)."""
+    from ..._errors import NotebookExecutorError
+
+    for reference in (a, b):
+        if Path(reference).is_file():
+            return False
+        try:
+            ex.get_run(reference)
+        except NotebookExecutorError:
+            return False
+    return True
+
+
+def _runs_alike(runs: dict[str, Any]) -> bool:
+    status_a, status_b = runs["status"]
+    return status_a == status_b and not (runs["parameters"] or runs["scraps"] or runs["cells"])
+
+
+def write_run_diff(
+    runs: dict[str, Any], results: dict[str, Any], out: TextIO, colour: bool
+) -> None:
+    """The readable form of a ``diff_runs`` result; ``results`` maps both run ids to their
+    result dicts (to name the failed cell of a run that failed)."""
+    (id_a, result_a), (id_b, result_b) = results.items()
+    if _runs_alike(runs):
+        out.write(f"identical: runs {id_a} and {id_b}\n")
+        return
+    status_a, status_b = runs["status"]
+    out.write(_paint(f"--- {id_a} ({status_a})\n+++ {id_b} ({status_b})\n", "1", colour))
+    if status_a != status_b:
+        out.write(_paint(f"status: {status_a} -> {status_b}", "33", colour) + "\n")
+        for run_id, result in ((id_a, result_a), (id_b, result_b)):
+            failed = result.get("failed_cell")
+            if failed:
+                kind = result.get("error_kind") or "error"
+                out.write(
+                    f"  {run_id} failed in cell {failed.get('index')} ({kind}): "
+                    f"{failed.get('ename')}: {failed.get('evalue')}\n"
+                )
+    for group in ("parameters", "scraps"):
+        if runs[group]:
+            out.write(_paint(f"{group}:", "33", colour) + "\n")
+            for name, (value_a, value_b) in runs[group].items():
+                out.write(f"  {name}: {_short(value_a)} -> {_short(value_b)}\n")
+    _write_cells(runs["cells"], out, colour)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def write_diff(difference: dict[str, Any], a: str, b: str, out: TextIO, colour: bool) -> None:
     """The readable form of a ``diff_notebooks`` result."""
     if difference["identical"]:
         out.write(f"identical: {a} and {b}\n")
         return
     out.write(_paint(f"--- {a}\n+++ {b}\n", "1", colour))
-    for change in difference["cells"]:
+    _write_cells(difference["cells"], out, colour)
+    if difference["metadata_changed"]:
+        out.write(_paint("notebook metadata changed\n", "35", colour))
+
+
+def _write_cells(cells: list[dict[str, Any]], out: TextIO, colour: bool) -> None:
+    for change in cells:
         op = change["op"]
         where = {
             "added": f"cell {change['index_b']} added",
@@ -98,8 +169,6 @@ def write_diff(difference: dict[str, Any], a: str, b: str, out: TextIO, colour: 
                 out.write(line + "\n")
         if change["outputs_changed"]:
             out.write(_paint("  outputs changed", "35", colour) + "\n")
-    if difference["metadata_changed"]:
-        out.write(_paint("notebook metadata changed\n", "35", colour))
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

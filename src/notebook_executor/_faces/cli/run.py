@@ -169,16 +169,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
             written = _prepare(ex, args, output, values, secrets)
             print(f"wrote {written} (parameters injected, not run)", file=sys.stderr)
             return EXIT_OK
-        result = ex.execute(
-            args.notebook,
-            output_path=output,
-            parameters=values,
-            timeout=args.timeout,
-            cell_timeout=args.cell_timeout,
-            request=args.request,
-            cwd=args.cwd,
-            secrets=secrets or None,
-        )
+        try:
+            result = ex.execute(
+                args.notebook,
+                output_path=output,
+                parameters=values,
+                timeout=args.timeout,
+                cell_timeout=args.cell_timeout,
+                request=args.request,
+                cwd=args.cwd,
+                secrets=secrets or None,
+            )
+        except KeyboardInterrupt as exc:
+            # The run is recorded as cancelled: --json still prints its one document.
+            cancelled = getattr(exc, "result", None)
+            if args.json and isinstance(cancelled, dict):
+                print_json(cancelled)
+            raise
     if args.json:
         print_json(result)
     else:
