@@ -75,6 +75,12 @@ class NotebookExecutor:
         ``.env`` files) instead of in this process's environment. By default kernels start
         from this process's whole environment. A server running notebooks for others (the
         MCP server) gives a minimal one, so that no variable of its own reaches a kernel.
+    dotenv_root : path, optional
+        Where a notebook's declared ``env:`` variables may be read from ``.env`` files: with
+        it, only the ``.env`` of the notebook's folder (when inside this folder) and of this
+        folder itself, never the working directory's. By default, the notebook's folder and
+        the working directory. A server confined to a folder (the MCP server) gives its root,
+        so that no file outside the root feeds a kernel.
 
     Examples
     --------
@@ -94,8 +100,10 @@ class NotebookExecutor:
         progress: bool | None = None,
         log_output: bool = False,
         base_env: Mapping[str, str] | None = None,
+        dotenv_root: PathLike | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
         self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
         self.progress = progress
         self.log_output = log_output
@@ -594,6 +602,7 @@ class NotebookExecutor:
             default_timeout=self.timeout,
             default_cell_timeout=self.cell_timeout,
             base_env=self.base_env,
+            dotenv_root=self.dotenv_root,
             **options,
         )
 

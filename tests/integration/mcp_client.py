@@ -1,7 +1,7 @@
 """Connect the MCP SDK's own client to a ``notebook-executor mcp`` server process.
 
 Over stdio the client starts the server as its subprocess (and stops it on exit); over HTTP
-the server is started on a free loopback port and terminated after.
+the server is started on a free port it picks and prints, and terminated after.
 """
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from mcp.types import CallToolResult
 
 __all__ = [
     "MAX_RESPONSE_CHARS",
+    "Served",
     "http_server",
     "http_session",
     "response_size",
@@ -38,60 +41,89 @@ SERVER = [sys.executable, "-m", "notebook_executor", "mcp"]
 
 @contextlib.asynccontextmanager
 async def stdio_session(
-    root: Path, env: dict[str, str] | None = None
+    root: Path,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    cwd: Path | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """A client session with a stdio server confined to ``root`` (the server's cwd)."""
+    """A client session with a stdio server confined to ``root``, started in ``cwd`` (default:
+    the root) with ``env`` and the command-line options ``args``."""
     params = StdioServerParameters(
-        command=SERVER[0], args=[*SERVER[1:], "--root", str(root)], cwd=str(root), env=env
+        command=SERVER[0],
+        args=[*SERVER[1:], "--root", str(root), *args],
+        cwd=str(cwd or root),
+        # The SDK passes only a few variables on: PYTHONPATH too, so that the server runs the
+        # code under test.
+        env={**_pythonpath(), **(env or {})},
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _pythonpath() -> dict[str, str]:
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+
+
+@dataclass
+class Served:
+    """A running HTTP server: its URL, its bearer token (None with ``--no-token``), and what
+    it wrote on stderr at start."""
+
+    url: str
+    token: str | None
+    startup: str
+
+
+_LISTENING = re.compile(r"listening on (http://\S+)")
+_TOKEN = re.compile(r"bearer token \(shown once\): (\S+)")
 
 
 @contextlib.contextmanager
 def http_server(
-    root: Path, host: str = "127.0.0.1", env: dict[str, str] | None = None
-) -> Iterator[str]:
-    """Start ``notebook-executor mcp --http`` and yield its URL; terminate it after."""
-    port = free_port()
-    process = subprocess.Popen(
-        [*SERVER, "--root", str(root), "--http", f"{host}:{port}"],
-        cwd=root,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"the server exited: {process.stderr.read()}")  # type: ignore[union-attr]
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise AssertionError("the server did not start listening")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.send_signal(signal.SIGTERM)
+    root: Path,
+    host: str = "127.0.0.1",
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> Iterator[Served]:
+    """Start ``notebook-executor mcp --http HOST:0`` (a free port) and yield where it
+    listens, read from its stderr; terminate it after. The token is the one it made, or
+    ``env``'s ``NOTEBOOK_EXECUTOR_MCP_TOKEN``."""
+    environ = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_EXECUTOR_MCP_TOKEN"}
+    environ.update(env or {})
+    with tempfile.TemporaryDirectory() as logs:
+        log = Path(logs) / "stderr.txt"
+        with log.open("w", encoding="utf-8") as stderr:
+            process = subprocess.Popen(
+                [*SERVER, "--root", str(root), "--http", f"{host}:0", *args],
+                cwd=root,
+                env=environ,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+            deadline = time.monotonic() + 60
+            while True:
+                startup = log.read_text(encoding="utf-8")
+                listening = _LISTENING.search(startup)
+                if listening and "bearer token" in startup:
+                    break
+                if process.poll() is not None:
+                    raise AssertionError(f"the server exited: {startup}")
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the server did not start listening: {startup}")
+                time.sleep(0.1)
+            shown = _TOKEN.search(startup)
+            token = shown.group(1) if shown else environ.get("NOTEBOOK_EXECUTOR_MCP_TOKEN")
+            yield Served(listening.group(1), token, startup)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @contextlib.asynccontextmanager

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import inspect
+import json
 import os
+import re
 import struct
 import time
 import zlib
@@ -18,6 +20,7 @@ import anyio
 import pytest
 from mcp_client import (
     MAX_RESPONSE_CHARS,
+    Served,
     http_server,
     http_session,
     response_size,
@@ -203,18 +206,34 @@ def test_authoring_tools_change_one_cell_and_review_tools_compare_and_check(
     anyio.run(scenario)
 
 
-def test_cli_refuses_http_beyond_loopback_without_a_token(
+def test_cli_refuses_no_token_beyond_loopback_and_the_token_as_a_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from notebook_executor._faces.cli import main
 
     monkeypatch.delenv("NOTEBOOK_EXECUTOR_MCP_TOKEN", raising=False)
-    assert main(["mcp", "--root", str(tmp_path), "--http", "0.0.0.0:8765"]) == 2
-    assert "NOTEBOOK_EXECUTOR_MCP_TOKEN" in capsys.readouterr().err
+    assert main(["mcp", "--root", str(tmp_path), "--http", "0.0.0.0:8765", "--no-token"]) == 2
+    assert "--no-token serves only on loopback" in capsys.readouterr().err
+    token = ["--allow-secret", "NOTEBOOK_EXECUTOR_MCP_TOKEN"]
+    assert main(["mcp", "--root", str(tmp_path), *token]) == 2
+    assert "never reaches a kernel" in capsys.readouterr().err
     assert main(["mcp", "--root", str(tmp_path / "missing")]) == 2
     assert "not a folder" in capsys.readouterr().err
     assert main(["mcp", "--http", "nohostport"]) == 2
     assert "HOST:PORT" in capsys.readouterr().err
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
@@ -222,29 +241,24 @@ def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
 ) -> None:
     import httpx2
 
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-    headers = {"Accept": "application/json, text/event-stream"}
-    with http_server(tmp_path) as url:
-        rebound = httpx2.post(url, json=request, headers={**headers, "Host": "evil.example"})
+    with http_server(tmp_path) as served:
+        auth = {**ACCEPT, "Authorization": f"Bearer {served.token}"}
+        rebound = httpx2.post(served.url, json=INITIALIZE, headers={**auth, "Host": "evil.example"})
         assert rebound.status_code in (403, 421)
         foreign = httpx2.post(
-            url, json=request, headers={**headers, "Origin": "http://evil.example"}
+            served.url, json=INITIALIZE, headers={**auth, "Origin": "http://evil.example"}
         )
         assert foreign.status_code == 403
     token = "t0ken-" + os.urandom(8).hex()
-    with http_server(tmp_path, host="0.0.0.0", env={"NOTEBOOK_EXECUTOR_MCP_TOKEN": token}) as url:
-        assert httpx2.post(url, json=request, headers=headers).status_code == 401
-        wrong = {**headers, "Authorization": "Bearer nope"}
-        assert httpx2.post(url, json=request, headers=wrong).status_code == 401
+    env = {"NOTEBOOK_EXECUTOR_MCP_TOKEN": token}
+    with http_server(tmp_path, host="0.0.0.0", env=env) as served:
+        # A token given in the environment is not shown.
+        assert token not in served.startup
+        assert served.token == token
+        url = served.url.replace("0.0.0.0", "127.0.0.1")
+        assert httpx2.post(url, json=INITIALIZE, headers=ACCEPT).status_code == 401
+        wrong = {**ACCEPT, "Authorization": "Bearer nope"}
+        assert httpx2.post(url, json=INITIALIZE, headers=wrong).status_code == 401
 
         async def scenario() -> None:
             async with http_session(url, token=token) as session:
@@ -254,6 +268,82 @@ def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
         anyio.run(scenario)
 
 
+def test_http_on_loopback_asks_a_token_made_at_start_and_prints_where_it_listens(
+    tmp_path: Path,
+) -> None:
+    import httpx2
+
+    with http_server(tmp_path) as served:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", served.url)
+        assert f"listening on {served.url}" in served.startup
+        assert served.token and len(served.token) >= 32
+        assert served.startup.count(served.token) == 1
+        assert httpx2.post(served.url, json=INITIALIZE, headers=ACCEPT).status_code == 401
+        wrong = {**ACCEPT, "Authorization": "Bearer " + served.token[:-1]}
+        assert httpx2.post(served.url, json=INITIALIZE, headers=wrong).status_code == 401
+
+        async def scenario() -> None:
+            async with http_session(served.url, token=served.token) as session:
+                tools = (await session.list_tools()).tools
+                assert {tool.name for tool in tools} == TOOLS
+
+        anyio.run(scenario)
+    with http_server(tmp_path, args=("--no-token",)) as served:
+        assert served.token is None
+        assert "warning: no bearer token" in served.startup
+        assert httpx2.post(served.url, json=INITIALIZE, headers=ACCEPT).status_code == 200
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0,
+    reason="running a request as another user (nobody) needs root",
+)
+def test_another_local_user_cannot_use_the_loopback_server_without_the_token(
+    tmp_path: Path,
+) -> None:
+    import pwd
+    import shutil
+    import subprocess
+
+    nobody = pwd.getpwnam("nobody")
+    # The interpreter under test may live in a folder nobody cannot enter: the system's
+    # runs the request (it needs the standard library only).
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if python is None:
+        pytest.skip("no system python3 for user nobody")
+    request = (
+        "import json, sys, urllib.error, urllib.request\n"
+        "headers = {'Content-Type': 'application/json', **json.loads(sys.argv[2])}\n"
+        "data = json.dumps(json.loads(sys.argv[3])).encode()\n"
+        "try:\n"
+        "    print(urllib.request.urlopen(urllib.request.Request(\n"
+        "        sys.argv[1], data=data, headers=headers)).status)\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    print(exc.code)\n"
+    )
+
+    def as_nobody(headers: dict[str, str]) -> int:
+        command = [python, "-I", "-c", request, served.url]
+        done = subprocess.run(
+            [*command, json.dumps(headers), json.dumps(INITIALIZE)],
+            user=nobody.pw_uid,
+            group=nobody.pw_gid,
+            extra_groups=[],
+            env={"PATH": os.environ.get("PATH", "")},
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout)
+
+    with http_server(tmp_path) as served:
+        assert as_nobody(ACCEPT) == 401
+        # The same request with the token is answered: the port was reachable as nobody.
+        assert as_nobody({**ACCEPT, "Authorization": f"Bearer {served.token}"}) == 200
+
+
 # -- on real kernels ------------------------------------------------------------------------
 
 
@@ -261,13 +351,13 @@ def test_http_keeps_dns_rebinding_protection_and_asks_a_token_beyond_loopback(
 def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
     write(tmp_path, "notebooks/hello.py", HELLO)
 
-    async def scenario(url: str) -> None:
+    async def scenario(served: Served) -> None:
         reports: list[tuple[float, float | None]] = []
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             reports.append((progress, total))
 
-        async with http_session(url) as session:
+        async with http_session(served.url, token=served.token) as session:
             result = structured(
                 await session.call_tool(
                     "execute",
@@ -291,8 +381,8 @@ def test_execute_over_http_reports_progress_per_cell(tmp_path: Path) -> None:
             )
             assert scraps["scraps"] == {"greeting": "hello Ada"}
 
-    with http_server(tmp_path) as url:
-        anyio.run(scenario, url)
+    with http_server(tmp_path) as served:
+        anyio.run(scenario, served)
 
 
 @pytest.mark.kernel
@@ -404,7 +494,9 @@ def test_secrets_come_from_the_server_environment_and_never_come_back(tmp_path: 
     write(tmp_path, "typed.py", '# %% tags=["parameters"]\nn: int = 1\n')
 
     async def scenario() -> None:
-        async with stdio_session(tmp_path, env={"API_KEY": secret}) as session:
+        async with stdio_session(
+            tmp_path, env={"API_KEY": secret}, args=("--allow-secret", "API_KEY")
+        ) as session:
             executed = await session.call_tool(
                 "execute", {"path": "leak.py", "secrets": ["API_KEY"]}
             )
@@ -590,7 +682,7 @@ def test_kernels_do_not_inherit_the_server_environment(tmp_path: Path) -> None:
 
     async def scenario() -> None:
         env = {**os.environ, "SERVER_ONLY_TOKEN": value, "API_KEY": named}
-        async with stdio_session(tmp_path, env=env) as session:
+        async with stdio_session(tmp_path, env=env, args=("--allow-secret", "API_KEY")) as session:
             executed = await session.call_tool(
                 "execute", {"path": "env.py", "secrets": ["API_KEY"]}
             )
@@ -610,5 +702,202 @@ def test_kernels_do_not_inherit_the_server_environment(tmp_path: Path) -> None:
         assert files
         for path in files:
             assert value.encode() not in path.read_bytes(), path
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_a_client_can_name_only_the_secrets_the_operator_allows(tmp_path: Path) -> None:
+    values = {
+        "AWS_SECRET_ACCESS_KEY": "aws-" + os.urandom(8).hex(),
+        "NOTEBOOK_EXECUTOR_MCP_TOKEN": "token-" + os.urandom(8).hex(),
+        "API_KEY": "allowed-" + os.urandom(8).hex(),
+    }
+    # Reversed, a value slips past redaction: only keeping it from the kernel protects it.
+    write(
+        tmp_path,
+        "reveal.py",
+        "# %%\nimport os\n"
+        f"for name in {sorted(values)!r}:\n"
+        "    print(name, os.environ.get(name, '')[::-1])\n",
+    )
+    args = ("--allow-secret", "API_KEY", "--allow-secret", "UNSET_NAME")
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path, env=values, args=args) as session:
+            for name in ("AWS_SECRET_ACCESS_KEY", "NOTEBOOK_EXECUTOR_MCP_TOKEN", "HOME"):
+                refused = await session.call_tool(
+                    "execute", {"path": "reveal.py", "secrets": [name]}
+                )
+                assert refused.is_error, name
+                message = refused.content[0].text  # type: ignore[union-attr]
+                assert f"secret {name!r} is not allowed" in message
+                assert f"--allow-secret {name}" in message
+            unset = await session.call_tool(
+                "execute", {"path": "reveal.py", "secrets": ["UNSET_NAME"]}
+            )
+            assert "allowed but not set" in unset.content[0].text  # type: ignore[union-attr]
+            result = structured(
+                await session.call_tool("execute", {"path": "reveal.py", "secrets": ["API_KEY"]})
+            )
+            assert result["status"] == "success"
+            page = (
+                await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+            ).model_dump_json()
+            assert values["API_KEY"][::-1] in page
+            assert values["AWS_SECRET_ACCESS_KEY"][::-1] not in page
+            assert values["NOTEBOOK_EXECUTOR_MCP_TOKEN"][::-1] not in page
+        for path in (tmp_path / "runs").rglob("*"):
+            if path.is_file():
+                for name in ("AWS_SECRET_ACCESS_KEY", "NOTEBOOK_EXECUTOR_MCP_TOKEN"):
+                    assert values[name][::-1].encode() not in path.read_bytes(), path
+
+    anyio.run(scenario)
+
+
+LOGBOOK = """---
+parameters:
+  who: "you"
+env: [{name}]
+---
+
+```python
+import os
+print("reversed", os.environ[{name!r}][::-1])
+```
+"""
+
+
+@pytest.mark.kernel
+def test_declared_env_is_read_only_inside_the_root_or_from_allowed_secrets(
+    tmp_path: Path,
+) -> None:
+    root, elsewhere = tmp_path / "root", tmp_path / "server-cwd"
+    found = {name: f"{name.lower()}-" + os.urandom(8).hex() for name in ("ROOT", "FOLDER")}
+    outside = "outside-" + os.urandom(8).hex()
+    server = "server-" + os.urandom(8).hex()
+    write(elsewhere, ".env", f"OUTSIDE_TOKEN={outside}\n")
+    write(root, ".env", f"ROOT_TOKEN={found['ROOT']}\n")
+    write(root, "logs/.env", f"FOLDER_TOKEN={found['FOLDER']}\n")
+    for name in ("OUTSIDE_TOKEN", "SERVER_TOKEN", "ROOT_TOKEN", "FOLDER_TOKEN", "API_KEY"):
+        write(root, f"logs/{name.lower()}.md", LOGBOOK.format(name=name))
+    env = {"SERVER_TOKEN": server, "API_KEY": "key-" + os.urandom(8).hex()}
+
+    async def scenario() -> None:
+        async with stdio_session(
+            root, env=env, args=("--allow-secret", "API_KEY"), cwd=elsewhere
+        ) as session:
+            # The server's working directory is outside the root: its .env feeds no kernel.
+            refused = await session.call_tool("execute", {"path": "logs/outside_token.md"})
+            assert refused.is_error
+            text = refused.model_dump_json()
+            assert "'OUTSIDE_TOKEN', which is not set" in text
+            assert outside not in text and outside[::-1] not in text
+            assert str(elsewhere) not in text
+            assert "set it in the environment" not in text
+            # Set in the server's environment, not allowed: the operator must allow it.
+            refused = await session.call_tool("execute", {"path": "logs/server_token.md"})
+            assert refused.is_error
+            message = refused.content[0].text  # type: ignore[union-attr]
+            assert "'SERVER_TOKEN': the server's environment has it, but it is not allowed" in (
+                message
+            )
+            assert "--allow-secret SERVER_TOKEN" in message
+            assert "set it in the environment" not in message
+            assert server not in refused.model_dump_json()
+            # Allowed: the client names it.
+            refused = await session.call_tool("execute", {"path": "logs/api_key.md"})
+            assert "the operator allows it; name it in secrets" in refused.content[0].text  # type: ignore[union-attr]
+            named = structured(
+                await session.call_tool(
+                    "execute", {"path": "logs/api_key.md", "secrets": ["API_KEY"]}
+                )
+            )
+            assert named["status"] == "success"
+            # The notebook's folder and the root are inside the root.
+            for name, value in found.items():
+                result = structured(
+                    await session.call_tool("execute", {"path": f"logs/{name.lower()}_token.md"})
+                )
+                assert result["status"] == "success", result
+                page = await session.call_tool("read_notebook", {"run_id": result["run_id"]})
+                assert f"reversed {value[::-1]}" in page.model_dump_json()
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_an_answer_with_a_large_mapping_and_a_pair_fits_the_budget(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "big.py",
+        "# %%\nimport scrapbook as sb\n"
+        "sb.glue('big', {f'key{i}': i for i in range(20_000)})\nsb.glue('pair', [1, 2])\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            # Fitting such an answer used to loop forever: this bound only turns a hang into
+            # a failure.
+            with anyio.fail_after(600):
+                executed = await session.call_tool("execute", {"path": "big.py"})
+                assert response_size(executed) < MAX_RESPONSE_CHARS
+                result = structured(executed)
+                assert result["status"] == "success"
+                assert result["scraps"]["pair"] == [1, 2]
+                assert result["scraps"]["big"]["key0"] == 0
+                collected = await session.call_tool("collect_outputs", {"run_id": result["run_id"]})
+                assert response_size(collected) < MAX_RESPONSE_CHARS
+                assert structured(collected)["scraps"]["pair"] == [1, 2]
+
+    anyio.run(scenario)
+
+
+@pytest.mark.kernel
+def test_no_answer_shows_an_allowed_secret_printed_whole_or_in_pieces(tmp_path: Path) -> None:
+    secret = os.urandom(12).hex()
+    pieces = (secret[:10], secret[10:])
+    write(
+        tmp_path,
+        "prints.py",
+        "# %%\nimport os, sys, time\nimport scrapbook as sb\n"
+        "value = os.environ['API_KEY']\n"
+        "print('whole', value)\n"
+        # Two writes, flushed apart: the kernel sends them as separate stream messages.
+        "sys.stdout.write('pieces ' + value[:10]); sys.stdout.flush(); time.sleep(0.3)\n"
+        "sys.stdout.write(value[10:] + '\\n'); sys.stdout.flush()\n"
+        "sb.glue('leaked', value)\n"
+        "sb.glue('nested', {'deep': ['x', value]})\n",
+    )
+
+    async def scenario() -> None:
+        async with stdio_session(
+            tmp_path, env={"API_KEY": secret}, args=("--allow-secret", "API_KEY")
+        ) as session:
+            executed = await session.call_tool(
+                "execute",
+                {"path": "prints.py", "secrets": ["API_KEY"], "request": "whole pieces"},
+            )
+            result = structured(executed)
+            assert result["status"] == "success", result
+            run_id = result["run_id"]
+            answers = [
+                executed,
+                await session.call_tool("read_notebook", {"run_id": run_id}),
+                await session.call_tool("get_run", {"run_id": run_id}),
+                await session.call_tool("search_runs", {"query": "whole"}),
+                await session.call_tool("search_runs", {"query": "pieces"}),
+                await session.call_tool("collect_outputs", {"run_id": run_id}),
+            ]
+            page = answers[1].model_dump_json()
+            assert "whole [secret API_KEY]" in page
+            assert "pieces" in page
+            for answer in answers:
+                assert not answer.is_error
+                shown = answer.model_dump_json()
+                assert secret not in shown
+                assert not any(piece in shown for piece in pieces), shown
+            hits = structured(answers[3])["hits"]
+            assert hits and all(secret not in json.dumps(hit) for hit in hits)
 
     anyio.run(scenario)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from notebook_executor._faces.mcp.budget import (
     MAX_PAYLOAD_CHARS,
+    MIN_LIMIT,
     clip,
     fit,
     serialized_size,
@@ -96,3 +100,62 @@ def test_a_tool_result_on_the_wire_stays_within_the_budget(payload: dict[str, ob
     result = tool_result(payload)
     assert len(result.model_dump_json(by_alias=True, exclude_none=True)) < MAX_RESPONSE_CHARS
     assert result.structured_content == json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+def test_fit_ends_on_a_large_mapping_beside_a_pair() -> None:
+    # Halving a list of two items used to give a list of two items (one kept, one marker):
+    # fitting never ended.
+    document = {"big": {f"k{i}": i for i in range(20_000)}, "pair": [1, 2]}
+    fitted = fit(document)
+    assert serialized_size(fitted) <= MAX_PAYLOAD_CHARS
+    assert fitted["pair"] == [1, 2]
+    assert fitted["big"]["k0"] == 0
+    assert fitted["big"]["..."].endswith("more keys cut]")
+
+
+def test_fit_refuses_a_limit_too_small_to_hold_a_marker() -> None:
+    with pytest.raises(ValueError, match="at least"):
+        fit({"a": "b" * 1_000}, 10)
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=50)
+    | st.text(min_size=2_000, max_size=30_000).map(lambda text: text * 3)
+)
+
+
+def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return (
+        st.lists(children, max_size=8)
+        | st.dictionaries(st.text(max_size=20), children, max_size=8)
+        # Many small lists, and large flat mappings and lists.
+        | st.lists(st.lists(children, min_size=2, max_size=2), min_size=50, max_size=400)
+        | st.integers(500, 5_000).map(lambda n: {f"k{i}": i for i in range(n)})
+        | st.integers(500, 5_000).map(lambda n: list(range(n)))
+    )
+
+
+def _deeply_nested(depth: int) -> Any:
+    document: Any = ["x" * 100]
+    for level in range(depth):
+        document = {f"level{level}": document, "pad": "y" * 40} if level % 2 else [document]
+    return document
+
+
+JSON_VALUES = st.recursive(_SCALARS, _containers, max_leaves=60)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    document=JSON_VALUES | st.integers(1, 400).map(_deeply_nested),
+    limit=st.integers(MIN_LIMIT, 12_000),
+)
+def test_fit_always_ends_with_valid_json_within_the_limit(document: Any, limit: int) -> None:
+    fitted = fit(document, limit)
+    text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"))
+    assert len(text) <= limit
+    assert json.loads(text) == fitted

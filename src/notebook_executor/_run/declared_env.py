@@ -99,11 +99,13 @@ def resolve_declared_env(
             secrets[name] = found
     if missing:
         places = " or ".join(dict.fromkeys(str(folder / ".env") for folder in folders))
+        # A given ``environ`` is not the caller's own: setting a variable there is no remedy.
+        setting = "set it in the environment, " if environ is None else ""
         raise ParameterError(
             missing[0],
             [
                 f"the notebook needs environment variable {name!r}, which is not set: give it "
-                f"as a secret, set it in the environment, or put it in {places}"
+                f"as a secret, {setting}or put it in {places}"
                 for name in missing
             ],
             declared,

@@ -92,12 +92,14 @@ def plan_run(
     default_timeout: float | None = None,
     default_cell_timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
+    dotenv_root: Path | None = None,
 ) -> Plan:
     """Check everything about a run and prepare it; start nothing.
 
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
-    starts. ``kernel_name``, the ``default_*`` limits and ``base_env`` (the environment the
-    kernel starts from, default this process's) are the executor's own settings.
+    starts. ``kernel_name``, the ``default_*`` limits, ``base_env`` (the environment the
+    kernel starts from, default this process's) and ``dotenv_root`` (the folder ``.env``
+    files are confined to) are the executor's own settings.
     """
     check_path("input_path", input_path)
     if output_path is not None:
@@ -144,7 +146,7 @@ def plan_run(
         declared_env_names(notebook, nb),
         env=extra_env,
         secrets=secret_env,
-        folders=[loaded.path.parent, Path.cwd()],
+        folders=_dotenv_folders(loaded.path.parent, dotenv_root),
         declared=declared_dicts,
         environ=base_env,
     )
@@ -182,6 +184,15 @@ def plan_run(
         defaults=defaults,
         parameters_checked=checked,
     )
+
+
+def _dotenv_folders(notebook_folder: Path, root: Path | None) -> list[Path]:
+    """The folders whose ``.env`` a run may read: the notebook's and the working directory,
+    or, confined to ``root``, the notebook's (when inside it) and the root."""
+    if root is None:
+        return [notebook_folder, Path.cwd()]
+    inside = notebook_folder.resolve().is_relative_to(root)
+    return [*([notebook_folder] if inside else []), root]
 
 
 def parses_parameters(language: str) -> bool:

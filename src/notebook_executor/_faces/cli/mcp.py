@@ -18,8 +18,12 @@ def register(commands: Any) -> None:
         "mcp",
         help="serve notebooks to agents (Model Context Protocol; needs the [mcp] extra)",
         description="A Model Context Protocol server on stdio, or on streamable HTTP with --http. "
-        "Tools see only the files under --root. Over HTTP beyond loopback, clients must send "
-        "'Authorization: Bearer $NOTEBOOK_EXECUTOR_MCP_TOKEN'.",
+        "Tools see only the files under --root. Kernels get none of the server's environment "
+        "variables but PATH, HOME, locale and temporary folders, plus those a client names "
+        "in execute's secrets among the ones --allow-secret allows. Over HTTP (loopback too) "
+        "clients must send 'Authorization: Bearer TOKEN': TOKEN is "
+        "$NOTEBOOK_EXECUTOR_MCP_TOKEN, or made at start and printed once on stderr with the "
+        "address listened on.",
     )
     mcp.add_argument(
         "--root", default=".", metavar="DIR", help="folder tools may read and write (default: .)"
@@ -31,7 +35,22 @@ def register(commands: Any) -> None:
         "--http",
         type=_host_port,
         metavar="HOST:PORT",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT 0: a free "
+        "port; the address is printed on stderr)",
+    )
+    mcp.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let clients hand the server's environment variable NAME to a kernel as a secret "
+        "(repeatable); no other variable of the server reaches a kernel",
+    )
+    mcp.add_argument(
+        "--no-token",
+        action="store_true",
+        help="over HTTP on loopback, answer requests without a bearer token: any local user "
+        "can then run code as this user (a warning is printed)",
     )
     mcp.add_argument(
         "--allow-host",
@@ -46,7 +65,7 @@ def register(commands: Any) -> None:
 def _host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     return host, int(port)
 
@@ -63,9 +82,30 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
         ) from None
     from ..mcp.server import TOKEN_ENV, is_loopback, serve
 
-    if args.http is not None and not is_loopback(args.http[0]) and not os.environ.get(TOKEN_ENV):
-        raise UsageError(
-            f"serving beyond loopback ({args.http[0]}) needs a bearer token: set {TOKEN_ENV}"
-        )
-    serve(args.root, args.runs_dir, args.http, args.allow_host)
+    if TOKEN_ENV in args.allow_secret:
+        raise UsageError(f"--allow-secret {TOKEN_ENV}: the server's token never reaches a kernel")
+    token, show_token = None, False
+    if args.http is not None:
+        if args.no_token and not is_loopback(args.http[0]):
+            raise UsageError(
+                f"--no-token serves only on loopback, not on {args.http[0]}: clients beyond "
+                "this machine must send the bearer token"
+            )
+        if not args.no_token:
+            token = os.environ.get(TOKEN_ENV) or None
+            if token is None:
+                import secrets
+
+                token, show_token = secrets.token_urlsafe(32), True
+    elif args.no_token:
+        raise UsageError("--no-token applies to --http only")
+    serve(
+        args.root,
+        args.runs_dir,
+        args.http,
+        args.allow_host,
+        allowed_secrets=args.allow_secret,
+        token=token,
+        show_token=show_token,
+    )
     return EXIT_OK

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
     "MAX_RESPONSE_CHARS",
+    "MIN_LIMIT",
     "clip",
     "fit",
     "serialized_size",
@@ -54,23 +56,46 @@ def clip(text: str, limit: int, how: str = "") -> str:
 
 
 def fit(document: Any, limit: int = MAX_PAYLOAD_CHARS) -> Any:
-    """``document`` with its longest strings (then its longest lists) cut until it fits.
+    """``document`` cut until its compact JSON is at most ``limit`` characters.
 
-    Strings already within the budget are untouched; each cut leaves a marker.
+    Three stages, each ending as soon as the document fits:
+
+    1. its strings are clipped to each of :data:`_STEPS` in turn (strings already shorter are
+       untouched; each cut leaves a marker);
+    2. rounds of cutting containers: each round halves every list and mapping whose count of
+       original items is at least half the largest such count (and at least 2), keeping the
+       first half and a marker saying how many items were cut;
+    3. if it still does not fit, its JSON text, clipped so that the answer fits.
+
+    The rounds of stage 2 terminate: the number of original items left in reachable
+    containers is a natural number, and each round lowers it by at least one (a container of
+    ``n >= 2`` items keeps ``n // 2``; markers are not counted). Stage 3 always fits when
+    ``limit`` is at least :data:`MIN_LIMIT`.
+
+    Raises
+    ------
+    ValueError
+        ``limit`` is below :data:`MIN_LIMIT`.
     """
+    if limit < MIN_LIMIT:
+        raise ValueError(f"limit must be at least {MIN_LIMIT}, got {limit}")
     if serialized_size(document) <= limit:
         return document
     for step in _STEPS:
         document = _clip_strings(document, step)
         if serialized_size(document) <= limit:
             return document
-    while serialized_size(document) > limit:
-        shorter = _halve_longest_list(document)
-        if shorter is None:
-            # A mapping with too many keys: keep it readable as text.
-            return {"truncated": clip(json.dumps(document, default=str), limit // 2)}
-        document = shorter
-    return document
+    tree = _Node.of(document)
+    while True:
+        shown = tree.render()
+        if serialized_size(shown) <= limit:
+            return shown
+        if not tree.halve_largest():
+            return _as_text(shown, limit)
+
+
+#: The smallest limit :func:`fit` accepts: room for a clipped text and its marker.
+MIN_LIMIT = 100
 
 
 def _clip_strings(value: Any, limit: int) -> Any:
@@ -83,37 +108,82 @@ def _clip_strings(value: Any, limit: int) -> Any:
     return value
 
 
-def _halve_longest_list(value: Any) -> Any:
-    """``value`` with its longest list (of more than one item) halved, or None if none."""
-    longest: list[Any] | None = None
+class _Node:
+    """A list or mapping being cut: the items kept (other nodes or plain values) and the
+    number of items cut so far."""
 
-    def find(node: Any) -> None:
-        nonlocal longest
-        if isinstance(node, list):
-            if len(node) > 1 and (longest is None or len(node) > len(longest)):
-                longest = node
-            for item in node:
-                find(item)
-        elif isinstance(node, dict):
-            for item in node.values():
-                find(item)
+    __slots__ = ("cut", "items", "mapping")
 
-    find(value)
-    if longest is None:
-        return None
-    target = longest
+    def __init__(self, items: list[tuple[Any, Any]], mapping: bool) -> None:
+        self.items = items
+        self.mapping = mapping
+        self.cut = 0
 
-    def rebuild(node: Any) -> Any:
-        if node is target:
-            keep = len(node) // 2
-            return [*node[:keep], f"[... {len(node) - keep} more items cut]"]
-        if isinstance(node, list):
-            return [rebuild(item) for item in node]
-        if isinstance(node, dict):
-            return {key: rebuild(item) for key, item in node.items()}
-        return node
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return cls([(None, cls.of(item)) for item in value], mapping=False)
+        if isinstance(value, dict):
+            return cls([(key, cls.of(item)) for key, item in value.items()], mapping=True)
+        return value
 
-    return rebuild(value)
+    def nodes(self) -> Iterator[_Node]:
+        """This node and every node reachable from it."""
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(item for _, item in node.items if isinstance(item, _Node))
+
+    def halve_largest(self) -> bool:
+        """One round of stage 2 of :func:`fit`; False when no container has 2 items left."""
+        nodes = [node for node in self.nodes() if len(node.items) >= 2]
+        if not nodes:
+            return False
+        threshold = max(2, (max(len(node.items) for node in nodes) + 1) // 2)
+        for node in nodes:
+            if len(node.items) >= threshold:
+                keep = len(node.items) // 2
+                node.cut += len(node.items) - keep
+                del node.items[keep:]
+        return True
+
+    def render(self) -> Any:
+        """The JSON value this node stands for, with a marker for what was cut."""
+        values = [
+            (key, item.render() if isinstance(item, _Node) else item) for key, item in self.items
+        ]
+        if not self.mapping:
+            shown = [value for _, value in values]
+            if self.cut:
+                shown.append(f"[... {self.cut:,} more items cut]")
+            return shown
+        mapping = dict(values)
+        if self.cut:
+            # The marker's key must not replace a key that was kept.
+            key = "..."
+            while key in mapping:
+                key += "."
+            mapping[key] = f"[... {self.cut:,} more keys cut]"
+        return mapping
+
+
+def _as_text(document: Any, limit: int) -> dict[str, str]:
+    """``{"truncated": text}``: the JSON text of ``document``, clipped to fit ``limit``.
+
+    Escaping makes the answer's length differ from the text's: the longest prefix that fits
+    is found by bisection, keeping a prefix known to fit (the empty one does, as ``limit >=
+    MIN_LIMIT``).
+    """
+    text = json.dumps(document, ensure_ascii=False, default=str)
+    fits, too_long = 0, len(text) + 1
+    while too_long - fits > 1:
+        middle = (fits + too_long) // 2
+        if serialized_size({"truncated": clip(text, middle)}) <= limit:
+            fits = middle
+        else:
+            too_long = middle
+    return {"truncated": clip(text, fits)}
 
 
 def trim_traceback(lines: list[str]) -> list[str]:

@@ -1,13 +1,16 @@
 """The MCP server: one warm executor behind the tools, on stdio or streamable HTTP.
 
 Over HTTP the server binds to loopback unless told otherwise, keeps the SDK's DNS-rebinding
-protection (Host and Origin checked), and, when bound beyond loopback, answers only requests
-that carry the bearer token found in :data:`TOKEN_ENV`.
+protection (Host and Origin checked), and answers only requests that carry its bearer token,
+on loopback too (any local user can reach a loopback port): the token is read from
+:data:`TOKEN_ENV`, or made at start and shown once on stderr beside the address.
 
 Kernels started for clients do not inherit the server's environment: they start from
 :func:`kernel_base_environment` (``PATH``, ``HOME``, locale, temporary folders, ``PYTHONPATH``,
-``VIRTUAL_ENV``), plus the secrets a client names; a notebook's declared ``env:`` variables
-are found in ``.env`` files or must be named as secrets.
+``VIRTUAL_ENV``), plus the secrets a client names among those the operator allowed
+(``--allow-secret NAME``); a client cannot read any other variable of the server. A
+notebook's declared ``env:`` variables are named as secrets, or found in ``.env`` files inside
+the root (the notebook's folder, then the root folder), never outside it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import hmac
 import ipaddress
 import logging
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +44,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Environment variable holding the bearer token HTTP clients must send beyond loopback.
+#: Environment variable holding the bearer token HTTP clients must send (made at start when
+#: unset). It is a variable of the server: never handed to a kernel.
 TOKEN_ENV = "NOTEBOOK_EXECUTOR_MCP_TOKEN"
 
 _INSTRUCTIONS = """\
@@ -87,9 +92,13 @@ def kernel_base_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def build_server(
-    root: str | os.PathLike[str], executor: NotebookExecutor
+    root: str | os.PathLike[str],
+    executor: NotebookExecutor,
+    allowed_secrets: Collection[str] = (),
 ) -> tuple[MCPServer[Any], Workspace]:
-    """The server with every tool registered, confined to ``root``, running on ``executor``."""
+    """The server with every tool registered, confined to ``root``, running on ``executor``;
+    clients may name the variables ``allowed_secrets`` of the server's environment as
+    secrets, and no other."""
     from mcp.server.mcpserver import MCPServer
 
     from ... import __version__
@@ -100,7 +109,9 @@ def build_server(
         instructions=_INSTRUCTIONS,
         log_level="WARNING",
     )
-    workspace = Workspace(Root(root), executor, dict(os.environ))
+    # The token is the server's own: never a secret a kernel could be handed.
+    allowed = [name for name in allowed_secrets if name != TOKEN_ENV]
+    workspace = Workspace(Root(root), executor, os.environ, allowed)
     add_tools(server, workspace)
     return server, workspace
 
@@ -110,26 +121,46 @@ def serve(
     runs_dir: str | os.PathLike[str] | None,
     http: tuple[str, int] | None,
     allowed_hosts: list[str],
+    *,
+    allowed_secrets: Collection[str] = (),
+    token: str | None = None,
+    show_token: bool = False,
 ) -> None:
-    """Serve until the client (stdio) or a signal (HTTP) ends it; kernels are stopped after."""
+    """Serve until the client (stdio) or a signal (HTTP) ends it; kernels are stopped after.
+
+    Over HTTP, requests must carry ``token`` (None: no check); the address, and the token
+    when ``show_token``, are written to stderr once the port is bound.
+    """
     import anyio
 
     folder = Path(root).resolve()
     runs = Path(runs_dir) if runs_dir is not None else folder / "runs"
     with NotebookExecutor(
-        runs_dir=runs, progress=False, base_env=kernel_base_environment(os.environ)
+        runs_dir=runs,
+        progress=False,
+        base_env=kernel_base_environment(os.environ),
+        dotenv_root=folder,
     ) as executor:
-        server, _ = build_server(folder, executor)
+        server, _ = build_server(folder, executor, allowed_secrets)
         if http is None:
             anyio.run(server.run_stdio_async)
         else:
-            anyio.run(_serve_http, server, http[0], http[1], allowed_hosts)
+            anyio.run(_serve_http, server, http, allowed_hosts, token, show_token)
 
 
-async def _serve_http(server: MCPServer[Any], host: str, port: int, extra: list[str]) -> None:
+async def _serve_http(
+    server: MCPServer[Any],
+    http: tuple[str, int],
+    extra: list[str],
+    token: str | None,
+    show_token: bool,
+) -> None:
+    import socket
+
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    host, port = http
     local = ["127.0.0.1", "localhost", "[::1]"]
     names = [*local, *([] if is_loopback(host) else [_host_header(host)]), *extra]
     security = TransportSecuritySettings(
@@ -138,13 +169,36 @@ async def _serve_http(server: MCPServer[Any], host: str, port: int, extra: list[
         allowed_origins=[f"http://{name}:*" for name in names],
     )
     app: Any = server.streamable_http_app(transport_security=security, host=host)
-    token = None if is_loopback(host) else os.environ.get(TOKEN_ENV)
-    if not is_loopback(host):
-        if not token:
-            raise RuntimeError(f"{TOKEN_ENV} is not set")  # checked by the command first
+    if token is not None:
         app = BearerToken(app, token)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    # The socket is bound here, so that the address printed is the one listened on (port 0
+    # picks a free one).
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    listener = socket.create_server((host, port), family=family)
+    url = f"http://{_host_header(host)}:{listener.getsockname()[1]}/mcp"
+    print(f"notebook-executor mcp: listening on {url}", file=sys.stderr, flush=True)
+    if token is None:
+        print(
+            "notebook-executor mcp: warning: no bearer token (--no-token): every local user "
+            "can run code as this user through this server",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif show_token:
+        print(
+            f"notebook-executor mcp: bearer token (shown once): {token}",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        print(
+            f"notebook-executor mcp: bearer token: the value of {TOKEN_ENV}",
+            file=sys.stderr,
+            flush=True,
+        )
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    with listener:
+        await uvicorn.Server(config).serve(sockets=[listener])
 
 
 def _host_header(host: str) -> str:

@@ -24,7 +24,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from ..._errors import NotebookExecutorError
+from ..._errors import NotebookExecutorError, ParameterError
 from ...engine import RunCancelled
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
@@ -206,7 +206,8 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             list[str] | None,
             Field(
                 description="Names of the server's environment variables handed to the kernel "
-                "as secrets; their values never appear in a record or an answer."
+                "as secrets (only those the server's operator allows); their values never "
+                "appear in a record or an answer."
             ),
         ] = None,
     ) -> CallToolResult:
@@ -266,6 +267,8 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
                 failure = exc
             finally:
                 send.close()
+        if isinstance(failure, ParameterError):
+            failure = ws.explain_env(target, failure)
         if failure is not None:
             raise ws.refusal(str(failure))
         if result is None:

@@ -9,26 +9,37 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
-from ..._errors import NotebookExecutorError
+from ..._errors import NotebookExecutorError, ParameterError
 from ..._executor import NotebookExecutor
+from ..._run.declared_env import declared_env_names
 from ..._run.records import run_notebook_path
 from ..._run.results import redact
+from ..._run.sources import load_source
 from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
 from .paths import Root
 
-__all__ = ["Workspace", "tool_result"]
+__all__ = ["Workspace", "not_allowed", "tool_result"]
 
 T = TypeVar("T")
 
 #: What a tool result may take of the budget; the rest is for the JSON-RPC envelope.
 _ROOM = MAX_RESPONSE_CHARS - 200
+
+
+def not_allowed(name: str) -> str:
+    """Why a kernel cannot have the server's variable ``name``, and how the operator allows it."""
+    return (
+        f"secret {name!r} is not allowed: kernels get only the server's variables its operator "
+        f"allows; the operator starts the server with --allow-secret {name} "
+        "(and the client names it in secrets)"
+    )
 
 
 class Workspace:
@@ -41,28 +52,77 @@ class Workspace:
     executor : NotebookExecutor
         Lives as long as the server: after the first run, kernels are ready.
     environ : mapping
-        Where secrets named by a caller are looked up (the server's environment).
+        The server's environment. Only the values of ``allowed`` are kept; the other names
+        are kept (without their values) to explain a refusal.
+    allowed : collection of str
+        The variables the operator allows clients to name as secrets (``--allow-secret``).
     """
 
-    def __init__(self, root: Root, executor: NotebookExecutor, environ: dict[str, str]) -> None:
+    def __init__(
+        self,
+        root: Root,
+        executor: NotebookExecutor,
+        environ: Mapping[str, str],
+        allowed: Collection[str] = (),
+    ) -> None:
         self.root = root
         self.executor = executor
-        self.environ = environ
+        self.allowed = frozenset(allowed)
+        self._allowed_values = {name: environ[name] for name in self.allowed if name in environ}
+        self._withheld = frozenset(environ) - self.allowed
         self._secrets: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def secrets(self, names: list[str] | None) -> dict[str, str]:
-        """The values of the named environment variables; remembered so that no later answer
-        can show them either."""
+        """The values of the named environment variables, each allowed by the operator;
+        remembered so that no later answer can show them either.
+
+        Raises
+        ------
+        ToolError
+            A name the operator did not allow (whether the server has it or not), or one
+            allowed but not set.
+        """
         found: dict[str, str] = {}
         for name in names or []:
-            value = self.environ.get(name)
+            if name not in self.allowed:
+                raise ToolError(not_allowed(name))
+            value = self._allowed_values.get(name)
             if value is None:
-                raise ToolError(f"secret {name!r} is not set in the server's environment")
+                raise ToolError(
+                    f"secret {name!r} is allowed but not set in the server's environment"
+                )
             found[name] = value
         with self._lock:
             self._secrets.update(found)
         return found
+
+    def explain_env(self, path: str, error: ParameterError) -> ParameterError:
+        """``error`` with each missing declared ``env:`` variable that the server's own
+        environment has explained: the operator allows it, then a client names it in
+        secrets."""
+        try:
+            names = declared_env_names(path, load_source(path).nb)
+        except NotebookExecutorError:
+            return error
+        problems = []
+        for problem in error.problems:
+            name = next((n for n in names if f"environment variable {n!r}" in problem), None)
+            if name is not None and name in self._withheld:
+                problem = (
+                    f"the notebook needs environment variable {name!r}: the server's "
+                    "environment has it, but it is not allowed: kernels get only the server's "
+                    "variables its operator allows (notebook-executor mcp --allow-secret "
+                    f"{name}), and then the client names it in secrets; or put it in a .env "
+                    "file in the notebook's folder or the root"
+                )
+            elif name is not None and name in self._allowed_values:
+                problem = (
+                    f"the notebook needs environment variable {name!r}: the operator allows "
+                    "it; name it in secrets"
+                )
+            problems.append(problem)
+        return ParameterError(error.parameter, problems, error.declared)
 
     async def call(self, call: Callable[[], T]) -> T:
         """``call()`` on a worker thread; the library's errors become tool errors."""
