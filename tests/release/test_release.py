@@ -125,8 +125,17 @@ INVALID = '{"cells": [], "metadata": {}, "nbformat": 4'  # not even JSON
 PLAIN_MODULE = "def helper():\n    return 1\n"
 
 
+@pytest.fixture(scope="module")
+def hook_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pre-commit's cache, shared by the tests: the hooks' environment is built once."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
 @pytest.fixture
 def repository(tmp_path: Path) -> Iterator[Path]:
+    """A git repository using this checkout's hooks, at its current commit, as a user's would."""
+    head = _run("git", "rev-parse", "HEAD", cwd=ROOT)
+    assert head.returncode == 0, head.stderr
     repo = tmp_path / "repo"
     repo.mkdir()
     for command in (
@@ -135,6 +144,11 @@ def repository(tmp_path: Path) -> Iterator[Path]:
         ["git", "config", "user.name", "CI"],
     ):
         assert _run(*command, cwd=repo).returncode == 0
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {ROOT}\n    rev: {head.stdout.strip()}\n    hooks:\n"
+        "      - id: notebook-executor-check\n"
+        "      - id: notebook-executor-check-execute\n        stages: [manual]\n"
+    )
     (repo / "good.py").write_text(GOOD)
     (repo / "fails.py").write_text(FAILS_WHEN_RUN)
     (repo / "invalid.ipynb").write_text(INVALID)
@@ -143,17 +157,18 @@ def repository(tmp_path: Path) -> Iterator[Path]:
     yield repo
 
 
-def _try_hook(repo: Path, hook: str, *files: str) -> subprocess.CompletedProcess[str]:
+def _hook(repo: Path, home: Path, hook: str, *files: str) -> subprocess.CompletedProcess[str]:
     """Run one hook of this checkout's .pre-commit-hooks.yaml with the real pre-commit."""
-    env = {**os.environ, "PRE_COMMIT_HOME": str(repo.parent / "pre-commit-home")}
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
     env.pop("PYTHONPATH", None)
+    stage = ["--hook-stage", "manual"] if hook.endswith("-execute") else []
     return _run(
         sys.executable,
         "-m",
         "pre_commit",
-        "try-repo",
-        ROOT,
+        "run",
         hook,
+        *stage,
         "--files",
         *files,
         cwd=repo,
@@ -161,23 +176,38 @@ def _try_hook(repo: Path, hook: str, *files: str) -> subprocess.CompletedProcess
     )
 
 
-def test_the_check_hook_passes_a_good_notebook_and_a_plain_module(repository: Path) -> None:
-    done = _try_hook(repository, "notebook-executor-check", "good.py", "helper.py")
+def test_the_check_hook_passes_a_good_notebook_and_a_plain_module(
+    repository: Path, hook_home: Path
+) -> None:
+    done = _hook(repository, hook_home, "notebook-executor-check", "good.py", "helper.py")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Passed" in done.stdout
 
 
-def test_the_check_hook_fails_an_invalid_notebook(repository: Path) -> None:
-    done = _try_hook(repository, "notebook-executor-check", "good.py", "invalid.ipynb")
+def test_the_check_hook_fails_an_invalid_notebook(repository: Path, hook_home: Path) -> None:
+    done = _hook(repository, hook_home, "notebook-executor-check", "good.py", "invalid.ipynb")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Failed" in done.stdout
     assert "invalid.ipynb" in done.stdout
 
 
-def test_the_execute_hook_fails_a_notebook_that_raises(repository: Path) -> None:
-    passed = _try_hook(repository, "notebook-executor-check-execute", "good.py")
+def test_a_commit_is_refused_while_a_notebook_is_invalid(repository: Path, hook_home: Path) -> None:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(hook_home)}
+    env.pop("PYTHONPATH", None)
+    installed = _run(sys.executable, "-m", "pre_commit", "install", cwd=repository, env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    refused = _run("git", "commit", "-qm", "all", cwd=repository, env=env)
+    assert refused.returncode != 0
+    assert "invalid.ipynb" in refused.stdout + refused.stderr
+    assert _run("git", "rm", "-q", "--cached", "invalid.ipynb", cwd=repository).returncode == 0
+    accepted = _run("git", "commit", "-qm", "valid only", cwd=repository, env=env)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+
+
+def test_the_execute_hook_fails_a_notebook_that_raises(repository: Path, hook_home: Path) -> None:
+    passed = _hook(repository, hook_home, "notebook-executor-check-execute", "good.py")
     assert passed.returncode == 0, passed.stdout + passed.stderr
-    failed = _try_hook(repository, "notebook-executor-check-execute", "good.py", "fails.py")
+    failed = _hook(repository, hook_home, "notebook-executor-check-execute", "good.py", "fails.py")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "this notebook is broken" in failed.stdout
     assert not (repository / "runs").exists()
