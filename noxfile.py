@@ -34,6 +34,15 @@ def typecheck(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def release(session: nox.Session) -> None:
+    """The package as users get it (issue 29): build a wheel and an sdist, ``twine check``
+    them, install the wheel in a fresh venv and run the README's example, one version
+    everywhere, and the pre-commit hooks on a real repository. Run by CI, not by default."""
+    session.install("build>=1", "twine>=5", "pre-commit>=3", "pytest>=7")
+    session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/release", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Speed against papermill and ploomber-engine (issues 4 and 19); not run by default."""
     session.install("-e", ".[bench]")

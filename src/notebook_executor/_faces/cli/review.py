@@ -39,6 +39,12 @@ def register(commands: Any) -> None:
     )
     check.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report here")
     check.add_argument(
+        "--notebooks-only",
+        action="store_true",
+        help="skip named files that are not notebook sources, and pass when none is left "
+        "(for pre-commit, which names every changed .py and .md file)",
+    )
+    check.add_argument(
         "-j",
         "--jobs",
         type=common.positive_int,
@@ -172,13 +178,18 @@ def _write_cells(cells: list[dict[str, Any]], out: TextIO, colour: bool) -> None
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..._review.check import find_notebooks, junit_xml, run_checks
+    from ..._review.check import find_notebooks, is_notebook, junit_xml, run_checks
 
     paths = args.paths or ["."]
     try:
         notebooks = find_notebooks(paths)
     except FileNotFoundError as exc:
         raise UsageError(f"no such file or folder: {exc.args[0]!r}") from None
+    if args.notebooks_only:
+        notebooks = [path for path in notebooks if is_notebook(Path(path))]
+        if not notebooks:
+            print("no notebooks to check")
+            return EXIT_OK
     if args.junit_xml is not None and Path(args.junit_xml).is_dir():
         raise UsageError(f"--junit-xml {args.junit_xml!r} is a folder")
     if not notebooks:
