@@ -803,6 +803,7 @@ def test_declared_env_is_read_only_inside_the_root_or_from_allowed_secrets(
                 message
             )
             assert "--allow-secret SERVER_TOKEN" in message
+            assert "the client names it in secrets" in message
             assert "set it in the environment" not in message
             assert server not in refused.model_dump_json()
             # Allowed: the client names it.
@@ -899,5 +900,143 @@ def test_no_answer_shows_an_allowed_secret_printed_whole_or_in_pieces(tmp_path: 
                 assert not any(piece in shown for piece in pieces), shown
             hits = structured(answers[3])["hits"]
             assert hits and all(secret not in json.dumps(hit) for hit in hits)
+
+    anyio.run(scenario)
+
+
+# -- strict arguments and plain messages --------------------------------------------------
+
+
+def test_every_tool_refuses_an_argument_it_does_not_know_and_names_it(tmp_path: Path) -> None:
+    write(tmp_path, "hello.py", HELLO)
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            for name, tool in tools.items():
+                assert tool.input_schema.get("additionalProperties") is False, name
+                known = list(tool.input_schema["properties"])
+                refused = await session.call_tool(name, {"bogus_argument": 1})
+                assert refused.is_error, name
+                message = refused.content[0].text  # type: ignore[union-attr]
+                assert "unknown argument 'bogus_argument'" in message, message
+                assert f"{name} takes {', '.join(known)}" in message, message
+            # The agent's slip: a notebook parameter given as an argument of execute.
+            refused = await session.call_tool("execute", {"path": "hello.py", "name": "Bob"})
+            assert refused.is_error
+            message = refused.content[0].text  # type: ignore[union-attr]
+            assert "unknown argument 'name'" in message
+            assert "did you mean parameters={'name': ...}?" in message
+            # A misspelt argument: the closest known one is suggested.
+            refused = await session.call_tool(
+                "execute", {"path": "hello.py", "paramters": {"name": "Bob"}, "timout": 5}
+            )
+            message = refused.content[0].text  # type: ignore[union-attr]
+            assert "unknown arguments 'paramters', 'timout'" in message
+            assert "did you mean 'parameters' (for 'paramters'), 'timeout' (for 'timout')?" in (
+                message
+            )
+            # Known arguments still work.
+            listed = structured(await session.call_tool("list_notebooks", {"folder": "."}))
+            assert listed["notebooks"] == ["hello.py"]
+        # Nothing ran: no run was recorded.
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ipynb"))
+
+    anyio.run(scenario)
+
+
+def test_tool_descriptions_carry_no_docstring_indentation(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            for tool in (await session.list_tools()).tools:
+                description = tool.description or ""
+                assert description == inspect.cleandoc(description), tool.name
+                assert not any(line.startswith(" ") for line in description.splitlines())
+
+    anyio.run(scenario)
+
+
+def test_no_tool_error_shows_the_absolute_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    write(root, "hello.py", HELLO)
+    write(root, "typed.py", TYPED)
+    write(root, "logs/needs_env.md", LOGBOOK.format(name="NBX_NOWHERE_TOKEN"))
+    bad_calls: list[tuple[str, dict[str, Any]]] = [
+        ("inspect_parameters", {"path": "missing.py"}),
+        ("inspect_parameters", {"path": str(root / "missing.py")}),
+        ("read_notebook", {"path": "missing.py"}),
+        ("edit_cell", {"path": "missing.py", "index": 0, "source": "x = 1"}),
+        ("edit_cell", {"path": "hello.py", "index": 99, "source": "x = 1"}),
+        ("edit_cell", {"path": "hello.py", "index": 0, "source": "x", "expect": "stale"}),
+        ("insert_cell", {"path": "hello.py", "index": 99, "source": "x = 1"}),
+        ("delete_cell", {"path": "hello.py", "index": 99}),
+        ("execute", {"path": "missing.py"}),
+        ("execute", {"path": "hello.py", "parameters": {"nobody": 1}}),
+        ("execute", {"path": "typed.py", "parameters": {"times": "many"}}),
+        ("execute", {"path": "logs/needs_env.md"}),
+        ("validate", {"path": "missing.py"}),
+        ("diff", {"a": "hello.py", "b": "missing.py"}),
+        ("list_notebooks", {"folder": "hello.py"}),
+        ("get_run", {"run_id": "20260101T000000Z-nothing-00000000"}),
+        ("list_runs", {"notebook": "missing.py"}),
+    ]
+
+    async def scenario() -> None:
+        async with stdio_session(root) as session:
+            for tool, arguments in bad_calls:
+                result = await session.call_tool(tool, arguments)
+                text = result.model_dump_json()
+                assert str(tmp_path) not in text, (tool, arguments, text)
+                # Two answer rather than refuse: no runs, and a problem found.
+                if tool not in ("list_runs", "validate"):
+                    assert result.is_error, (tool, arguments, text)
+            refused = await session.call_tool("execute", {"path": "logs/needs_env.md"})
+            message = refused.content[0].text  # type: ignore[union-attr]
+            assert "logs/.env or .env" in message
+
+    anyio.run(scenario)
+
+
+TYPED = """\
+# %% tags=["parameters"]
+times: int = 1
+ratio: float = 0.5
+loud: bool = False
+words: list = []
+label: str = "x"
+
+# %%
+import scrapbook as sb
+sb.glue("seen", [type(v).__name__ for v in (times, ratio, loud, words, label)])
+"""
+
+
+@pytest.mark.kernel
+def test_execute_converts_text_given_to_a_typed_parameter_as_the_cli_does(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "typed.py", TYPED)
+    given = {"times": "3", "ratio": "2", "loud": "true", "words": "[1, 2]", "label": "7"}
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            result = structured(
+                await session.call_tool("execute", {"path": "typed.py", "parameters": given})
+            )
+            assert result["status"] == "success", result
+            assert result["parameters"] == {
+                "times": 3,
+                "ratio": 2.0,
+                "loud": True,
+                "words": [1, 2],
+                "label": "7",
+            }
+            assert result["scraps"]["seen"] == ["int", "float", "bool", "list", "str"]
+            # Text that does not fit is still refused, naming the parameter.
+            refused = await session.call_tool(
+                "execute", {"path": "typed.py", "parameters": {"times": "many"}}
+            )
+            assert refused.is_error
+            assert "times" in refused.content[0].text  # type: ignore[union-attr]
 
     anyio.run(scenario)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,12 @@ class Root:
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder).resolve()
+        # The root as a whole path: not inside a longer one, followed by a separator (then
+        # dropped) or by no further character of a name (then ``.``).
+        name, sep = r"\w.\-", re.escape(os.sep)
+        self._absolute = re.compile(
+            rf"(?<![{name}{sep}])" + re.escape(str(self.folder)) + rf"(?:({sep})|(?![{name}]))"
+        )
 
     def resolve(self, path: str) -> Path:
         """``path`` (relative to the root, or absolute) resolved, if it lies inside the root.
@@ -57,6 +64,14 @@ class Root:
             return candidate.resolve().relative_to(self.folder).as_posix()
         except ValueError:
             return os.fspath(path)
+
+    def relative_text(self, text: str) -> str:
+        """``text`` with each absolute path under the root written relative to it (the root
+        itself as ``.``): a caller names files relative to the root, and the server's own
+        folders are none of its business."""
+        if self.folder == Path(self.folder.anchor):
+            return text  # a root of ``/``: every path is already as the caller names it
+        return self._absolute.sub(lambda match: "" if match.group(1) else ".", text)
 
     def notebooks(self, folder: Path, skip: Path | None) -> Iterator[Path]:
         """Files under ``folder`` that may be notebooks, in name order; hidden folders, caches

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._executor import NotebookExecutor
 from .paths import Root
-from .tools import add_tools
+from .tools import add_resources, server_tools
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -103,16 +103,17 @@ def build_server(
 
     from ... import __version__
 
+    # The token is the server's own: never a secret a kernel could be handed.
+    allowed = [name for name in allowed_secrets if name != TOKEN_ENV]
+    workspace = Workspace(Root(root), executor, os.environ, allowed)
     server: MCPServer[Any] = MCPServer(
         "notebook-executor",
         version=__version__,
         instructions=_INSTRUCTIONS,
         log_level="WARNING",
+        tools=list(server_tools(workspace)),
     )
-    # The token is the server's own: never a secret a kernel could be handed.
-    allowed = [name for name in allowed_secrets if name != TOKEN_ENV]
-    workspace = Workspace(Root(root), executor, os.environ, allowed)
-    add_tools(server, workspace)
+    add_resources(server, workspace)
     return server, workspace
 
 

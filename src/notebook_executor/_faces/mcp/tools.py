@@ -12,8 +12,9 @@ Blocking work runs on worker threads, so a long run does not hold up other reque
 import logging
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -25,13 +26,18 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..._errors import NotebookExecutorError, ParameterError
+from ..._run.parameters import declared_parameters
+from ..._run.sources import load_source
 from ...engine import RunCancelled
+from .arguments import StrictTool, strict_tool, typed_values
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
 
-__all__ = ["add_tools"]
+__all__ = ["add_resources", "server_tools"]
 
 logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: Most notebooks ``list_notebooks`` names in one answer.
 _MAX_LISTED = 200
@@ -51,10 +57,18 @@ StatusFilter = Annotated[
 ]
 
 
-def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
-    """Register every tool and the run image resources on ``server``."""
+def server_tools(ws: Workspace) -> list[StrictTool]:
+    """Every tool, working in ``ws``; each refuses arguments it does not take."""
     ex = ws.executor
     root = ws.root
+    registered: list[StrictTool] = []
+
+    def tool(annotations: ToolAnnotations) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            registered.append(strict_tool(fn, annotations, ws.shown))
+            return fn
+
+        return register
 
     def where(path: str) -> str:
         try:
@@ -62,7 +76,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         except NotebookExecutorError as exc:
             raise ToolError(str(exc)) from None
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def list_notebooks(
         folder: Annotated[str, Field(description="Folder to list, relative to the root.")] = ".",
     ) -> CallToolResult:
@@ -90,7 +104,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
 
         return ws.answer(await ws.call(scan))
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def inspect_parameters(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
     ) -> CallToolResult:
@@ -99,7 +113,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         declared = await ws.call(lambda: ex.inspect_parameters(target))
         return ws.answer({"path": path, "parameters": declared})
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def read_notebook(
         path: Annotated[
             str | None, Field(description="Notebook source, relative to the root.")
@@ -142,7 +156,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         head: dict[str, Any] = {"run_id": run_id} if run_id is not None else {"path": path}
         return ws.answer({**head, **page})
 
-    @server.tool(annotations=_EDITS)
+    @tool(_EDITS)
     async def edit_cell(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         index: Annotated[int, Field(ge=0, description="Cell index (as in failed_cell.index).")],
@@ -158,7 +172,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         nb = await ws.call(lambda: ex.edit_cell(target, index, source, expect=expect))
         return ws.answer({"path": path, "edited": index, "cells_total": len(nb.cells)})
 
-    @server.tool(annotations=_EDITS)
+    @tool(_EDITS)
     async def insert_cell(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         index: Annotated[int, Field(ge=0, description="Position of the new cell.")],
@@ -174,7 +188,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             {"path": path, "inserted": index, "cell_type": cell_type, "cells_total": len(nb.cells)}
         )
 
-    @server.tool(annotations=_EDITS)
+    @tool(_EDITS)
     async def delete_cell(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         index: Annotated[int, Field(ge=0, description="Index of the cell to delete.")],
@@ -188,7 +202,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         nb = await ws.call(lambda: ex.delete_cell(target, index, expect=expect))
         return ws.answer({"path": path, "deleted": index, "cells_total": len(nb.cells)})
 
-    @server.tool(annotations=_RUNS)
+    @tool(_RUNS)
     async def execute(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         ctx: Context,
@@ -216,7 +230,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         the notebook is a result, not an error. Progress is reported per cell; cancelling the
         request stops the kernel and records the run as cancelled."""
         target = where(path)
-        values = ws.secrets(secrets)
+        secret_values = ws.secrets(secrets)
         # Progress costs a hop to the event loop per cell: only when the client asked for it.
         wants_progress = _progress_requested(ctx)
         token = anyio.lowlevel.current_token()
@@ -228,12 +242,17 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
 
         def run() -> dict[str, Any] | None:
             try:
+                values = parameters
+                if parameters and any(isinstance(v, str) for v in parameters.values()):
+                    # JSON clients often send numbers as text: converted as the CLI's -p does.
+                    declared = declared_parameters(load_source(target).nb)
+                    values = typed_values(declared, parameters)
                 return ex.execute(
                     target,
-                    parameters=parameters,
+                    parameters=values,
                     timeout=timeout,
                     request=request,
-                    secrets=values,
+                    secrets=secret_values,
                     on_cell=on_cell if wants_progress else None,
                     cancel=cancel,
                 )
@@ -275,7 +294,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             raise ToolError("the run was cancelled")
         return ws.answer(ws.present(result))
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def get_run(
         run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
     ) -> CallToolResult:
@@ -284,7 +303,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         result = await ws.call(lambda: ex.get_run(run_id))
         return ws.answer(ws.present(result))
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def list_runs(
         notebook: NotebookFilter = None,
         status: StatusFilter = None,
@@ -295,7 +314,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         found = await ws.call(lambda: ex.runs(notebook=wanted, status=status, limit=limit))
         return ws.answer({"runs": [_summary(ws.present(result)) for result in found]})
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def search_runs(
         query: Annotated[str, Field(min_length=1, description="Words to find in the runs.")],
         notebook: NotebookFilter = None,
@@ -308,7 +327,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         hits = await ws.call(lambda: ex.search(query, notebook=wanted, status=status, limit=limit))
         return ws.answer({"hits": [ws.present(hit) for hit in hits]})
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def collect_outputs(
         run_id: Annotated[str, Field(description="A run id.")],
     ) -> CallToolResult:
@@ -320,7 +339,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             {"run_id": run_id, "scraps": {name: scrap_view(v) for name, v in scraps.items()}}
         )
 
-    @server.tool(annotations=_READ_ONLY)
+    @tool(_READ_ONLY)
     async def diff(
         a: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
         b: Annotated[str, Field(description="A notebook (relative to the root) or a run id.")],
@@ -337,7 +356,7 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
             found = await ws.call(lambda: ex.diff_notebooks(first, second, outputs=outputs))
         return ws.answer({"a": a, "b": b, **found})
 
-    @server.tool(annotations=_RUNS)
+    @tool(_RUNS)
     async def validate(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         execute: Annotated[
@@ -350,10 +369,11 @@ def add_tools(server: MCPServer[Any], ws: Workspace) -> None:
         found = await ws.call(lambda: ex.validate(target, execute=execute))
         return ws.answer({"path": path, **found})
 
-    _add_image_resources(server, ws)
+    return registered
 
 
-def _add_image_resources(server: MCPServer[Any], ws: Workspace) -> None:
+def add_resources(server: MCPServer[Any], ws: Workspace) -> None:
+    """Register the run image resources on ``server``."""
     for mime, name in IMAGE_MIMES.items():
         _add_image_resource(server, ws, mime, name)
 

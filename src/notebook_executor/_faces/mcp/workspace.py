@@ -135,9 +135,14 @@ class Workspace:
 
     def refusal(self, message: str) -> ToolError:
         """A tool error whose message shows no secret value."""
+        return ToolError(self.shown(message))
+
+    def shown(self, message: str) -> str:
+        """``message`` as a caller may read it: no secret value, paths under the root
+        relative to it."""
         with self._lock:
             known = dict(self._secrets)
-        return ToolError(str(redact(message, known)))
+        return self.root.relative_text(str(redact(message, known)))
 
     def answer(self, payload: dict[str, Any]) -> CallToolResult:
         """``payload`` redacted and cut to the budget, as structured content and JSON text."""

@@ -1,0 +1,107 @@
+"""Tool arguments taken strictly, and tool errors worded for the caller.
+
+The SDK builds each tool's argument model from its signature and drops any argument the
+signature does not name: ``execute(path="hello.py", name="Bob")`` would run with the defaults
+while the caller believes it ran with Bob. A :class:`StrictTool` refuses such a call as a tool
+error that names the unknown arguments and the closest known one, and its schema says
+``additionalProperties: false``. Every tool error it gives passes through one rewrite (secret
+values redacted, the root's absolute path left out).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from pydantic import Field
+
+from ..._run.parameters import Parameter, convert_text_value
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver.context import Context
+    from mcp.types import ToolAnnotations
+
+__all__ = ["StrictTool", "strict_tool", "typed_values", "unknown_arguments"]
+
+
+class StrictTool(Tool):
+    """A tool that refuses arguments its signature does not name; its errors are rewritten
+    by ``shown`` before they reach the caller."""
+
+    shown: Callable[[str], str] = Field(default=lambda text: text, exclude=True)
+
+    async def run(
+        self,
+        arguments: dict[str, Any],
+        context: Context[Any, Any],
+        convert_result: bool = False,
+    ) -> Any:
+        """Run the tool, unless ``arguments`` holds a name it does not take."""
+        known = list(self.parameters.get("properties", {}))
+        problem = unknown_arguments(self.name, known, arguments)
+        if problem is not None:
+            raise ToolError(f"Error executing tool {self.name}: {problem}")
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except UnexpectedToolError:
+            # Its message is the SDK's generic one: nothing to reword.
+            raise
+        except ToolError as exc:
+            raise ToolError(self.shown(str(exc))) from exc.__cause__
+
+
+def strict_tool(
+    fn: Callable[..., Any],
+    annotations: ToolAnnotations,
+    shown: Callable[[str], str],
+) -> StrictTool:
+    """``fn`` as a strict tool, described by its docstring without the source's indentation."""
+    tool = StrictTool.from_function(
+        fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+    )
+    assert isinstance(tool, StrictTool)
+    tool.shown = shown
+    tool.parameters["additionalProperties"] = False
+    return tool
+
+
+def unknown_arguments(tool: str, known: list[str], arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` cannot be given to ``tool`` (which takes ``known``), or None when
+    every name is known. The message suggests the closest known name; for a tool that takes
+    ``parameters``, a name close to none is taken for a notebook parameter."""
+    unknown = [name for name in arguments if name not in known]
+    if not unknown:
+        return None
+    listed = ", ".join(repr(name) for name in unknown)
+    plural = "s" if len(unknown) > 1 else ""
+    message = f"unknown argument{plural} {listed}; {tool} takes {', '.join(known)}"
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        if close:
+            hints.append(f"{close[0]!r} (for {name!r})" if plural else repr(close[0]))
+        elif "parameters" in known:
+            hints.append(f"parameters={{{name!r}: ...}}")
+    if hints:
+        message += f"; did you mean {', '.join(hints)}?"
+    return message
+
+
+def typed_values(declared: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each string given to a declared parameter of another type (int, float,
+    bool, list, dict) converted as the command line's ``-p`` converts it; ``any`` takes a
+    string as it is."""
+    converted = dict(values)
+    for name, value in values.items():
+        parameter = declared.get(name)
+        if isinstance(value, str) and parameter is not None and parameter.type not in _AS_TEXT:
+            converted[name] = convert_text_value(parameter, value)
+    return converted
+
+
+#: Declared types a string is already a value of.
+_AS_TEXT = frozenset({"str", "any"})
