@@ -1,0 +1,369 @@
+"""Finding secrets in text: every shape a printed secret takes, through escape codes.
+
+Shapes searched for, for each secret ``s`` (:func:`_printed`):
+
+* ``s`` itself;
+* the inside of ``repr(s)`` and ``ascii(s)`` (either quoting) and of ``json.dumps(s)``
+  (``\\uXXXX`` escapes or not);
+* the inside of the repr of those escaped forms as bytes (``s.encode("unicode_escape")``);
+* the inside of the repr of ``s``'s bytes in UTF-8, UTF-16-LE and UTF-16-BE
+  (``print(s.encode())``, ``print(s.encode("utf-16"))``), either quoting;
+* those bytes in hex, lower and upper case (``s.encode().hex()``);
+* the base64 (standard and URL-safe) of its UTF-8 bytes, at each of the three
+  alignments, where at least :data:`_MIN_BASE64_CHARS` characters depend on ``s`` alone;
+* each of these with escape codes or invisible characters between its characters
+  (:data:`_GAPS`: every ECMA-48 escape sequence, control characters, zero-width
+  characters): such a text is searched as it shows, and the secret is replaced with the
+  codes inside it, so that no later step that strips codes (the record's markdown, the
+  search index, the report, exports, a terminal) can rejoin it.
+
+Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for (see
+:mod:`.scrub`).
+
+Cost: a run without secrets does none of this; with secrets, a text without escape codes is
+searched with one pattern, and one with codes once more as it shows (linear in its length).
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import html
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["MIN_SECRET_CHARS", "Redactor", "redact"]
+
+#: Secrets shorter than this are not searched for in what a run stores (see the module doc).
+MIN_SECRET_CHARS = 6
+
+#: What shows nothing between two characters on a terminal or in a page: every ECMA-48 escape
+#: sequence (CSI, OSC and the other string sequences, with either terminator, and their 8-bit
+#: forms, two-character escapes), the other control characters but tab and line moves, and the
+#: invisible format characters (soft hyphen, zero-width spaces and joiners, direction marks).
+#: Broader than :func:`.text.strip_ansi` on purpose: whatever any reader removes is removed
+#: here before a secret is looked for, so no reader can rejoin one.
+_GAPS = re.compile(
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|\x1b[ -/]*[0-~]"
+    r"|[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2060-\u2064\ufeff]"
+)
+#: Every gap starts with one of these: a text without any is searched as it is (the fast path).
+_GAP_START = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+#: An escape sequence begun at the end of a text: the rest may come with the next piece.
+_UNFINISHED = re.compile(
+    r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]PX^_][^\x07\x1b\x9c]*\x1b?|[ -/]*)?"
+    r"|\x9b[0-?]*[ -/]*|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*\x1b?)\Z"
+)
+_TAGS = re.compile(r"<[^<>]*>")  # bounded by the next "<": linear
+_MARKDOWN_ESCAPES = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+#: A found secret: where it starts and ends in the text searched, and its name.
+_Span = tuple[int, int, str]
+
+
+class Redactor:
+    """Finds and replaces the values of ``secrets`` (a name -> value mapping).
+
+    Each value is looked for in every printed form of :func:`_printed`, and through escape
+    codes and invisible characters (:data:`_GAPS`) between its characters: a text holding a
+    gap is searched as it shows (gaps removed), and what is found is replaced together with
+    the gaps inside it. Texts without gaps (nearly all) are searched as they are; a redactor
+    without secrets returns at once.
+    """
+
+    def __init__(self, secrets: Mapping[str, str]) -> None:
+        names: dict[str, str] = {}
+        for name, value in sorted(secrets.items()):
+            if value and len(value) >= MIN_SECRET_CHARS:
+                for form in _printed(value):
+                    names.setdefault(form, name)
+        #: The names of secrets too short to be searched for.
+        self.unsearched = sorted(
+            name for name, value in secrets.items() if value and len(value) < MIN_SECRET_CHARS
+        )
+        self._names = names
+        # Longest first: at one position the longest form (a whole secret, not a part) wins.
+        forms = sorted(names, key=lambda form: (-len(form), form))
+        self._forms = forms
+        self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        # The forms as they show (gaps removed), for texts that hold gaps.
+        shown: dict[str, str] = {}
+        for form in forms:
+            shown.setdefault(_GAPS.sub("", form) or form, names[form])
+        self._shown = shown
+        self._shown_forms = sorted(shown, key=lambda form: (-len(form), form))
+        self._shown_pattern = (
+            re.compile("|".join(map(re.escape, self._shown_forms))) if shown else None
+        )
+        self._first = {form[0] for form in self._shown_forms}
+        self._longest = max((len(form) for form in self._shown_forms), default=0)
+        self._bytes = sorted(
+            {
+                encoded: names[form]
+                for form in forms
+                for encoded in (
+                    form.encode("utf-8"),
+                    form.encode("utf-16-le"),
+                    form.encode("utf-16-be"),
+                )
+            }.items(),
+            key=lambda item: -len(item[0]),
+        )
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+    def _spans(self, text: str) -> list[_Span]:
+        """Where secrets occur in ``text``, in order, not overlapping."""
+        if self._pattern is None or self._shown_pattern is None:
+            return []
+        if _GAP_START.search(text) is None:
+            if not any(form in text for form in self._forms):
+                return []
+            return _found(self._pattern, self._names, text)
+        # A secret may lie inside a gap (an OSC title): the text as it is is searched too.
+        spans = _found(self._pattern, self._names, text)
+        shown, where = _shown(text)
+        if any(form in shown for form in self._shown_forms):
+            spans += [
+                (where(start), where(end - 1) + 1, name)
+                for start, end, name in _found(self._shown_pattern, self._shown, shown)
+            ]
+            spans.sort()
+        merged: list[_Span] = []
+        for start, end, name in spans:
+            if merged and start < merged[-1][1]:
+                if end > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], end, merged[-1][2])
+                continue
+            merged.append((start, end, name))
+        return merged
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by ``[secret NAME]``."""
+        spans = self._spans(text)
+        if not spans:
+            return text
+        parts = []
+        cursor = 0
+        for start, end, name in spans:
+            parts += [text[cursor:start], f"[secret {name}]"]
+            cursor = end
+        parts.append(text[cursor:])
+        return "".join(parts)
+
+    def found_in(self, text: str) -> str | None:
+        """The name of a secret that occurs in ``text``, or None."""
+        spans = self._spans(text)
+        return spans[0][2] if spans else None
+
+    def found_in_bytes(self, data: bytes) -> str | None:
+        """The name of a secret that occurs in ``data`` (UTF-8 or UTF-16), or None."""
+        for encoded, name in self._bytes:
+            if encoded in data:
+                return name
+        return None
+
+    def found_in_markup(self, text: str) -> str | None:
+        """The name of a secret that ``text`` (HTML, XML, markdown) shows once decoded.
+
+        Character references are decoded (``&#116;``, ``&#x74;``, ``&lowbar;``), with and
+        without the tags between them, and markdown's backslash escapes removed. Secrets
+        written plainly are not counted: :meth:`text` replaces those.
+        """
+        if self._pattern is None or ("&" not in text and "<" not in text and "\\" not in text):
+            return None
+        plain = self.text(text)
+        untagged = _TAGS.sub("", plain)
+        for decoded in (
+            html.unescape(plain),
+            html.unescape(untagged),
+            html.unescape(_MARKDOWN_ESCAPES.sub(r"\1", untagged)),
+        ):
+            name = self.found_in(decoded)
+            if name is not None:
+                return name
+        return None
+
+    def release(self, text: str) -> tuple[str, str]:
+        """Split ``text`` (what waited plus a new piece) for showing it as it arrives.
+
+        Returns the part that may be shown now, redacted, and the raw tail that must wait
+        for the next piece (or be shown through :meth:`text` at the end): the shortest tail
+        that could be the beginning of a secret, or of an escape sequence. A secret written
+        in pieces is so masked whole, however its pieces were sent.
+        """
+        if self._pattern is None:
+            return text, ""
+        held = self._held_from(text)
+        shown = []
+        cursor = 0
+        for start, end, name in self._spans(text):
+            if start >= held:
+                break
+            shown += [text[cursor:start], f"[secret {name}]"]
+            cursor = end
+        held = max(held, cursor)
+        shown.append(text[cursor:held])
+        return "".join(shown), text[held:]
+
+    def _held_from(self, text: str) -> int:
+        """Where the tail of ``text`` that may begin a secret (as it shows) starts."""
+        unfinished = _UNFINISHED.search(text)
+        end = len(text) if unfinished is None else unfinished.start()
+        body = text[:end]
+        if _GAP_START.search(body) is None:
+            shown, where = body, None
+        else:
+            shown, where = _shown(body)
+        low = max(0, len(shown) - self._longest + 1)
+        for index in range(low, len(shown)):
+            if shown[index] not in self._first:
+                continue
+            tail = shown[index:]
+            if any(len(form) > len(tail) and form.startswith(tail) for form in self._shown_forms):
+                return index if where is None else where(index)
+        return end
+
+    def pieces(self, pieces: list[str]) -> list[str]:
+        """Redact ``pieces`` as one text (a stream sent in parts), keeping the parts apart.
+
+        A secret that spans parts is replaced in the part where it starts; the rest of it is
+        removed from the parts that follow.
+        """
+        if self._pattern is None:
+            return pieces
+        joined = "".join(pieces)
+        spans = self._spans(joined)
+        if not spans:
+            return pieces
+        redacted = []
+        low = 0
+        for piece in pieces:
+            high = low + len(piece)
+            parts = []
+            cursor = low
+            for start, end, name in spans:
+                if end <= low or start >= high:
+                    continue
+                if start > cursor:
+                    parts.append(joined[cursor:start])
+                if start >= low:
+                    parts.append(f"[secret {name}]")
+                cursor = max(cursor, min(end, high))
+            parts.append(joined[cursor:high])
+            redacted.append("".join(parts))
+            low = high
+        return redacted
+
+    def value(self, value: Any) -> Any:
+        """``value`` with every secret replaced, recursively (a new object; lists, tuples,
+        dicts and notebook nodes are rebuilt)."""
+        if self._pattern is None:
+            return value
+        return self._value(value)
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self._value(item) for item in value]
+        if isinstance(value, tuple):
+            return tuple(self._value(item) for item in value)
+        if isinstance(value, dict):
+            redacted = type(value)() if type(value) is not dict else {}
+            for key, item in value.items():
+                redacted[self._value(key) if isinstance(key, str) else key] = self._value(item)
+            return redacted
+        return value
+
+
+def _found(pattern: re.Pattern[str], names: Mapping[str, str], text: str) -> list[_Span]:
+    return [(m.start(), m.end(), names[m.group()]) for m in pattern.finditer(text)]
+
+
+def _shown(text: str) -> tuple[str, Callable[[int], int]]:
+    """``text`` as it shows (gaps removed), and where its character ``i`` is in ``text``."""
+    parts = []
+    shown_at: list[int] = []  # where each kept run of characters starts, shown and in text
+    text_at: list[int] = []
+    cursor = length = 0
+    for gap in _GAPS.finditer(text):
+        if gap.start() > cursor:
+            shown_at.append(length)
+            text_at.append(cursor)
+            parts.append(text[cursor : gap.start()])
+            length += gap.start() - cursor
+        cursor = gap.end()
+    if cursor < len(text):
+        shown_at.append(length)
+        text_at.append(cursor)
+        parts.append(text[cursor:])
+
+    def where(index: int) -> int:
+        run = bisect.bisect_right(shown_at, index) - 1
+        return text_at[run] + index - shown_at[run]
+
+    return "".join(parts), where
+
+
+def redact(value: Any, secrets: Mapping[str, str]) -> Any:
+    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively.
+
+    A value is also found as a notebook commonly prints it (see :func:`_printed`) and with
+    escape codes between its characters. Secrets shorter than :data:`MIN_SECRET_CHARS` are
+    not searched for.
+    """
+    return Redactor(secrets).value(value)
+
+
+#: Encodings whose bytes a notebook may print (``print(s.encode("utf-16"))`` prints a byte
+#: order mark, then the little-endian form).
+_ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be")
+
+#: A base64 form shorter than this could match unrelated text: not searched for.
+_MIN_BASE64_CHARS = 8
+
+
+def _printed(text: str) -> set[str]:
+    """Every printed form of ``text`` searched for (the list is in the module doc)."""
+    both = "'\""  # a repr of a text holding both quotes escapes its single quotes
+    forms = {
+        text,
+        repr(text)[1:-1],
+        repr(text + both)[1:-4],
+        ascii(text)[1:-1],
+        ascii(text + both)[1:-4],
+        json.dumps(text, ensure_ascii=False)[1:-1],
+        json.dumps(text)[1:-1],
+    }
+    # The bytes of an escaped form (``s.encode("unicode_escape")``) print with backslashes
+    # doubled.
+    forms |= {repr(form.encode("ascii", "backslashreplace"))[2:-1] for form in list(forms)}
+    for encoding in _ENCODINGS:
+        data = text.encode(encoding)
+        forms |= {
+            repr(data)[2:-1],
+            repr(data + b"'\"")[2:-4],
+            data.hex(),
+            data.hex().upper(),
+        }
+        if encoding == "utf-8":
+            forms |= _base64_forms(data)
+    return forms
+
+
+def _base64_forms(data: bytes) -> set[str]:
+    """The base64 characters that only ``data`` decides, at each of the three alignments."""
+    forms = set()
+    for skip in range(3):
+        encoded = base64.b64encode(bytes(skip) + data).decode()
+        whole = (skip + len(data)) // 3 * 4  # characters of complete groups
+        core = encoded[4 if skip else 0 : whole]
+        if len(core) >= _MIN_BASE64_CHARS:
+            forms |= {core, core.replace("+", "-").replace("/", "_")}
+    return forms
