@@ -20,14 +20,18 @@ Shapes searched for, for each secret ``s`` (:func:`_printed`):
 Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for (see
 :mod:`.scrub`).
 
-Cost: a run without secrets does none of this; with secrets, a text without escape codes is
-searched with one pattern, and one with codes once more as it shows (linear in its length).
+Cost, linear in the text: a run without secrets does none of this. With two secrets (about
+30 forms), a redactor is built in 0.2 ms; a text is scanned once per form (about 10 ms a MB,
+about 1 ms for a run of 20 cells printing 4 kB each), and a text holding escape codes once
+more as it shows (about 130 ms a MB of densely coloured output); short strings (shorter than
+every form) are not scanned. Shown live, each piece costs some 30 us.
 """
 
 from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import html
 import json
 import re
@@ -108,7 +112,7 @@ class Redactor:
         # Longest first: at one position the longest form (a whole secret, not a part) wins.
         forms = sorted(names, key=lambda form: (-len(form), form))
         self._forms = forms
-        self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        self._pattern = _alternation(tuple(forms)) if forms else None
         # The forms as they show (gaps removed), for texts that hold gaps.
         shown: dict[str, str] = {}
         for form in forms:
@@ -116,29 +120,20 @@ class Redactor:
         self._shown = shown
         self._shown_forms = sorted(shown, key=lambda form: (-len(form), form))
         self._shown_pattern = (
-            re.compile("|".join(map(re.escape, self._shown_forms))) if shown else None
+            self._pattern if self._shown_forms == forms else _alternation(tuple(self._shown_forms))
         )
         self._longest = max((len(form) for form in self._shown_forms), default=0)
+        # No text shorter than every form can hold one, gaps or not (most strings of a notebook).
+        self._shortest = min((len(form) for form in self._shown_forms), default=0)
         self._held: tuple[frozenset[str], frozenset[str]] | None = None
-        self._bytes = sorted(
-            {
-                encoded: names[form]
-                for form in forms
-                for encoded in (
-                    form.encode("utf-8"),
-                    form.encode("utf-16-le"),
-                    form.encode("utf-16-be"),
-                )
-            }.items(),
-            key=lambda item: -len(item[0]),
-        )
+        self._bytes: list[tuple[bytes, str]] | None = None  # made when a payload is searched
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def _spans(self, text: str) -> list[_Span]:
         """Where secrets occur in ``text``, in order, not overlapping."""
-        if self._pattern is None or self._shown_pattern is None:
+        if self._pattern is None or self._shown_pattern is None or len(text) < self._shortest:
             return []
         # A secret may lie inside a gap too (an OSC title): the text as it is is searched.
         spans = (
@@ -186,8 +181,15 @@ class Redactor:
 
     def found_in_bytes(self, data: bytes) -> str | None:
         """The name of a secret that occurs in ``data`` (UTF-8 or UTF-16), or None."""
-        for encoded, name in self._bytes:
-            if encoded in data:
+        if self._bytes is None:
+            encoded = {
+                form.encode(encoding): self._names[form]
+                for form in self._forms
+                for encoding in ("utf-8", "utf-16-le", "utf-16-be")
+            }
+            self._bytes = sorted(encoded.items(), key=lambda item: -len(item[0]))
+        for encoded_form, name in self._bytes:
+            if encoded_form in data:
                 return name
         return None
 
@@ -198,19 +200,18 @@ class Redactor:
         without the tags between them, and markdown's backslash escapes removed. Secrets
         written plainly are not counted: :meth:`text` replaces those.
         """
-        if self._pattern is None or ("&" not in text and "<" not in text and "\\" not in text):
+        if self._pattern is None:
             return None
         plain = self.text(text)
-        untagged = _TAGS.sub("", plain)
-        for decoded in (
-            html.unescape(plain),
-            html.unescape(untagged),
-            html.unescape(_MARKDOWN_ESCAPES.sub(r"\1", untagged)),
-        ):
-            name = self.found_in(decoded)
-            if name is not None:
-                return name
-        return None
+        decoded = []
+        if "&" in plain:
+            decoded.append(html.unescape(plain))
+        untagged = _TAGS.sub("", plain) if "<" in plain else plain
+        if untagged is not plain:
+            decoded.append(html.unescape(untagged))
+        if "\\" in untagged:
+            decoded.append(html.unescape(_MARKDOWN_ESCAPES.sub(r"\1", untagged)))
+        return next((name for text in decoded if (name := self.found_in(text))), None)
 
     def release(self, text: str) -> tuple[str, str]:
         """Split ``text`` (what waited plus a new piece) for showing it as it arrives.
@@ -371,6 +372,13 @@ _ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be")
 
 #: A base64 form shorter than this could match unrelated text: not searched for.
 _MIN_BASE64_CHARS = 8
+
+
+@functools.lru_cache(maxsize=32)
+def _alternation(forms: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern matching any of ``forms`` (kept: a run builds its redactor several times,
+    and escaping the forms costs more than the rest of a redactor)."""
+    return re.compile("|".join(map(re.escape, forms)))
 
 
 def _printed(text: str) -> set[str]:

@@ -115,10 +115,18 @@ def scrub_notebook(notebook: NotebookNode, secrets: Mapping[str, str]) -> Notebo
             kept.append(_checked(output, redactor))
         cell["outputs"] = kept
     texts = [_joined_text(output.get("text", "")) for output in streams]
-    for output, text in zip(streams, redactor.pieces(texts), strict=True):
-        output["text"] = text
+    for output in streams:
+        output["text"] = ""  # searched once, as one text, below
     # Everything else (sources, metadata, text outputs, JSON scraps, errors) as text.
     redacted: NotebookNode = redactor.value(scrubbed)
+    copies = [
+        output
+        for cell in redacted.cells
+        for output in cell.get("outputs") or ()
+        if output.get("output_type") == "stream"
+    ]
+    for output, text in zip(copies, redactor.pieces(texts), strict=True):
+        output["text"] = text
     return redacted
 
 
