@@ -211,7 +211,7 @@ class Redactor:
             decoded.append(html.unescape(untagged))
         if "\\" in untagged:
             decoded.append(html.unescape(_MARKDOWN_ESCAPES.sub(r"\1", untagged)))
-        return next((name for text in decoded if (name := self.found_in(text))), None)
+        return next((name for shown in decoded if (name := self.found_in(shown))), None)
 
     def release(self, text: str) -> tuple[str, str]:
         """Split ``text`` (what waited plus a new piece) for showing it as it arrives.
