@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
 from ._notebook import from_dict
-from ._progress import OutputPrinter, cell_progress, output_printer, run_progress
+from ._progress import cell_progress, output_printer, run_progress
 from ._run import records as _records
 from ._run.parameters import declared_parameters
 from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
@@ -259,7 +259,7 @@ class NotebookExecutor:
             printer = plan.job.on_output = output_printer(plan.secrets)
             progress = progress or False  # a bar between outputs helps nobody
         with cell_progress(cells, Path(plan.notebook).name, progress) as bar:
-            plan.job.on_cell = _cell_hook(bar, on_cell, cells, printer)
+            plan.job.on_cell = _cell_hook(bar, on_cell, cells)
             try:
                 return self._run(plan)
             finally:
@@ -618,23 +618,19 @@ def _cell_hook(
     bar: Callable[[int], None] | None,
     hook: Callable[[int, int], None] | None,
     total: int,
-    printer: OutputPrinter | None = None,
 ) -> Callable[[int], None] | None:
-    """The engine's per-cell callback: the progress bar's, the caller's ``(done, total)``, and
-    the end of a cell's live output (``printer``), whichever are given."""
-    if hook is None and printer is None:
+    """The engine's per-cell callback: the progress bar's and the caller's ``(done, total)``,
+    whichever are given."""
+    if hook is None:
         return bar
     done = 0
 
     def on_cell(index: int) -> None:
         nonlocal done
         done += 1
-        if printer is not None:
-            printer.flush()
         if bar is not None:
             bar(index)
-        if hook is not None:
-            hook(done, total)
+        hook(done, total)
 
     return on_cell
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._run.scrub import Redactor
+from ._run.redaction import Redactor
 from ._run.text import strip_ansi
 
 __all__ = [
@@ -113,47 +113,33 @@ def output_text(output: Mapping[str, Any]) -> tuple[str, str] | None:
 class OutputPrinter:
     """An ``on_output`` callback writing each cell output to stderr, secrets masked.
 
-    A secret may be written in pieces, each sent alone (``write(s[:4]); flush();
-    write(s[4:])``): a stream's last few characters (one less than the longest form of a
-    secret) wait for its next piece, so each secret is masked whole. What waits is written
-    when another output or cell starts, when a cell completes (:meth:`flush`) and at the end
-    of the run.
+    What it writes is one text (stdout and stderr, results, tracebacks, cell after cell), and
+    secrets are masked in that text: a secret written in pieces, each sent alone
+    (``write(s[:4]); flush(); write(s[4:])``), half to each stream or half in each of two
+    cells, is masked whole. So the shortest tail that could begin a secret (or an escape
+    sequence) waits for what follows; it is written, masked, at the end of the run
+    (:meth:`flush`).
     """
 
     def __init__(self, secrets: Mapping[str, str]) -> None:
         self._redactor = Redactor(secrets)
-        self._cell: int | None = None
-        #: Per stream name (``stdout``, ``stderr``): the raw text not shown yet.
-        self._waiting: dict[str, str] = {}
+        #: The raw text not shown yet.
+        self._waiting = ""
         self._lock = threading.Lock()
 
     def __call__(self, index: int, output: Mapping[str, Any]) -> None:
         shown = output_text(output)
         if shown is None:
             return
-        stream, text = shown
         with self._lock:
-            if index != self._cell:
-                self._flush()
-                self._cell = index
-            if output.get("output_type") != "stream":
-                self._flush()
-                self._write(self._redactor.text(text))
-                return
-            ready, self._waiting[stream] = self._redactor.release(
-                self._waiting.get(stream, "") + text
-            )
+            ready, self._waiting = self._redactor.release(self._waiting + shown[1])
             self._write(ready)
 
-    def flush(self, _index: int | None = None) -> None:
-        """Write what waits (a cell completed, or the run ended)."""
+    def flush(self) -> None:
+        """Write what waits (the run ended)."""
         with self._lock:
-            self._flush()
-
-    def _flush(self) -> None:
-        waiting, self._waiting = self._waiting, {}
-        for text in waiting.values():
-            self._write(self._redactor.text(text))
+            waiting, self._waiting = self._waiting, ""
+            self._write(self._redactor.text(waiting))
 
     @staticmethod
     def _write(text: str) -> None:
@@ -164,7 +150,7 @@ class OutputPrinter:
 
 def output_printer(secrets: Mapping[str, str]) -> OutputPrinter:
     """An ``on_output`` callback writing each cell output to stderr, secrets masked
-    (:class:`OutputPrinter`); call its ``flush`` when a cell completes and when the run ends."""
+    (:class:`OutputPrinter`); call its ``flush`` when the run ends."""
     return OutputPrinter(secrets)
 
 

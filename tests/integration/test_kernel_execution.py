@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError, read_notebook
 from notebook_executor._kernels.kernel_engine import KernelEngine
 
@@ -999,9 +1000,7 @@ def test_kernel_cwd_env_and_secrets(ex: NotebookExecutor, tmp_path: Path) -> Non
     assert "v-123" not in json.dumps(provenance)
     assert secret not in json.dumps(result)
     assert "[secret NBX_TEST_SECRET]" in ipynb.read_text(encoding="utf-8")
-    for path in ipynb.parent.parent.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    assert scan_tree(ipynb.parent.parent, {"NBX_TEST_SECRET": secret}) == {}
 
 
 def test_output_path(ex: NotebookExecutor, nbdir: Path, tmp_path: Path, runs_dir: Path) -> None:

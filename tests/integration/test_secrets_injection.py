@@ -14,10 +14,11 @@ notebook and compared), through the API and the command line, and none of them e
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from leaks import scan_tree, traces
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
 from support import alive
 
@@ -172,50 +174,6 @@ ECHO_MANY = (
 )
 
 
-def _escapes(value: str) -> list[str]:
-    """``value`` as the body of a Python repr, an ASCII repr and a JSON string."""
-    return [
-        repr(value)[1:-1],
-        ascii(value)[1:-1],
-        json.dumps(value, ensure_ascii=False)[1:-1],
-        json.dumps(value)[1:-1],
-    ]
-
-
-def _encodings(value: str) -> dict[str, bytes]:
-    """The forms a leaked value could take in a file: plain, escaped once or twice (a repr
-    printed by the notebook, then stored in a JSON file), base64, UTF-16."""
-    forms = {"plain": value.encode()}
-    for n, once in enumerate(_escapes(value)):
-        forms[f"escaped-{n}"] = once.encode()
-        for m, twice in enumerate(_escapes(once)):
-            forms[f"escaped-{n}-{m}"] = twice.encode()
-    forms["base64"] = base64.b64encode(value.encode())
-    forms["base64-url"] = base64.urlsafe_b64encode(value.encode())
-    forms["utf-16"] = value.encode("utf-16-le")
-    return forms
-
-
-def _leaks(data: bytes, values: dict[str, str]) -> list[str]:
-    return [
-        f"{name} as {form}"
-        for name, value in values.items()
-        for form, needle in _encodings(value).items()
-        if needle in data
-    ]
-
-
-def _scan_runs(runs_dir: Path, values: dict[str, str]) -> dict[str, list[str]]:
-    """Every file under ``runs_dir`` that holds any form of any value."""
-    found: dict[str, list[str]] = {}
-    for path in sorted(runs_dir.rglob("*")):
-        if path.is_file():
-            leaks = _leaks(path.read_bytes(), values)
-            if leaks:
-                found[str(path.relative_to(runs_dir))] = leaks
-    return found
-
-
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("secrets")
@@ -253,12 +211,12 @@ def test_secrets_reach_the_kernel_and_nothing_else(workdir: Path) -> None:
         )
         # The catalog's write-ahead log still holds the latest writes here.
         assert (runs_dir / "catalog.sqlite-wal").exists()
-        during = _scan_runs(runs_dir, SECRETS)
+        during = scan_tree(runs_dir, SECRETS)
         rows = ex.runs()
         frame = ex.scraps()
         stored = ex.get_run(result["run_id"])
         outputs = ex.collect_outputs(result["run_id"])
-    after = _scan_runs(runs_dir, SECRETS)
+    after = scan_tree(runs_dir, SECRETS)
 
     # The kernel had the exact values: it hashed them and compared the parameter.
     assert result["status"] == "error"
@@ -284,7 +242,7 @@ def test_secrets_reach_the_kernel_and_nothing_else(workdir: Path) -> None:
         ("collect_outputs()", outputs),
     ]:
         text = json.dumps(returned, ensure_ascii=False, default=str).encode()
-        assert _leaks(text, SECRETS) == [], name
+        assert traces(text, SECRETS) == [], name
     assert result["parameters"]["hint"] == "[secret API_TOKEN]"
     assert result["request"] == "check the login with [secret API_TOKEN] and [secret DB_PASSWORD]"
     assert result["scraps"]["token"] == "[secret API_TOKEN]"
@@ -317,8 +275,8 @@ def test_command_line_secrets_come_from_the_environment_and_are_written_nowhere(
     result = json.loads(done.stdout)
     assert (result["error_kind"], result["failed_cell"]["index"]) == ("cell_error", 3)
     assert result["scraps"]["token"] == "[secret API_TOKEN]"
-    assert _leaks(done.stdout + done.stderr, SECRETS) == []
-    assert _scan_runs(runs_dir, SECRETS) == {}
+    assert traces(done.stdout + done.stderr, SECRETS) == []
+    assert scan_tree(runs_dir, SECRETS) == {}
     record = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))
     assert record["metadata"]["notebook_executor"]["secret_names"] == ["API_TOKEN", "DB_PASSWORD"]
 
@@ -370,7 +328,7 @@ def test_a_secret_survives_a_killed_host_unwritten(workdir: Path) -> None:
             assert host.poll() is None, "the host ended before the cell started"
             assert time.monotonic() < deadline, "the cell never started"
             time.sleep(0.05)
-        during = _scan_runs(runs_dir, SECRETS)
+        during = scan_tree(runs_dir, SECRETS)
     finally:
         host.kill()
         host.wait(timeout=60)
@@ -384,7 +342,150 @@ def test_a_secret_survives_a_killed_host_unwritten(workdir: Path) -> None:
         assert row["error_kind"] == "interrupted"
         assert row["parameters"] == {"hint": "[secret API_TOKEN]"}
     assert during == {}
-    assert _scan_runs(runs_dir, SECRETS) == {}
+    assert scan_tree(runs_dir, SECRETS) == {}
+
+
+#: A token, and a secret that is not ASCII (its bytes print as escapes).
+TRICKY = {"TOKEN": "tok_live_9f8E7d6C5b4A3x2Y1z0-QwErTy", "UNI": "Zq7S\u00e9cret-42xy"}
+
+#: What the notebook writes in pieces (to two streams, or in two cells): no piece may show.
+TRICKY_PIECES = (TRICKY["TOKEN"][:9], TRICKY["TOKEN"][9:], TRICKY["UNI"][:7], TRICKY["UNI"][7:])
+
+TRICKS = """# %%
+import os
+import sys
+
+from IPython.display import HTML, Markdown, display
+
+s, u = os.environ["TOKEN"], os.environ["UNI"]
+
+# %%
+# Escape codes inside a secret: colours, a hyperlink (OSC 8), an 8-bit CSI.
+print(s[:9] + "\\x1b[0m" + s[9:])
+print("link: " + s[:5] + "\\x1b]8;;https://example.com\\x1b\\\\" + s[5:] + "\\x1b]8;;\\x07")
+sys.stderr.write(u[:4] + "\\x1b[1;31m" + u[4:] + "\\x1b[0m\\n")
+display({"text/plain": s[:3] + "\\x1b[4m" + s[3:7] + "\\x9b0m" + s[7:]}, raw=True)
+
+# %%
+# Character references: decimal, hexadecimal, named and plain mixed, in markup of each kind.
+def entities(text, style):
+    named = {"_": "&lowbar;", "\u00e9": "&eacute;", "S": "&#83;"}
+    if style == "dec":
+        return "".join(f"&#{ord(c)};" for c in text)
+    if style == "hex":
+        return "".join(f"&#x{ord(c):x};" for c in text)
+    return "".join(named.get(c, c if i % 2 else f"&#X{ord(c):X};") for i, c in enumerate(text))
+
+display(HTML(entities(s, "dec")))
+display(HTML("<p>" + entities(s, "hex") + "</p>"))
+display(HTML(entities(u, "mixed")))
+display(Markdown("**" + entities(u, "dec") + "**"))
+svg = '<svg xmlns="http://www.w3.org/2000/svg"><text>' + entities(s, "mixed") + "</text></svg>"
+display({"image/svg+xml": svg}, raw=True)
+
+# %%
+# The printed forms of a secret's bytes.
+print(u.encode())
+print(u.encode("utf-16"))
+print(u.encode("utf-16-be"))
+print(u.encode().hex(), u.encode().hex().upper())
+print(s.encode("utf-16-le").hex())
+print([u.encode()])
+print(u.encode("unicode_escape"))
+
+# %%
+# Pieces: half to stdout, half to stderr; then half in this cell and half in the next.
+sys.stdout.write(s[:9])
+sys.stdout.flush()
+sys.stderr.write(s[9:] + "\\n")
+sys.stderr.flush()
+_ = sys.stdout.write(u[:7])
+
+# %%
+print(u[7:])
+
+# %%
+raise ValueError("refused: " + s[:9] + "\\x1b[31m" + s[9:])
+"""
+
+
+def test_secrets_hidden_by_escape_codes_entities_bytes_and_pieces_leave_no_trace(
+    workdir: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Escape codes between a secret's characters, an HTML output made of character references,
+    the printed forms of a secret's bytes, a secret written half to each stream or half in each
+    of two cells: no trace anywhere, as stored, indexed, reported, exported or shown live."""
+    (workdir / "tricks.py").write_text(TRICKS)
+    runs_dir = workdir / "tricky-runs"
+    with NotebookExecutor(runs_dir=runs_dir, log_output=True) as ex:
+        capfd.readouterr()
+        result = ex.execute(workdir / "tricks.py", secrets=TRICKY)
+        live = capfd.readouterr()
+        hits = [
+            hit
+            for query in ["tok*", "live*", "Zq7S*", "secret", "link", "refused", "Zq7S\u00e9cret*"]
+            for hit in ex.search(query)
+        ]
+
+    assert (result["error_kind"], result["failed_cell"]["index"]) == ("cell_error", 6)
+    # What the run stores, and hands back.
+    assert scan_tree(runs_dir, TRICKY, TRICKY_PIECES) == {}
+    assert traces(json.dumps(result, ensure_ascii=False), TRICKY, TRICKY_PIECES) == []
+    # The search index: its rows and the snippets of its hits.
+    assert any("[secret TOKEN]" in hit["snippet"] for hit in hits), hits
+    assert traces(json.dumps(hits, ensure_ascii=False), TRICKY, TRICKY_PIECES) == []
+    with contextlib.closing(sqlite3.connect(runs_dir / "catalog.sqlite")) as catalog:
+        listed = catalog.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        tables = [row[0] for row in listed.fetchall()]
+        rows = [row for table in tables for row in catalog.execute(f'SELECT * FROM "{table}"')]
+    assert any("[secret TOKEN]" in str(row) for row in rows)
+    assert traces(json.dumps(rows, ensure_ascii=False, default=str), TRICKY, TRICKY_PIECES) == []
+    # What was shown live on the host's stderr while it ran: the outputs, secrets masked.
+    assert "link: [secret TOKEN]" in live.err
+    assert traces(live.out + live.err, TRICKY, TRICKY_PIECES) == []
+
+    # The report, and every export.
+    report = workdir / "tricky-report"
+    command = [*CLI, "report", "--runs-dir", str(runs_dir), "--out", str(report)]
+    done = subprocess.run(command, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert any(report.rglob("*.html"))
+    assert scan_tree(report, TRICKY, TRICKY_PIECES) == {}
+    exports = workdir / "tricky-exports"
+    exports.mkdir()
+    for to in ("html", "markdown", "script"):
+        out = exports / f"run.{to}"
+        command = [*CLI, "export", result["run_id"], "--to", to, "--runs-dir", str(runs_dir)]
+        done = subprocess.run([*command, "--out", str(out)], capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert out.exists()
+    assert scan_tree(exports, TRICKY, TRICKY_PIECES) == {}
+
+    # The outputs that could only be stored with a secret inside are withheld, and say so.
+    stored = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))
+    html_cell = stored["cells"][2]["outputs"]
+    assert len(html_cell) == 5
+    assert all("withheld" in str(output["data"]["text/plain"]) for output in html_cell)
+
+
+def test_command_line_log_output_masks_a_secret_across_streams_and_cells(
+    workdir: Path,
+) -> None:
+    """``run --log-output`` shows the outputs live on stderr; a secret in pieces (one on each
+    stream, or one in each of two cells) or with escape codes inside is masked whole."""
+    (workdir / "tricks.py").write_text(TRICKS)
+    runs_dir = workdir / RUNS[1]
+    done = subprocess.run(
+        [*CLI, "run", "tricks.py", "--log-output", "--secret", "TOKEN", "--secret", "UNI", *RUNS],
+        cwd=workdir,
+        env={**os.environ, **TRICKY},
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"[secret TOKEN]" in done.stderr
+    assert traces(done.stdout + done.stderr, TRICKY, TRICKY_PIECES) == []
+    assert scan_tree(runs_dir, TRICKY, TRICKY_PIECES) == {}
 
 
 # -- injection ------------------------------------------------------------------------------------

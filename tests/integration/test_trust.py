@@ -3,7 +3,6 @@ caller's copy whole and valid, the result small. Real kernels throughout."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -17,6 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError, OutputWriteError
 
 pytestmark = pytest.mark.kernel
@@ -42,8 +42,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def _holding(folder: Path, value: str) -> list[str]:
-    forms = [value.encode(), json.dumps(value)[1:-1].encode(), base64.b64encode(value.encode())]
-    return sorted(name for name, data in _files(folder).items() if any(f in data for f in forms))
+    return sorted(scan_tree(folder, {"value": value}))
 
 
 def _record(result: dict[str, Any]) -> nbformat.NotebookNode:

@@ -11,7 +11,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from leaks import traces
 from notebook_executor._notebook import NotebookNode, new_code_cell, new_notebook, new_output
+from notebook_executor._progress import OutputPrinter
 from notebook_executor._run.results import CellMap, build_result
 from notebook_executor._run.scrub import (
     MIN_SECRET_CHARS,
@@ -188,3 +190,195 @@ def test_a_secret_across_the_clip_leaves_no_piece() -> None:
     result = _failed(CellFailure(0, "cell_error", "E", evalue, []), {"T": TOKEN})
     assert TOKEN[:5] not in result["failed_cell"]["evalue"]
     assert "[secret T]" in result["failed_cell"]["evalue"]
+
+
+# -- shapes: escape codes inside a secret, markup, printed bytes -------------------------------
+
+#: A secret that is not ASCII: its bytes print as escapes.
+UNI = "Zq7S\u00e9cret-42xy"
+SECRETS = {"T": TOKEN, "U": UNI}
+
+
+def _no_trace(text: str) -> None:
+    """No form of either secret in ``text``, as it is, as it shows, nor decoded."""
+    assert traces(text, SECRETS) == []
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [
+        {9: "\x1b[0m"},
+        {4: "\x1b[1;31m", 20: "\x1b[0m\x1b[K"},
+        {5: "\x1b]8;;https://example.com\x1b\\"},
+        {5: "\x1b]0;title\x07"},
+        {3: "\x9b4m"},
+        {7: "\x1b(B"},
+        {1: "\u200b", 2: "\u00ad", 3: "\ufeff"},
+        {n: f"\x1b[3{n % 8}m" for n in range(1, len(TOKEN))},
+    ],
+    ids=["reset", "two", "hyperlink", "title", "8-bit-csi", "charset", "zero-width", "every"],
+)
+def test_a_secret_with_escape_codes_inside_is_found(codes: dict[int, str]) -> None:
+    hidden = "".join(codes.get(n, "") + c for n, c in enumerate(TOKEN))
+    text = f"\x1b[32mkey:\x1b[0m {hidden} \x1b[1mend\x1b[0m\n"
+    redacted = Redactor(SECRETS).text(text)
+    assert redacted == "\x1b[32mkey:\x1b[0m [secret T] \x1b[1mend\x1b[0m\n"
+    _no_trace(redacted)
+
+
+def test_a_secret_inside_an_escape_sequence_is_found() -> None:
+    redactor = Redactor(SECRETS)
+    assert redactor.text(f"\x1b]0;{TOKEN}\x07 shown") == "\x1b]0;[secret T]\x07 shown"
+    assert redactor.text("ordinary \x1b[31mred\x1b[0m text") == "ordinary \x1b[31mred\x1b[0m text"
+
+
+def test_escape_codes_in_stored_outputs_hide_no_secret() -> None:
+    """Streams (also split), results and errors (message and traceback) of a stored notebook."""
+    coloured = TOKEN[:9] + "\x1b[31m" + TOKEN[9:]
+    nb = _notebook(
+        _stream("a: " + TOKEN[:4] + "\x1b["),
+        _stream("0m" + TOKEN[4:] + "\n"),
+        new_output("execute_result", data={"text/plain": coloured}, execution_count=1),
+        new_output(
+            "error",
+            ename="ValueError",
+            evalue=coloured,
+            traceback=["\x1b[0;31mValueError\x1b[0m: " + coloured],
+        ),
+    )
+    scrubbed = scrub_notebook(nb, SECRETS)
+    _no_trace(json.dumps(scrubbed))
+    outputs = scrubbed.cells[0].outputs
+    assert outputs[0].text == "a: [secret T]\n"  # the two streams, merged
+    assert outputs[2].evalue == "[secret T]"
+
+
+def test_streams_of_all_cells_are_one_text() -> None:
+    """Half a secret on stdout and half on stderr, or half in each of two cells."""
+    first, second = new_code_cell("a"), new_code_cell("b")
+    first.outputs = [_stream("x " + TOKEN[:9]), _stream(TOKEN[9:] + " y\n", "stderr")]
+    first.outputs.append(_stream("z " + UNI[:7]))
+    second.outputs = [_stream(UNI[7:] + "\n")]
+    scrubbed = scrub_notebook(new_notebook(cells=[first, second]), SECRETS)
+    texts = [o.text for cell in scrubbed.cells for o in cell.outputs]
+    assert texts == ["x [secret T]", " y\n", "z [secret U]", "\n"]
+
+
+def _entities(text: str, style: str) -> str:
+    if style == "decimal":
+        return "".join(f"&#{ord(c)};" for c in text)
+    if style == "hex":
+        return "".join(f"&#x{ord(c):x};" for c in text)
+    named = {"_": "&lowbar;", "\u00e9": "&eacute;", "-": "&#45;"}
+    return "".join(named.get(c, c if n % 2 else f"&#X{ord(c):X};") for n, c in enumerate(text))
+
+
+@pytest.mark.parametrize(
+    ("mime", "markup"),
+    [
+        ("text/html", _entities(TOKEN, "decimal")),
+        ("text/html", "<p>" + _entities(TOKEN, "hex") + "</p>"),
+        ("text/html", _entities(UNI, "mixed")),
+        ("text/html", "".join(f"<span>{c}</span>" for c in TOKEN)),
+        ("text/html", f'<a title="{_entities(TOKEN, "decimal")}">link</a>'),
+        ("text/markdown", "**" + _entities(UNI, "decimal") + "**"),
+        ("text/markdown", TOKEN.replace("_", "\\_").replace("-", "\\-")),
+        ("image/svg+xml", f"<svg><text>{_entities(TOKEN, 'mixed')}</text></svg>"),
+        ("application/xhtml+xml", _entities(TOKEN, "hex")),
+    ],
+    ids=["decimal", "hex", "mixed", "tags", "attribute", "markdown", "md-escapes", "svg", "xhtml"],
+)
+def test_markup_showing_a_secret_once_decoded_is_withheld(mime: str, markup: str) -> None:
+    leaky = new_output("display_data", data={mime: markup, "text/plain": "<HTML object>"})
+    clean = new_output("display_data", data={mime: "<b>caf&eacute; &#38; 1 &lt; 2</b>"})
+    outputs = scrub_notebook(_notebook(leaky, clean), SECRETS).cells[0].outputs
+    reason = outputs[0].data["text/plain"]
+    assert reason.startswith("[notebook-executor: output withheld: it shows the value of secret")
+    assert outputs[1].data == clean.data
+    _no_trace(json.dumps(outputs))
+
+
+def test_markup_holding_a_secret_plainly_is_redacted_not_withheld() -> None:
+    output = new_output("display_data", data={"text/html": f"<b>{TOKEN}</b> &amp; more"})
+    [scrubbed] = scrub_notebook(_notebook(output), SECRETS).cells[0].outputs
+    assert scrubbed.data == {"text/html": "<b>[secret T]</b> &amp; more"}
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        str(UNI.encode()),
+        str(UNI.encode("utf-16")),
+        str(UNI.encode("utf-16-be")),
+        str([UNI.encode()]),
+        str(UNI.encode("unicode_escape")),
+        str((UNI + "'\"").encode()),
+        UNI.encode().hex(),
+        UNI.encode().hex().upper(),
+        TOKEN.encode("utf-16-le").hex(),
+        UNI.encode("utf-16-be").hex(),
+        base64.b64encode(TOKEN.encode()).decode(),
+        str(base64.b64encode(b"x" + UNI.encode() + b"yz")),
+        base64.urlsafe_b64encode(b"ab" + TOKEN.encode()).decode(),
+        json.dumps({"k": UNI}),
+        ascii(UNI),
+    ],
+    ids=lambda printed: printed[:24],
+)
+def test_the_printed_forms_of_a_secrets_bytes_are_found(printed: str) -> None:
+    redacted = Redactor(SECRETS).text(f"value: {printed} end")
+    assert "[secret " in redacted
+    _no_trace(redacted)
+    assert redacted.startswith("value: ")
+    assert redacted.endswith(" end")
+
+
+def test_a_redactor_without_secrets_changes_nothing() -> None:
+    redactor = Redactor({})
+    text = "\x1b[31m&#116;ok\x1b[0m"
+    assert not redactor
+    assert redactor.text(text) is text
+    assert redactor.release(text) == (text, "")
+    assert redactor.found_in_markup(text) is None
+
+
+# -- shown live: log_output --------------------------------------------------------------------
+
+
+def _printed_live(capsys: pytest.CaptureFixture[str], calls: list[tuple[int, Any]]) -> str:
+    printer = OutputPrinter(SECRETS)
+    for index, output in calls:
+        printer(index, output)
+    printer.flush()
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cut", range(1, len(TOKEN)))
+def test_log_output_masks_a_secret_cut_anywhere_across_streams_and_cells(
+    capsys: pytest.CaptureFixture[str], cut: int
+) -> None:
+    across_streams = [(0, _stream("a " + TOKEN[:cut])), (0, _stream(TOKEN[cut:] + "\n", "stderr"))]
+    across_cells = [(0, _stream("a " + TOKEN[:cut])), (1, _stream(TOKEN[cut:] + "\n"))]
+    for calls in (across_streams, across_cells):
+        shown = _printed_live(capsys, calls)
+        assert shown == "a [secret T]\n"
+
+
+def test_log_output_masks_a_secret_cut_inside_an_escape_code(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    calls = [(0, _stream(TOKEN[:9] + "\x1b[3")), (0, _stream("1m" + TOKEN[9:] + "\n", "stderr"))]
+    assert _printed_live(capsys, calls) == "[secret T]\n"
+
+
+def test_log_output_shows_at_once_what_cannot_begin_a_secret(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    printer = OutputPrinter(SECRETS)
+    printer(0, _stream("hello\n"))
+    printer(0, new_output("display_data", data={"text/plain": "a result"}))
+    assert capsys.readouterr().err == "hello\na result\n"
+    printer(1, _stream("key: " + TOKEN[:3]))
+    assert capsys.readouterr().err == "key: "  # what could begin the secret waits
+    printer.flush()
+    assert capsys.readouterr().err == TOKEN[:3]  # the run ended: it was not the secret

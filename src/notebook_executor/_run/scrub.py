@@ -2,13 +2,21 @@
 
 - A cell's consecutive stream outputs of one name are merged into one (a kernel sends a long
   print in many messages): the record reads as the notebook printed it.
-- Every secret's value is replaced by ``[secret NAME]`` wherever it occurs, plainly or as a
-  repr or JSON string. A stream is searched as a whole, so a secret written in several pieces
-  (``write(s[:9]); flush(); write(s[9:])``) is found too.
-- Outputs that are not text are decoded enough to be searched: base64 payloads (images, PDFs,
-  other binary scraps) as bytes, a DataFrame scrap's parquet value by value. An output that
-  holds a secret, or a DataFrame scrap that cannot be read back to be checked, is *withheld*:
-  replaced by a marker saying so and why.
+- Every secret's value is replaced by ``[secret NAME]`` wherever it occurs, in any of its
+  shapes (below). The streams of all cells (stdout and stderr, in the order they came) are
+  searched as one text, what a terminal showed: a secret written in pieces
+  (``write(s[:9]); flush(); write(s[9:])``, half to each stream, half in each of two cells)
+  is found too.
+- Shapes searched for: every printed form of a secret listed in :mod:`.redaction` (plain,
+  repr and JSON escapes, the printed forms of its bytes, base64), also with escape codes or
+  invisible characters between its characters.
+- Outputs that are not plain text are decoded enough to be searched: base64 payloads (images,
+  PDFs, other binary scraps) as bytes (UTF-8 and UTF-16 of every shape above), a DataFrame
+  scrap's parquet value by value, markup (HTML, SVG, XML, markdown) as a viewer shows it:
+  character references decoded (``&#116;``, ``&#x74;``, ``&lowbar;``), with and without its
+  tags, markdown escapes removed. An output that holds a secret in one of these, or a
+  DataFrame scrap that cannot be read back to be checked, is *withheld*: replaced by a marker
+  saying so and why.
 - Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for: they would
   match ordinary text (a secret ``1`` would turn ``version 1.10`` into nonsense). The run
   record names them (``secrets_not_searched``) and a warning is logged.
@@ -19,13 +27,12 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import logging
-import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .copying import copy_notebook
+from .redaction import MIN_SECRET_CHARS, Redactor, redact
 from .scraps import PAPERMILL_PREFIX, SCRAP_PREFIX
 
 if TYPE_CHECKING:
@@ -35,176 +42,18 @@ __all__ = ["MIN_SECRET_CHARS", "Redactor", "coalesce_streams", "redact", "scrub_
 
 logger = logging.getLogger(__name__)
 
-#: Secrets shorter than this are not searched for in what a run stores (see the module doc).
-MIN_SECRET_CHARS = 6
-
 #: Mime types whose values are text (searched as text); other string values may be base64.
 _TEXT_MIMES = ("text/", "application/json", "application/javascript", "image/svg+xml")
 
-
-class Redactor:
-    """Finds and replaces the values of ``secrets`` (a name -> value mapping)."""
-
-    def __init__(self, secrets: Mapping[str, str]) -> None:
-        names: dict[str, str] = {}
-        for name, value in sorted(secrets.items()):
-            if value and len(value) >= MIN_SECRET_CHARS:
-                for form in _printed(value):
-                    names.setdefault(form, name)
-        #: The names of secrets too short to be searched for.
-        self.unsearched = sorted(
-            name for name, value in secrets.items() if value and len(value) < MIN_SECRET_CHARS
-        )
-        self._names = names
-        # Longest first: at one position the longest form (a whole secret, not a part) wins.
-        forms = sorted(names, key=lambda form: (-len(form), form))
-        self._forms = forms
-        self._pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
-        self._bytes = sorted(
-            {
-                encoded: names[form]
-                for form in forms
-                for encoded in (
-                    form.encode("utf-8"),
-                    form.encode("utf-16-le"),
-                    form.encode("utf-16-be"),
-                )
-            }.items(),
-            key=lambda item: -len(item[0]),
-        )
-
-    def __bool__(self) -> bool:
-        return self._pattern is not None
-
-    def text(self, text: str) -> str:
-        """``text`` with every secret replaced by ``[secret NAME]``."""
-        if self._pattern is None or not any(form in text for form in self._forms):
-            return text
-        return self._pattern.sub(lambda match: f"[secret {self._names[match.group()]}]", text)
-
-    def found_in(self, text: str) -> str | None:
-        """The name of a secret that occurs in ``text``, or None."""
-        for form in self._forms:
-            if form in text:
-                return self._names[form]
-        return None
-
-    def found_in_bytes(self, data: bytes) -> str | None:
-        """The name of a secret that occurs in ``data`` (UTF-8 or UTF-16), or None."""
-        for encoded, name in self._bytes:
-            if encoded in data:
-                return name
-        return None
-
-    @property
-    def held(self) -> int:
-        """How many trailing characters of a stream shown as it arrives must wait for more.
-
-        One less than the longest form of a secret: a secret cut by a flush is then still
-        whole in the text kept plus the piece that follows (:meth:`release`).
-        """
-        return max((len(form) for form in self._forms), default=1) - 1
-
-    def release(self, text: str) -> tuple[str, str]:
-        """Split a stream's ``text`` (what waited plus a new piece) for showing it live.
-
-        Returns the part that may be shown now, redacted, and the raw tail that must wait
-        for the next piece (or be shown through :meth:`text` when the stream ends). A secret
-        that starts in the part shown ends in it too.
-        """
-        if self._pattern is None:
-            return text, ""
-        cut = len(text) - self.held
-        if cut <= 0:
-            return "", text
-        shown = []
-        cursor = 0
-        for match in self._pattern.finditer(text):
-            if match.start() >= cut:
-                break
-            shown.append(text[cursor : match.start()])
-            shown.append(f"[secret {self._names[match.group()]}]")
-            cursor = match.end()
-        cut = max(cut, cursor)
-        shown.append(text[cursor:cut])
-        return "".join(shown), text[cut:]
-
-    def pieces(self, pieces: list[str]) -> list[str]:
-        """Redact ``pieces`` as one text (a stream sent in parts), keeping the parts apart.
-
-        A secret that spans parts is replaced in the part where it starts; the rest of it is
-        removed from the parts that follow.
-        """
-        if self._pattern is None:
-            return pieces
-        joined = "".join(pieces)
-        if not any(form in joined for form in self._forms):
-            return pieces
-        spans = [
-            (m.start(), m.end(), self._names[m.group()]) for m in self._pattern.finditer(joined)
-        ]
-        redacted = []
-        low = 0
-        for piece in pieces:
-            high = low + len(piece)
-            parts = []
-            cursor = low
-            for start, end, name in spans:
-                if end <= low or start >= high:
-                    continue
-                if start > cursor:
-                    parts.append(joined[cursor:start])
-                if start >= low:
-                    parts.append(f"[secret {name}]")
-                cursor = max(cursor, min(end, high))
-            parts.append(joined[cursor:high])
-            redacted.append("".join(parts))
-            low = high
-        return redacted
-
-    def value(self, value: Any) -> Any:
-        """``value`` with every secret replaced, recursively (a new object; lists, tuples,
-        dicts and notebook nodes are rebuilt)."""
-        if self._pattern is None:
-            return value
-        return self._value(value)
-
-    def _value(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self._value(item) for item in value]
-        if isinstance(value, tuple):
-            return tuple(self._value(item) for item in value)
-        if isinstance(value, dict):
-            redacted = type(value)() if type(value) is not dict else {}
-            for key, item in value.items():
-                redacted[self._value(key) if isinstance(key, str) else key] = self._value(item)
-            return redacted
-        return value
-
-
-def redact(value: Any, secrets: Mapping[str, str]) -> Any:
-    """Return ``value`` with every secret value replaced by ``[secret NAME]``, recursively.
-
-    A value is also found as a notebook commonly prints it: in a repr or in JSON. Secrets
-    shorter than :data:`MIN_SECRET_CHARS` are not searched for.
-    """
-    return Redactor(secrets).value(value)
-
-
-def _printed(text: str) -> set[str]:
-    """``text`` plain, and as the inside of a repr (either quoting) and of a JSON string."""
-    both = "'\""  # a repr of a text holding both quotes escapes its single quotes
-    return {
-        text,
-        repr(text)[1:-1],
-        repr(text + both)[1:-4],
-        ascii(text)[1:-1],
-        ascii(text + both)[1:-4],
-        json.dumps(text, ensure_ascii=False)[1:-1],
-        json.dumps(text)[1:-1],
-    }
+#: Mime types whose text a viewer shows decoded (character references, tags; see the module doc).
+_MARKUP_MIMES = (
+    "text/html",
+    "text/markdown",
+    "image/svg+xml",
+    "application/xhtml+xml",
+    "application/xml",
+    "text/xml",
+)
 
 
 def coalesce_streams(notebook: NotebookNode) -> None:
@@ -251,25 +100,33 @@ def scrub_notebook(notebook: NotebookNode, secrets: Mapping[str, str]) -> Notebo
         )
     if not redactor:
         return scrubbed
+    # All streams of all cells, in order, are searched as one text: what a terminal showed.
+    streams: list[Any] = []
     for cell in scrubbed.cells:
         outputs = cell.get("outputs")
         if not outputs:
             continue
         kept = []
-        streams: dict[str, list[Any]] = {}
         for output in outputs:
             if output.get("output_type") == "stream":
-                streams.setdefault(str(output.get("name")), []).append(output)
+                streams.append(output)
                 kept.append(output)
                 continue
             kept.append(_checked(output, redactor))
-        for parts in streams.values():
-            texts = [_joined_text(output.get("text", "")) for output in parts]
-            for output, text in zip(parts, redactor.pieces(texts), strict=True):
-                output["text"] = text
         cell["outputs"] = kept
+    texts = [_joined_text(output.get("text", "")) for output in streams]
+    for output in streams:
+        output["text"] = ""  # searched once, as one text, below
     # Everything else (sources, metadata, text outputs, JSON scraps, errors) as text.
     redacted: NotebookNode = redactor.value(scrubbed)
+    copies = [
+        output
+        for cell in redacted.cells
+        for output in cell.get("outputs") or ()
+        if output.get("output_type") == "stream"
+    ]
+    for output, text in zip(copies, redactor.pieces(texts), strict=True):
+        output["text"] = text
     return redacted
 
 
@@ -301,6 +158,9 @@ def _binary_holds(mime: str, value: Any, redactor: Redactor) -> str | None:
         if isinstance(payload, str):
             return _base64_holds(payload, redactor)
         return None
+    if mime.startswith(_MARKUP_MIMES) and isinstance(value, (str, list)):
+        name = redactor.found_in_markup(_joined_text(value))
+        return None if name is None else f"it shows the value of secret {name} once decoded"
     if mime.startswith(_TEXT_MIMES) or mime.endswith("+json"):
         return None
     text = _joined_text(value) if isinstance(value, (str, list)) else None
