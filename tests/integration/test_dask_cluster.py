@@ -403,7 +403,10 @@ def _kill_worker_in_hold_cell(
 ) -> tuple[list[dict[str, Any]], list[str], str]:
     """Run three sets; SIGKILL the worker of the first while it waits in HOLD_CELL.
 
-    Returns the results, the lines the runs of the first set appended, and the killed worker.
+    The worker is killed once it holds the only copy of the shipped notebook folder (Dask
+    keeps one when nothing elsewhere waits on it), so a run that needs the folder afterwards
+    needs it sent again. Returns the results, the lines the runs of the first set appended,
+    and the killed worker.
     """
     path = tmp_path / "project" / "once.py"
     path.parent.mkdir(exist_ok=True)
@@ -425,12 +428,29 @@ def _kill_worker_in_hold_cell(
         kernel = psutil.Process(kernel_pid)
         (worker_pid,) = {p.pid for p in kernel.parents()} & set(worker_pids.values())
         (killed,) = [address for address, pid in worker_pids.items() if pid == worker_pid]
+        _wait_for_single_copy(cluster, killed)
         os.kill(worker_pid, signal.SIGKILL)
         # A run started again would now go through the hold cell to the end.
         hold.write_text("go")
         results = sweep.result(timeout=180)
         client.wait_for_workers(2, timeout=60)
     return results, log.read_text().splitlines(), killed
+
+
+def _wait_for_single_copy(cluster: LocalCluster, worker: str) -> None:
+    """Wait until the data sent to every worker (the folder) is only on ``worker``."""
+    scheduler = _scheduler(cluster)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        holders = [
+            {ws.address for ws in ts.who_has or ()}
+            for key, ts in list(scheduler.tasks.items())
+            if str(key).startswith("bytes-")
+        ]
+        if holders and all(h == {worker} for h in holders):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the shipped folder is not held by {worker} alone")
 
 
 def _wait_for_line(log: Path, sweep: Any) -> int:
