@@ -18,23 +18,27 @@ its own):
   base64 or parquet payloads, are found too;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
   sweep, and unpacked once per worker and content (:mod:`.folder`). Both are copied to every
-  worker, so where they lie does not decide where runs go.
+  worker, so where they lie does not decide where runs go. Dask later keeps fewer copies (its
+  memory manager drops those no task waits on); when a worker dies with the last one, the
+  value is scattered again for the runs still to begin.
 
 Faults: a run runs at most once unless ``retries`` says otherwise. Before its kernel runs, a
-task records its attempt (worker, start time) in the scheduler's metadata under its task key
-and waits for the acknowledgement (:func:`.worker.run_on_worker`); the scheduler drops that
-entry with the task. When a worker dies mid-run:
+task records its attempt (worker, start time) in the scheduler's metadata, under the key of a
+small task the sweep holds (the scheduler drops the entry with that task, when the sweep
+ends), and waits for the acknowledgement (:func:`.worker.run_on_worker`). That costs two
+round trips to the scheduler per run, nothing per cell. When a worker dies mid-run:
 
 - a scheduler that reschedules the tasks of dead workers (``distributed.scheduler.
   allowed-failures``, 3 by default) gives the task to another worker, which finds the attempt
   and, with no retry left, returns :class:`.worker.AlreadyBegun` without running anything;
-- a scheduler that does not (or has run out of them) fails the task with ``KilledWorker``;
-  the caller reads the attempts from the same metadata.
+- a scheduler that does not (or has run out of them) fails the task with ``KilledWorker``,
+  and the caller reads the attempts from the same metadata; so does it for a task dropped
+  with data the dead worker held.
 
 Either way the run ends as ``error`` / ``interrupted``, naming the cell that was running (the
 worker reported each completed cell as a Dask event), and its record lists the attempts. With
-``retries=N`` a run lost N times or fewer begins again, told of the attempts before it (the
-caller submits it again under a new key when Dask does not), and its record lists every
+``retries=N`` a run whose latest attempt died with its worker begins again while no more than
+N attempts began (the caller submits it again when Dask does not), and its record lists every
 attempt and how it ended. A run lost before it began is submitted again (at most
 :data:`MAX_RESUBMITS` times): it never ran, so that costs no second execution.
 """
