@@ -273,6 +273,7 @@ class NotebookExecutor:
         *,
         max_workers: int | None = None,
         client: Any = None,
+        retries: int = 0,
         **options: Any,
     ) -> list[dict[str, Any]]:
         """Run one notebook once per parameter set; results come in the order of the sets.
@@ -290,8 +291,10 @@ class NotebookExecutor:
         copy of the notebook's folder on its worker (at most 10 MB; hidden entries and
         ``runs_dir`` left out; what the run writes there is discarded); with ``cwd``, that
         folder must exist on every worker (a shared path). ``secrets`` reach the workers'
-        kernels only, never the scheduler. A run whose worker is lost ends as ``"error"``,
-        ``error_kind`` ``"interrupted"``; Ctrl-C cancels the runs not started yet.
+        kernels only, never the scheduler. A run runs at most once: one whose worker is lost
+        ends as ``"error"``, ``error_kind`` ``"interrupted"`` (even when Dask hands its task to
+        another worker), unless ``retries`` (with ``client``) lets it begin again up to that
+        many times; its record lists every attempt. Ctrl-C cancels the runs not started yet.
 
         Raises
         ------
@@ -307,6 +310,10 @@ class NotebookExecutor:
             raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
         if client is not None and max_workers is not None:
             raise NotebookExecutorError("max_workers applies to local runs, not with client")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise NotebookExecutorError(f"retries must be an int >= 0, got {retries!r}")
+        if retries and client is None:
+            raise NotebookExecutorError("retries applies to runs on a Dask cluster (client=)")
         try:
             all_sets = list(parameter_sets)
         except TypeError:
@@ -336,6 +343,7 @@ class NotebookExecutor:
                     on_record=self._catalog_call,
                     folder=folder,
                     progress=progress,
+                    retries=retries,
                 )
             finally:
                 if progress is not None:

@@ -2,7 +2,8 @@
 
 The cluster is started once for the module and closed after it. Its scheduler allows no
 retries (``allowed-failures: 0``) and hands each worker one task at a time, so a killed worker
-fails exactly the run it was executing.
+fails exactly the run it was executing. The tests of at-most-once runs also use a second one
+whose scheduler reschedules the tasks of dead workers (Dask's default, ``allowed-failures: 3``).
 """
 
 from __future__ import annotations
@@ -73,8 +74,17 @@ SLEEP_CELL, LAST_CELL = 2, 3
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
+    yield from _local_cluster(allowed_failures=0)
+
+
+@pytest.fixture(scope="module")
+def rescheduling_cluster() -> Iterator[LocalCluster]:
+    yield from _local_cluster(allowed_failures=3)
+
+
+def _local_cluster(*, allowed_failures: int) -> Iterator[LocalCluster]:
     config = {
-        "distributed.scheduler.allowed-failures": 0,
+        "distributed.scheduler.allowed-failures": allowed_failures,
         "distributed.scheduler.worker-saturation": 1.0,
     }
     tracker = resource_tracker._resource_tracker
@@ -188,7 +198,8 @@ class _TaskCapture(SchedulerPlugin):  # type: ignore[misc]
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if finish == "processing" and self.scheduler is not None:
             task = self.scheduler.tasks.get(key)
-            if task is not None:
+            # (Not the task the sweep keeps its runs' attempts under: it carries nothing.)
+            if task is not None and not str(key).endswith("-attempts"):
                 self.blobs.append(dumps(task.run_spec))
 
 
@@ -349,3 +360,155 @@ def test_sweep_command_on_the_cluster(
     out, _ = capsys.readouterr()
     assert code == 0
     assert out.splitlines()[-1] == "2/2 runs succeeded"
+
+
+#: A notebook that appends a line to ``log`` each time it is run (its side effect), then, in
+#: cell HOLD_CELL, waits until the file ``hold`` exists.
+ONCE_NOTEBOOK = """# %% tags=["parameters"]
+x: int = 1
+log: str = ""
+hold: str = ""
+
+# %%
+import os
+import pathlib
+import time
+
+import scrapbook as sb
+
+if log:
+    with open(log, "a") as out:
+        out.write(f"{os.getpid()}\\n")
+
+# %%
+while hold and not pathlib.Path(hold).exists():
+    time.sleep(0.05)
+
+# %%
+sb.glue("x2", x * 2)
+"""
+
+HOLD_CELL = 2
+
+
+@pytest.fixture(params=[3, 0], ids=["dask-reschedules", "allowed-failures-0"])
+def any_cluster(request: pytest.FixtureRequest) -> LocalCluster:
+    name = "rescheduling_cluster" if request.param else "cluster"
+    found: LocalCluster = request.getfixturevalue(name)
+    return found
+
+
+def _kill_worker_in_hold_cell(
+    ex: NotebookExecutor, cluster: LocalCluster, tmp_path: Path, **options: Any
+) -> tuple[list[dict[str, Any]], list[str], str]:
+    """Run three sets; SIGKILL the worker of the first while it waits in HOLD_CELL.
+
+    The worker is killed once it holds the only copy of the shipped notebook folder (Dask
+    keeps one when nothing elsewhere waits on it), so a run that needs the folder afterwards
+    needs it sent again. Returns the results, the lines the runs of the first set appended,
+    and the killed worker.
+    """
+    path = tmp_path / "project" / "once.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(ONCE_NOTEBOOK)
+    assert "while hold" in read_notebook(path).cells[HOLD_CELL].source
+    log, hold = tmp_path / "attempts.log", tmp_path / "hold"
+    sets: list[dict[str, Any]] = [
+        {"x": 1, "log": str(log), "hold": str(hold)},
+        {"x": 2},
+        {"x": 3},
+    ]
+    with Client(cluster, set_as_default=False) as client, ThreadPoolExecutor(1) as pool:
+        client.wait_for_workers(2, timeout=60)
+        worker_pids = client.run(os.getpid)
+        sweep = pool.submit(ex.execute_many, path, sets, client=client, **options)
+        kernel_pid = _wait_for_line(log, sweep)
+        # Cell 1 is reported done (job index 2: the injected parameters cell comes first).
+        _wait_for_event(cluster, {"run": 0, "cell": HOLD_CELL})
+        kernel = psutil.Process(kernel_pid)
+        (worker_pid,) = {p.pid for p in kernel.parents()} & set(worker_pids.values())
+        (killed,) = [address for address, pid in worker_pids.items() if pid == worker_pid]
+        _wait_for_single_copy(cluster, killed)
+        os.kill(worker_pid, signal.SIGKILL)
+        # A run started again would now go through the hold cell to the end.
+        hold.write_text("go")
+        results = sweep.result(timeout=180)
+        client.wait_for_workers(2, timeout=60)
+    return results, log.read_text().splitlines(), killed
+
+
+def _wait_for_single_copy(cluster: LocalCluster, worker: str) -> None:
+    """Wait until the data sent to every worker (the folder) is only on ``worker``."""
+    scheduler = _scheduler(cluster)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        holders = [
+            {ws.address for ws in ts.who_has or ()}
+            for key, ts in list(scheduler.tasks.items())
+            if str(key).startswith("bytes-")
+        ]
+        if holders and all(h == {worker} for h in holders):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the shipped folder is not held by {worker} alone")
+
+
+def _wait_for_line(log: Path, sweep: Any) -> int:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if sweep.done():
+            raise AssertionError(f"the sweep ended before the hold cell ran: {sweep.result()}")
+        if log.exists() and log.read_text().endswith("\n"):
+            return int(log.read_text().splitlines()[0])
+        time.sleep(0.05)
+    raise AssertionError("the first run never started")
+
+
+def _record(result: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(Path(result["output_path"]).read_text())["metadata"][
+        "notebook_executor"
+    ]
+    return record
+
+
+def test_a_run_whose_worker_dies_is_not_run_again_by_default(
+    any_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        results, lines, killed = _kill_worker_in_hold_cell(ex, any_cluster, tmp_path)
+        stored = ex.get_run(results[0]["run_id"])
+    assert len(lines) == 1, "the notebook ran again"
+    lost = results[0]
+    assert lost["status"] == "error"
+    assert lost["error_kind"] == "interrupted"
+    assert lost["failed_cell"]["index"] == HOLD_CELL
+    assert "lost" in lost["failed_cell"]["evalue"]
+    assert stored["error_kind"] == "interrupted"
+    assert [r["status"] for r in results[1:]] == ["success", "success"]
+    record = _record(lost)
+    assert [a["worker"] for a in record["dask_attempts"]] == [killed]
+    assert record["dask_attempts"][0]["error_kind"] == "interrupted"
+    markdown = Path(lost["output_path"]).with_suffix(".md").read_text()
+    assert killed in markdown
+
+
+def test_retries_run_a_lost_run_again_and_the_record_lists_every_attempt(
+    any_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        results, lines, killed = _kill_worker_in_hold_cell(ex, any_cluster, tmp_path, retries=1)
+    assert len(lines) == 2
+    assert [r["status"] for r in results] == ["success"] * 3
+    assert results[0]["scraps"]["x2"] == 2
+    record = _record(results[0])
+    first, second = record["dask_attempts"]
+    assert first["worker"] == killed
+    assert (first["status"], first["error_kind"]) == ("error", "interrupted")
+    assert (second["status"], second["error_kind"]) == ("success", None)
+    assert second["worker"] == record["dask_worker"]
+    assert first["started"] <= second["started"]
+    markdown = Path(results[0]["output_path"]).with_suffix(".md").read_text()
+    assert markdown.count("interrupted") == 1
+    assert killed in markdown and record["dask_worker"] in markdown
+    # A run lost once and run again: the other sets each ran once, with one attempt.
+    assert [len(_record(r)["dask_attempts"]) for r in results[1:]] == [1, 1]

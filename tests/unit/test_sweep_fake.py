@@ -10,7 +10,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
+import yaml
 from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
@@ -166,6 +168,8 @@ def test_sweep_exits_1_when_any_run_fails_and_prints_a_line_per_run(
         ["sweep", "nb.py", "-g", "count=1", "--workers", "0"],
         ["sweep", "nb.py", "-g", "count=1", "--workers", "2", "--scheduler", "tcp://x:1"],
         ["sweep", "missing.py", "-g", "count=1"],
+        ["sweep", "nb.py", "-g", "count=1", "--retries", "1"],
+        ["sweep", "nb.py", "-g", "count=1", "--scheduler", "tcp://x:1", "--retries", "-1"],
     ],
 )
 def test_sweep_bad_input_exits_2_before_anything_runs(
@@ -196,6 +200,46 @@ def test_every_set_is_checked_before_the_cluster_is_reached(tmp_path: Path) -> N
 def test_client_and_max_workers_do_not_go_together() -> None:
     with NotebookExecutor(engine=FakeEngine()) as ex, pytest.raises(NotebookExecutorError):
         ex.execute_many("nb.py", [{}], client="tcp://127.0.0.1:9", max_workers=2)
+
+
+@pytest.mark.parametrize("retries", [-1, True, 1.0, "1"])
+def test_retries_must_be_a_count(retries: Any) -> None:
+    with (
+        NotebookExecutor(engine=FakeEngine()) as ex,
+        pytest.raises(NotebookExecutorError, match="retries must be an int"),
+    ):
+        ex.execute_many("nb.py", [{}], client="tcp://127.0.0.1:9", retries=retries)
+
+
+def test_retries_apply_to_cluster_runs_only(engine: FakeEngine) -> None:
+    with (
+        NotebookExecutor(engine=engine) as ex,
+        pytest.raises(NotebookExecutorError, match="Dask cluster"),
+    ):
+        ex.execute_many("nb.py", [{}], retries=1)
+    assert engine.jobs == []
+
+
+def test_the_markdown_record_lists_the_attempts_of_a_cluster_run() -> None:
+    from notebook_executor._cluster.dask import _ended, _provenance
+    from notebook_executor._run.records import render_markdown
+
+    lost = {"worker": "tcp://10.0.0.1:4001", "started": "2026-01-01T00:00:00.000Z"}
+    again = {"worker": "tcp://10.0.0.2:4002", "started": "2026-01-01T00:00:09.000Z"}
+    provenance = _provenance((lost,), _ended(again, "success", None))
+    assert provenance == {
+        "dask_worker": "tcp://10.0.0.2:4002",
+        "dask_attempts": [
+            {**lost, "status": "error", "error_kind": "interrupted"},
+            {**again, "status": "success", "error_kind": None},
+        ],
+    }
+    text = render_markdown(
+        nbformat.v4.new_notebook(), {"run_id": "r", "status": "success", **provenance}
+    )
+    front = yaml.safe_load(text.split("---")[1])
+    assert front["attempts"] == provenance["dask_attempts"]
+    assert "attempts" not in render_markdown(nbformat.v4.new_notebook(), {"run_id": "r"})
 
 
 def test_a_client_of_the_wrong_type_is_refused() -> None:

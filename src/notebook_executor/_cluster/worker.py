@@ -5,6 +5,12 @@ notebook_executor``. A worker runs :func:`run_on_worker` for each run of a sweep
 :class:`WorkerKernels` plugin keeps one :class:`~notebook_executor._kernels.kernel_engine.
 KernelEngine` per worker, so runs after the first on a worker take a kernel that is already
 started. Nothing here writes run records: the executed notebook goes back to the caller.
+
+Before its kernel runs, a task writes its attempt (worker, start time) into the scheduler's
+metadata (``Client.set_metadata``, under a key of the sweep) and waits for the write to be
+acknowledged. A task of the same run handed out again after its worker died finds the attempts
+made before it there; with no retry left it declines (:class:`AlreadyBegun`) instead of running
+the notebook a second time.
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import kernel_environment
 from .._run.results import redact
 from .._run.scrub import scrub_notebook
-from .._times import now_utc
+from .._times import iso, now_utc
 from ..engine import EngineOutcome, KernelChoice, RunJob
 
 __all__ = [
     "PLUGIN_NAME",
+    "AlreadyBegun",
     "WorkerJob",
     "WorkerKernels",
     "WorkerResult",
@@ -67,6 +74,10 @@ class WorkerJob:
     masked: dict[str, bytes]
     cell_timeout: float | None
     timeout: float | None
+    #: Times the run may begin again after an attempt was lost with its worker.
+    retries: int = 0
+    #: The key under which the sweep's attempts are kept in the scheduler's metadata.
+    ledger: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,18 @@ class WorkerResult:
     finished: datetime
     duration_seconds: float
     worker: str
+    #: The attempts begun before this one (each lost with its worker), oldest first.
+    earlier: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class AlreadyBegun:
+    """What comes back from a task that did not run: its run began before, on a lost worker.
+
+    ``attempts`` lists those begun (``{"worker", "started"}``), oldest first.
+    """
+
+    attempts: tuple[dict[str, str], ...]
 
 
 class WorkerKernels(WorkerPlugin):
@@ -156,16 +179,21 @@ class WorkerKernels(WorkerPlugin):
 
 def run_on_worker(
     job: WorkerJob, pad: dict[str, bytes] | None, archive: bytes | None
-) -> WorkerResult:
+) -> WorkerResult | AlreadyBegun:
     """Run ``job`` on this worker's warm engine; return a :class:`WorkerResult`.
 
     ``pad`` unmasks the secrets (it comes from the caller straight to the workers, never
     through the scheduler); ``archive`` is the shipped notebook folder, when one is used.
+    When more than ``job.retries`` attempts of the run began before (on workers since lost),
+    nothing runs: the result is an :class:`AlreadyBegun`.
     """
     worker = get_worker()
     plugin = worker.plugins.get(PLUGIN_NAME)
     if not isinstance(plugin, WorkerKernels):
         raise RuntimeError("the notebook-executor worker plugin is not registered")
+    earlier, may_run = _claim(worker, job)
+    if not may_run:
+        return AlreadyBegun(earlier)
     secrets = unmask(job.masked, pad or {})
     with contextlib.ExitStack() as stack:
         if job.cwd is not None:
@@ -174,7 +202,28 @@ def run_on_worker(
             cwd = stack.enter_context(plugin.folder(archive))
         else:
             raise RuntimeError("no working directory and no shipped folder")
-        return _run(plugin, worker, job, cwd, secrets)
+        return replace(_run(plugin, worker, job, cwd, secrets), earlier=earlier)
+
+
+def _claim(worker: Any, job: WorkerJob) -> tuple[tuple[dict[str, str], ...], bool]:
+    """The attempts of this run begun before this one, and whether this one may run.
+
+    They are read from the scheduler's metadata; when this one may run, it is added there,
+    and the write is acknowledged before any kernel runs, so a lost attempt is known to
+    whichever worker runs the task next. (Read and write are two steps: a run is handed out
+    again only once its worker is gone, long after that worker's write.)
+    """
+    from distributed import get_client
+
+    client = get_client()
+    keys = [job.ledger, str(job.run)]
+    stored = client.get_metadata(keys, default=None) or []
+    earlier = tuple({"worker": str(a["worker"]), "started": str(a["started"])} for a in stored)
+    if len(earlier) > job.retries:
+        return earlier, False
+    attempt = {"worker": str(worker.address), "started": iso(now_utc())}
+    client.set_metadata(keys, [*earlier, attempt])
+    return earlier, True
 
 
 def _run(

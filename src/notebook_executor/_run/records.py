@@ -396,6 +396,9 @@ def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
         "error_kind": record.get("error_kind"),
         "output_path": record.get("output_path"),
     }
+    if record.get("dask_attempts"):
+        # A run on a Dask cluster: where each attempt began and how it ended.
+        front["attempts"] = record["dask_attempts"]
     parts = [
         "---",
         yaml.dump(

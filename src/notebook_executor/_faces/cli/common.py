@@ -20,6 +20,7 @@ __all__ = [
     "add_table_format",
     "executor",
     "fail",
+    "non_negative_int",
     "positive_int",
     "print_json",
     "print_result",
@@ -77,12 +78,20 @@ def seconds(text: str) -> float:
 
 
 def positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}: {text!r}")
     return value
 
 

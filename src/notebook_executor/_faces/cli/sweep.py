@@ -43,6 +43,14 @@ def register(commands: Any) -> None:
         metavar="ADDRESS",
         help="run on the Dask cluster of this scheduler (tcp://host:8786); needs the [dask] extra",
     )
+    sweep.add_argument(
+        "--retries",
+        type=common.non_negative_int,
+        default=0,
+        metavar="N",
+        help="with --scheduler: times a run whose worker is lost begins again (default 0: it "
+        "ends as interrupted, never run twice)",
+    )
     sweep.add_argument("--request", metavar="TEXT", help="why these runs are made (kept in each)")
     sweep.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for each run")
     sweep.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit per cell")
@@ -72,6 +80,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from ..._run.parameters import declared_parameters
     from ..._run.sources import load_source
 
+    if args.retries and args.scheduler is None:
+        raise UsageError("--retries applies to runs on a Dask cluster (--scheduler)")
     declared = declared_parameters(load_source(args.notebook).nb)
     grid: list[tuple[str, list[Any]]] = []
     for option in args.grid:
@@ -101,7 +111,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     with common.executor(args, kernel_name=args.kernel) as ex:
         if args.scheduler is not None:
             results = ex.execute_many(
-                args.notebook, parameter_sets, client=args.scheduler, **options
+                args.notebook,
+                parameter_sets,
+                client=args.scheduler,
+                retries=args.retries,
+                **options,
             )
         else:
             results = ex.execute_many(
