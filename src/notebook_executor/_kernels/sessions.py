@@ -27,6 +27,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Collection, Iterator
+from pathlib import Path
 
 __all__ = ["KERNEL_ID", "kill_sessions", "start_time", "sweep"]
 
@@ -74,9 +75,10 @@ def _members(sessions: set[bytes]) -> Iterator[tuple[int, list[bytes]]]:
             if not entry.name.isdigit() or int(entry.name) == me:
                 continue
             fields = _stat(entry.name)
-            if fields is not None and len(fields) > 19 and fields[3] in sessions:
-                if fields[0] != b"Z":
-                    yield int(entry.name), fields
+            if fields is None or len(fields) < 20 or fields[0] == b"Z":
+                continue
+            if fields[3] in sessions:
+                yield int(entry.name), fields
 
 
 def kill_sessions(leaders: Collection[int], *, own: bool = False) -> None:
@@ -107,8 +109,7 @@ def kill_sessions(leaders: Collection[int], *, own: bool = False) -> None:
 
 def _environment_holds(pid: int, marks: set[bytes]) -> bool:
     try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
     return not marks.isdisjoint(environ.split(b"\0"))

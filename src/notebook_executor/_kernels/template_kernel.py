@@ -170,8 +170,9 @@ def kernel_app_class() -> Any:
 def _sessions() -> Any:
     """``sessions.py`` beside this file, loaded by path (this script imports no package)."""
     import importlib.util
+    from pathlib import Path
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sessions.py")
+    path = Path(__file__).resolve().with_name("sessions.py")
     spec = importlib.util.spec_from_file_location("_notebook_executor_sessions", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -78,16 +78,18 @@ class Workdir:
         if self._lock_fd is None or started is None:
             return
         record = json.dumps({"pid": pid, "started": started, "ids": ids}).encode()
-        # One write of a few dozen bytes, then a rename: a sweep reads all of it or nothing.
-        path = self.path / SESSION_RECORD
-        partial = path.with_suffix(".tmp")
+        # One write of a hundred bytes to a new file (no rename: creating a file is the cost
+        # here): a sweep reads all of it, or nothing it can parse and then leaves alone.
         with contextlib.suppress(OSError):
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            fd = os.open(
+                self.path / SESSION_RECORD,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                0o600,
+            )
             try:
                 os.write(fd, record)
             finally:
                 os.close(fd)
-            os.replace(partial, path)
 
     def remove(self) -> None:
         """Delete the folder, then release its lock. Safe to call more than once."""
