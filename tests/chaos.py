@@ -242,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     modes: collections.Counter[str] = collections.Counter()
     seen: dict[str, str] = {}
     done: set[str] = set()
-    lives = {"forked": [4.0], "launched": [4.0]}
+    # Seconds per run within which a host is killed: grows a little after each kill and
+    # shrinks after each host that finished first, so about one host in five finishes and the
+    # kills spread over every phase of a host's life, however slow the machine.
+    span = {"forked": 2.0, "launched": 2.0}
     kills = finished = leftover_count = 0
     began = time.monotonic()
     for number in range(args.runs):
@@ -252,10 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = scratch / f"h{number}"
         folder.mkdir()
         (folder / "phases").write_text("")
-        # Up to a little past a typical life of such a host: most hosts die, some finish.
-        typical = sorted(lives[mode])[len(lives[mode]) // 2] * count / 2
-        delay = rng.uniform(0.0, typical * 1.2)
-        started = time.monotonic()
+        delay = rng.uniform(0.0, span[mode] * count)
         host = subprocess.Popen(
             [
                 sys.executable,
@@ -277,15 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             host.kill()
             host.wait()
-        life = time.monotonic() - started
         if host.returncode == -signal.SIGKILL:
+            span[mode] *= 1.05
             kills += 1
             phase = _phase(folder)
             phases[phase] += 1
             modes[mode] += 1
         else:
             finished += 1
-            lives[mode].append(life / count * 2)
+            span[mode] *= 0.8
             if host.returncode != 0:
                 stderr = (folder / "stderr").read_text(errors="replace")
                 failures.append(f"host {token} exited {host.returncode}: {stderr[-300:]}")

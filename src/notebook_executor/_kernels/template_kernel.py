@@ -184,8 +184,10 @@ class _ParentWatch(threading.Thread):
     """Ends the kernel, and every other process of its session, once its parent exits.
 
     Waits on a pidfd of the parent (woken at once, no polling); where there is none, checks
-    the parent once a second. A process reparented when its parent exits: the pidfd is opened
-    while the parent is still this process's parent, so it is the right process.
+    the parent once a second. The parent is checked to be this process's parent after the
+    pidfd is opened, so the pidfd is that process's, not a later one's holding its pid. The
+    kill needs the interpreter lock: a cell holding it in C code delays it (the next
+    executor's start sweeps what it could not kill).
     """
 
     def __init__(self, parent: int) -> None:
