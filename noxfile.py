@@ -86,3 +86,11 @@ def bench_dask(session: nox.Session) -> None:
     """A 40-run sweep on a two-worker LocalCluster against local runs and papermill (issue 17)."""
     session.install("-e", ".[dask]")
     session.run("python", "benchmarks/bench_dask.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """Hosts SIGKILLed at random points of their runs (``-- --runs N --seed S``); then run files,
+    catalog and processes checked (tests/chaos.py); not run by default."""
+    session.install("-e", ".[test]")
+    session.run("python", "tests/chaos.py", *session.posargs)

@@ -10,7 +10,8 @@ Robustness:
 
 - the template holds no zmq context and no thread when it forks (it checks before every fork);
 - the template dies with the host (``PR_SET_PDEATHSIG``, and it exits when its control socket
-  closes), and every kernel dies with the template (``PR_SET_PDEATHSIG`` again);
+  closes), killing first every process in its kernels' sessions (what their notebooks
+  started), and every kernel dies with the template (``PR_SET_PDEATHSIG`` again);
 - the host watches each kernel through a pidfd, so it sees a kernel die at once, and signals it
   through the pidfd, so a reused pid is never hit. Exit statuses come from the template, which
   keeps exited children as zombies until the host has read them.
@@ -36,10 +37,12 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from .options import KERNEL_OPTIONS, script_command
+from .sessions import KERNEL_ID
 
 __all__ = ["ForkServer", "ForkedProcess", "fork_supported"]
 
@@ -97,7 +100,10 @@ class ForkServer:
     """
 
     def __init__(self, env: dict[str, str], *, data_modules: bool = True) -> None:
-        self._env = dict(env)
+        #: The template's :data:`~.sessions.KERNEL_ID`: forked kernels, and what they fork
+        #: without a new program, carry it in the environment they started with.
+        self.kernel_id = uuid.uuid4().hex
+        self._env = {**env, KERNEL_ID: self.kernel_id}
         self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
         self._lock = threading.Lock()

@@ -10,11 +10,9 @@ the network, and ipykernel has no reason to warn about unencrypted TCP on every 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
-import signal
 import sys
 import time
 import uuid
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import NotebookSourceError
 from ..engine import KernelChoice
 from .options import KERNEL_OPTIONS, NATIVE_KERNEL_NAME, script_command
+from .sessions import KERNEL_ID, kill_sessions
 from .workdirs import Workdir, make_workdir
 
 if TYPE_CHECKING:
@@ -172,46 +171,12 @@ class RunningKernel:
                 await manager.cleanup_resources()
         finally:
             if isinstance(leader, int):
-                kill_session(leader)
+                # Whatever the notebook left running in the kernel's session goes with it.
+                kill_sessions([leader])
             if self._stderr is not None:
                 self._stderr.close()
             self.workdir.remove()
         return exited
-
-
-def kill_session(leader: int) -> None:
-    """SIGKILL what a kernel left running: its process group, and every process still in its
-    session (a notebook's ``Popen(..., start_new_session=False)`` children, a grandchild that
-    moved to a group of its own). Every kernel leads a session of its own (launched ones by
-    jupyter_client, forked ones by ``setsid``); while any process is in that group or session,
-    Linux does not reuse its id, so nothing else is hit. Never this process's own session."""
-    if leader <= 1 or leader in (os.getpgrp(), os.getsid(0)):
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(leader, signal.SIGKILL)
-    session = str(leader).encode()
-    try:
-        entries = os.scandir("/proc")
-    except OSError:
-        return
-    # Runs after every kernel: plain reads of bytes, a third of the cost of pathlib and text.
-    with entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                fd = os.open(f"/proc/{entry.name}/stat", os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    stat = os.read(fd, 4096)
-                finally:
-                    os.close(fd)
-            except OSError:
-                continue
-            # Fields after the command name: state, ppid, pgrp, session, ...
-            fields = stat.rpartition(b")")[2].split()
-            if len(fields) > 3 and fields[3] == session:
-                with contextlib.suppress(OSError):
-                    os.kill(int(entry.name), signal.SIGKILL)
 
 
 async def start_kernel(
@@ -251,8 +216,15 @@ async def start_kernel(
 
         manager.kernel_id = str(uuid.uuid4())
         manager.provisioner = make_fork_provisioner(manager, forkserver, str(stderr_path))
+    # Inherited by whatever the kernel starts: how a sweep tells its processes (see .sessions).
+    kernel_id = uuid.uuid4().hex
+    env = {**env, KERNEL_ID: kernel_id}
     try:
         await manager.start_kernel(cwd=str(cwd), env=env, stdout=_devnull(), stderr=stderr)
+        pid = getattr(manager.provisioner, "pid", None)
+        if isinstance(pid, int):
+            ids = [kernel_id] if forkserver is None else [kernel_id, forkserver.kernel_id]
+            workdir.record_session(pid, ids)
         client = manager.client() if context is None else manager.client(context=context)
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
         client.start_channels(hb=False)

@@ -23,6 +23,8 @@ in :class:`KernelPool`):
   does not use), from the *full template* (ipykernel and the common data modules, spawned when
   first needed) where the platform allows forking, which costs a small fraction of a launch.
 - **warm up**: a kernel started before any run waits for it also runs a silent ``pass``.
+- **sweep stale**: at the pool's first action and at its close, in the background, what killed
+  hosts left (kernel folders, and what is left of their kernels' sessions) is removed.
 """
 
 from __future__ import annotations
@@ -232,6 +234,7 @@ class KernelPool:
         #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
         self._full_template: _Template | None = None
         self._context: Any = None
+        self._swept = False
         #: How the kernels of this pool were started, for tests and benchmarks.
         #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
         #: the used kernels asked to shut down, those that exited and those killed after
@@ -256,6 +259,7 @@ class KernelPool:
         """
         if self.state is not PoolState.IDLE:
             return
+        self._sweep_stale()
         self._first_template = self._spawn_template(data_modules=False)
         if self._first_template is not None:
             self.state = PoolState.PREPARED
@@ -264,6 +268,7 @@ class KernelPool:
         self, choice: KernelChoice, cwd: Path, env: dict[str, str], ready_timeout: float
     ) -> RunningKernel:
         """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
+        self._sweep_stale()
         key = _key(choice, cwd, env)
         if self.sweep:
             self._announced[key] = max(0, self._announced.get(key, 0) - 1)
@@ -349,6 +354,7 @@ class KernelPool:
         """Start a kernel for a run that is about to ask for one, unless one is on its way."""
         if self.state is PoolState.CLOSED:
             return
+        self._sweep_stale()
         key = _key(choice, cwd, env)
         self._announced[key] = self._announced.get(key, 0) + 1
         if self._announced[key] > 1 and not self.sweep:
@@ -401,6 +407,21 @@ class KernelPool:
             entries.append(task)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _sweep_stale(self) -> None:
+        """Once, at the pool's first action: kill what the kernels of killed hosts left
+        running and remove their folders, in a thread (off the run's way)."""
+        if self._swept:
+            return
+        self._swept = True
+
+        async def sweep() -> None:
+            try:
+                await asyncio.to_thread(sweep_stale)
+            except Exception as exc:
+                logger.debug("could not sweep stale kernel folders: %s", exc)
+
+        self._spawn(sweep())
 
     async def _take(self, key: _Key, ready_timeout: float) -> RunningKernel | None:
         entries = self._idle.get(key)

@@ -9,7 +9,7 @@ answers requests on a Unix socket, one JSON line per request and per reply:
 
 ``{"op": "fork", "connection_file": ..., "cwd": ..., "env": {...}, "stderr": ...}``
     fork a kernel; reply ``{"pid": N}``. The child starts a new session (its own process
-    group), asks the OS to kill it when the template dies (``PR_SET_PDEATHSIG``), moves to
+    group), asks the OS to SIGKILL it when the template dies (``PR_SET_PDEATHSIG``), moves to
     ``cwd``, takes ``env`` as its whole environment, sends its stderr to the file ``stderr``,
     reseeds random generators, and runs the kernel app on ``connection_file``.
 ``{"op": "reap", "pid": N}``
@@ -17,8 +17,12 @@ answers requests on a Unix socket, one JSON line per request and per reply:
     child has exited, ``{"status": null}`` while it runs. Children stay zombies until reaped,
     so a pid is never reused while the host may still signal it.
 
-The template exits, killing its children, when the socket closes (the host closed or died);
-``PR_SET_PDEATHSIG`` on the template itself covers a host killed outright.
+The template exits, killing its children's sessions (the kernels and whatever their notebooks
+started: see ``sessions.py``), when the socket closes (the host closed or died), or when its
+parent-death signal (SIGTERM, ``PR_SET_PDEATHSIG``) says the host was killed outright.
+
+Every kernel, launched or forked, watches its parent (the host or the template) through a
+pidfd; when the parent exits, the kernel kills every other process of its session and exits.
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ import functools
 import gc
 import json
 import os
+import select
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, NoReturn
 
@@ -125,6 +131,15 @@ def kernel_app_class() -> Any:
             context.setsockopt(zmq.RCVHWM, 0)
             super().init_iopub(context)  # type: ignore[no-untyped-call]
 
+        def init_poller(self) -> None:
+            # ipykernel's poller exits the kernel within a second of its parent's death,
+            # leaving what the notebook started running: this one kills that too, at once.
+            parent = int(self.parent_handle or 0)
+            if os.name != "posix" or parent <= 1 or os.getppid() != parent:
+                super().init_poller()  # type: ignore[no-untyped-call]
+                return
+            self.poller = _ParentWatch(parent)
+
         def parse_command_line(self, argv: list[str] | None = None) -> None:
             parsed = _parsed_command_line(argv)
             if parsed is None:
@@ -149,6 +164,54 @@ def kernel_app_class() -> Any:
                     control.join(_CONTROL_JOIN_TIMEOUT)
 
     return KernelApp
+
+
+@functools.cache
+def _sessions() -> Any:
+    """``sessions.py`` beside this file, loaded by path (this script imports no package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().with_name("sessions.py")
+    spec = importlib.util.spec_from_file_location("_notebook_executor_sessions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _ParentWatch(threading.Thread):
+    """Ends the kernel, and every other process of its session, once its parent exits.
+
+    Waits on a pidfd of the parent (woken at once, no polling); where there is none, checks
+    the parent once a second. The parent is checked to be this process's parent after the
+    pidfd is opened, so the pidfd is that process's, not a later one's holding its pid. The
+    kill needs the interpreter lock: a cell holding it in C code delays it (the next
+    executor's start sweeps what it could not kill).
+    """
+
+    def __init__(self, parent: int) -> None:
+        super().__init__(name="parent-watch", daemon=True)
+        self.parent = parent
+
+    def run(self) -> None:
+        sessions = _sessions()
+        pidfd = None
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(self.parent)
+        if os.getppid() == self.parent:
+            if pidfd is not None:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)
+                while not poller.poll():
+                    pass
+            else:
+                while os.getppid() == self.parent:
+                    time.sleep(1.0)
+        with contextlib.suppress(BaseException):
+            if os.getsid(0) == os.getpid():
+                sessions.kill_sessions([os.getpid()], own=True)
+        os._exit(1)
 
 
 class _FileOnly:
@@ -231,13 +294,38 @@ def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
         ipkernel.sys = sys  # type: ignore[union-attr]
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Ask Linux to SIGKILL this process when its parent exits; exit now if it already has."""
+def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``signum`` to this process when its parent exits; exit now if it
+    already has."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if os.getppid() != parent_pid:
+        _end_children()
         os._exit(1)
+
+
+#: In the template: the kernels it forked and has not reaped.
+_CHILDREN: set[int] = set()
+
+
+def _end_children() -> None:
+    """SIGKILL every kernel of the template, and every process in their sessions."""
+    children = list(_CHILDREN)
+    if not children:
+        return
+    with contextlib.suppress(Exception):
+        _sessions().kill_sessions(children)
+    for pid in children:
+        # A child that has not called setsid() yet is in no session of its own.
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _on_host_death(signum: int, frame: Any) -> None:
+    """The template's parent-death signal: the host is gone, and so go the kernels."""
+    _end_children()
+    os._exit(0)
 
 
 def _preload(data: bool) -> list[str]:
@@ -319,6 +407,8 @@ def _fork_unsafe_state() -> str | None:
 def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> NoReturn:
     """Become a kernel. Never returns."""
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _CHILDREN.clear()
         control.close()
         os.setsid()
         die_with_parent(template_pid)
@@ -407,7 +497,7 @@ def _status(pid: int) -> int | None:
 
 def serve(control: socket.socket) -> None:
     """Answer requests until the host closes the socket; then kill every child."""
-    children: set[int] = set()
+    children = _CHILDREN
     template_pid = os.getpid()
     reader = control.makefile("rb")
     try:
@@ -435,11 +525,7 @@ def serve(control: socket.socket) -> None:
                 reply = {"error": f"unknown op {op!r}"}
             control.sendall(json.dumps(reply).encode() + b"\n")
     finally:
-        for pid in children:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        _end_children()
         for pid in children:
             with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
@@ -453,7 +539,11 @@ def main(argv: list[str]) -> None:
     """
     control_fd, host_pid = int(argv[0]), int(argv[1])
     data = (argv[2] if len(argv) > 2 else "all") != "kernel"
-    die_with_parent(host_pid)
+    # A catchable parent-death signal: the template kills its kernels' sessions on its way out
+    # (a SIGKILL would leave what their notebooks started running).
+    signal.signal(signal.SIGTERM, _on_host_death)
+    _sessions()
+    die_with_parent(host_pid, signal.SIGTERM)
     # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)

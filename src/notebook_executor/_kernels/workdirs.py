@@ -14,13 +14,20 @@ folder instead (:func:`kernel_base`), with the same ownership rules.
 A host killed outright (``SIGKILL``) cannot remove its kernels' folders, so the owner holds an
 exclusive ``flock`` on each folder for as long as it uses it: the OS drops the lock when the
 owner dies, however it dies, and a later :func:`sweep_stale` (any process of the same user)
-removes the kernel folders in that parent whose lock is free. Pids are never involved, so
-processes in other pid namespaces sharing the folder are safe.
+removes the kernel folders in that parent whose lock is free. Pids are never involved in
+that, so processes in other pid namespaces sharing the folder are safe.
+
+The owner also records its kernel's session in the folder (:meth:`Workdir.record_session`),
+while it holds the lock: a folder whose lock is free but which holds that record was left by a
+dead owner, whatever its age, and :func:`sweep_stale` first kills what is left of that session
+(:func:`.sessions.sweep`, which checks that the processes are the kernel's own).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +35,8 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+
+from . import sessions
 
 __all__ = [
     "PREFIX",
@@ -57,8 +66,14 @@ _SOCKET_TAIL = len("/k-XXXXXXXX/k-65535")
 #: Temporary folders tried, in order, when ``$TMPDIR`` is too long for socket paths.
 SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
-#: Folders younger than this (seconds) are never swept: their owner may not hold its lock yet.
+#: Folders younger than this (seconds) are never swept, unless they hold a session record:
+#: their owner may not hold its lock yet.
 STALE_AFTER = 60.0
+
+#: The file in a kernel's folder recording the kernel's session (see :mod:`.sessions`).
+SESSION_RECORD = "session.json"
+
+logger = logging.getLogger(__name__)
 
 try:
     import fcntl
@@ -77,6 +92,27 @@ class Workdir:
     def __init__(self, path: Path, lock_fd: int | None) -> None:
         self.path = path
         self._lock_fd = lock_fd
+
+    def record_session(self, pid: int, ids: list[str]) -> None:
+        """Record kernel ``pid`` (the leader of its session), its start time and its
+        :data:`~.sessions.KERNEL_ID` values, for a sweep after its owner dies. Only while
+        the folder's lock is held: a record in an unlocked folder means its owner is gone."""
+        started = sessions.start_time(pid)
+        if self._lock_fd is None or started is None:
+            return
+        record = json.dumps({"pid": pid, "started": started, "ids": ids}).encode()
+        # One write of a hundred bytes to a new file (no rename: creating a file is the cost
+        # here): a sweep reads all of it, or nothing it can parse and then leaves alone.
+        with contextlib.suppress(OSError):
+            fd = os.open(
+                self.path / SESSION_RECORD,
+                os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                0o600,
+            )
+            try:
+                os.write(fd, record)
+            finally:
+                os.close(fd)
 
     def remove(self) -> None:
         """Delete the folder, then release its lock. Safe to call more than once."""
@@ -160,11 +196,12 @@ def make_workdir() -> Workdir:
 
 
 def sweep_stale(base: Path | None = None) -> list[Path]:
-    """Remove kernel folders whose owner has gone; return the removed ones.
+    """Remove kernel folders whose owner has gone, and kill what is left of their kernels'
+    sessions; return the removed folders.
 
     Only folders named as :func:`make_workdir` names them, inside this user's own
-    :func:`kernel_root` of ``base`` (default: :func:`kernel_base`), unlocked and older than
-    :data:`STALE_AFTER` seconds, are removed.
+    :func:`kernel_root` of ``base`` (default: :func:`kernel_base`), unlocked, and older than
+    :data:`STALE_AFTER` seconds or holding a session record, are removed.
     """
     if fcntl is None:
         return []
@@ -184,19 +221,34 @@ def sweep_stale(base: Path | None = None) -> list[Path]:
             info = entry.stat(follow_symlinks=False)
             if not entry.is_dir(follow_symlinks=False) or info.st_uid != os.getuid():
                 continue
-            if now - info.st_mtime < STALE_AFTER:
-                continue
         except OSError:
+            continue
+        record = Path(entry.path) / SESSION_RECORD
+        if now - info.st_mtime < STALE_AFTER and not record.exists():
             continue
         fd = _lock(Path(entry.path))
         if fd is None:
             continue  # its owner is alive
         try:
+            _sweep_session(record)
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(Path(entry.path))
         finally:
             os.close(fd)
     return removed
+
+
+def _sweep_session(record: Path) -> None:
+    """Kill what is left of the session recorded in ``record`` (if any, and readable)."""
+    try:
+        data = json.loads(record.read_bytes())
+        pid, started, ids = int(data["pid"]), int(data["started"]), data["ids"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return
+    if isinstance(ids, list) and all(isinstance(value, str) for value in ids):
+        killed = sessions.sweep(pid, started, ids)
+        if killed:
+            logger.info("killed %d processes left by the kernel of a killed host", len(killed))
 
 
 def _lock(path: Path) -> int | None:
