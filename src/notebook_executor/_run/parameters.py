@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ParameterError
+from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml
 from .literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
@@ -347,17 +348,28 @@ def _fit(parameter: Parameter, value: Any) -> tuple[bool, Any]:
     return True, value
 
 
-def convert_text_value(parameter: Parameter | None, text: str) -> Any:
+def convert_text_value(
+    parameter: Parameter | None, text: str, declared: Mapping[str, Parameter] | None = None
+) -> Any:
     """Convert a command-line string to a value for ``parameter``.
 
     First as papermill's ``-p`` does (``True``/``False``/``None``, int, float, else the string),
     then towards the declared type: a ``str`` parameter keeps the text as typed, ``list`` and
     ``dict`` parameters parse YAML/JSON, ``bool`` accepts true/false in any case, ``float``
     accepts an int. Anything that still does not fit is left for validation to report.
+
+    A value longer than :data:`MAX_PARAMETERS_CHARS`, or YAML whose aliases expand too far,
+    raises ParameterError (listing ``declared``, the notebook's parameters, when given).
     """
     value = _papermill_value(text)
     if parameter is None:
         return value
+    if len(text) > MAX_PARAMETERS_CHARS:
+        raise ParameterError(
+            parameter.name,
+            [f"{parameter.name}: the value is longer than {MAX_PARAMETERS_CHARS:,} characters"],
+            _declared_dicts(declared or {parameter.name: parameter}),
+        )
     kind = parameter.type
     if kind == "str":
         if value is None and parameter.nullable:
@@ -368,10 +380,9 @@ def convert_text_value(parameter: Parameter | None, text: str) -> Any:
     if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind in ("list", "dict") and isinstance(value, str):
-        return _structured_value(text)
+        return _structured_value(parameter, text, declared)
     if kind == "any" and isinstance(value, str) and text.lstrip()[:1] in ("[", "{"):
-        parsed = _structured_value(text)
-        return parsed
+        return _structured_value(parameter, text, declared)
     return value
 
 
@@ -392,15 +403,22 @@ def _papermill_value(text: str) -> Any:
         return text
 
 
-def _structured_value(text: str) -> Any:
+def _structured_value(
+    parameter: Parameter, text: str, declared: Mapping[str, Parameter] | None
+) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep; YAML says so
         pass
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlRefused as exc:
+        problem = f"{parameter.name}: {exc}"
+        raise ParameterError(
+            parameter.name, [problem], _declared_dicts(declared or {parameter.name: parameter})
+        ) from None
     except yaml.YAMLError:
         return text
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .bounded import YamlRefused, load_yaml
 from .copying import copy_notebook
 from .files import atomic_write_text
 from .literals import to_literal
@@ -320,7 +321,9 @@ def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
         return
     body = text[3:-3]
     try:
-        front = yaml.safe_load(body)
+        front = load_yaml(body)
+    except YamlRefused as exc:
+        raise NotebookSourceError(notebook, f"front matter refused: {exc}") from None
     except yaml.YAMLError as exc:
         if re.search(r"^parameters\s*:", body, re.MULTILINE):
             raise NotebookSourceError(

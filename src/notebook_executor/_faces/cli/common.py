@@ -26,6 +26,7 @@ __all__ = [
     "read_text",
     "runs_dir_arg",
     "seconds",
+    "yaml_document",
     "yaml_mapping",
 ]
 
@@ -101,20 +102,34 @@ def executor(args: argparse.Namespace, **options: Any) -> Any:
 
 
 def read_text(path: str) -> str:
+    """The text of a parameters file, read no further than the parameters limit allows."""
+    from ..._run.bounded import MAX_PARAMETERS_CHARS
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as stream:
+            # One character more than allowed is enough for load_yaml to refuse it.
+            return stream.read(MAX_PARAMETERS_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read parameters file {path!r}: {exc}") from None
 
 
-def yaml_mapping(text: str, origin: str) -> dict[str, Any]:
+def yaml_document(text: str, origin: str) -> Any:
+    """``text`` parsed as YAML within the bounds of :func:`load_yaml`; a usage error if not."""
     import yaml
 
+    from ..._run.bounded import YamlRefused, load_yaml
+
     try:
-        data = yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlRefused as exc:
+        raise UsageError(f"{origin}: {exc}") from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
         raise UsageError(f"{origin}: not valid YAML ({first})") from None
+
+
+def yaml_mapping(text: str, origin: str) -> dict[str, Any]:
+    data = yaml_document(text, origin)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):

@@ -1,0 +1,213 @@
+"""Inputs that would cost unbounded memory or time, or that no file can hold, are refused
+with a typed error (on the command line: one line, exit 2) before any kernel starts.
+
+The memory-bomb cases run in a child process whose address space is capped
+(``RLIMIT_AS``), so a regression fails with a MemoryError instead of eating the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import FakeEngine
+from support import cli_on_engine, run_cli
+
+from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
+from notebook_executor._run.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
+
+TESTS = Path(__file__).resolve().parents[1]
+SRC = TESTS.parent / "src"
+
+#: Address space of the child process: enough to import and run on the fake engine, far
+#: below what a billion-laughs document grows to.
+CHILD_MEMORY = 1 << 30
+
+
+def billion_laughs(levels: int = 9) -> list[str]:
+    """YAML lines ``a: &a [...]`` ... each level nine aliases of the one before: 9**levels
+    strings once expanded, a few hundred bytes written."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    previous = "a"
+    for name in "bcdefghijklm"[: levels - 1]:
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    return lines
+
+
+BOMB_MAPPING = "\n".join([*billion_laughs(), "x: *i"]) + "\n"
+#: The same, in flow style: one line, as a ``-p`` value for a dict parameter.
+BOMB_FLOW = "{" + ", ".join(billion_laughs()) + ", x: *i}"
+
+NOTEBOOK = '# %% tags=["parameters"]\nx = None\n\n# %%\nprint(x)\n'
+DICT_NOTEBOOK = '# %% tags=["parameters"]\nx: dict = {}\n\n# %%\nprint(x)\n'
+LOGBOOK = "---\nparameters:\n" + textwrap.indent("\n".join(billion_laughs()), "  ")
+LOGBOOK += "\n---\n\n# Bomb\n\n```python\nprint(a)\n```\n"
+
+CHILD = """
+import json, sys
+from fake_engine import FakeEngine
+from notebook_executor import NotebookExecutor
+from notebook_executor._faces.cli import common, main
+
+engine = FakeEngine()
+common.executor = lambda args, **options: NotebookExecutor(
+    runs_dir=args.runs_dir, engine=engine, **options
+)
+mode, argv = sys.argv[1], sys.argv[2:]
+if mode == "cli":
+    code = main(argv)
+    print(json.dumps({"code": code, "jobs": len(engine.jobs)}))
+else:
+    with NotebookExecutor(runs_dir="runs", engine=engine) as ex:
+        try:
+            getattr(ex, mode)(*argv)
+        except Exception as exc:
+            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+        else:
+            print(json.dumps({"error": None}))
+"""
+
+
+def _capped(cwd: Path, *argv: str) -> tuple[dict[str, Any], str]:
+    """Run CHILD in a process capped at CHILD_MEMORY: (its JSON line, its stderr)."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS / "unit"), str(TESTS)])}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, *argv],
+        cwd=cwd,
+        env=env,
+        preexec_fn=cap,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.stdout.strip(), done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    (tmp_path / "dict.py").write_text(DICT_NOTEBOOK, encoding="utf-8")
+    (tmp_path / "bomb.yaml").write_text(BOMB_MAPPING, encoding="utf-8")
+    (tmp_path / "bomb.md").write_text(LOGBOOK, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["run", "nb.py", "-f", "bomb.yaml"], id="run -f"),
+        pytest.param(["run", "nb.py", "-y", BOMB_MAPPING], id="run -y"),
+        pytest.param(["run", "dict.py", "-p", "x", BOMB_FLOW], id="run -p dict"),
+        pytest.param(["run", "nb.py", "-p", "x", BOMB_FLOW], id="run -p any"),
+        pytest.param(["run", "bomb.md"], id="run logbook"),
+        pytest.param(["inspect", "bomb.md"], id="inspect logbook"),
+        pytest.param(["sweep", "nb.py", "-f", "bomb.yaml"], id="sweep -f"),
+    ],
+)
+def test_a_billion_laughs_is_refused_on_the_command_line(folder: Path, argv: list[str]) -> None:
+    outcome, err = _capped(folder, "cli", *argv)
+    assert outcome == {"code": 2, "jobs": 0}, err[-2000:]
+    assert len(err.strip().splitlines()) == 1, err[-2000:]
+    assert "aliases" in err
+    assert not (folder / "runs").exists()
+
+
+@pytest.mark.parametrize("method", ["inspect_parameters", "execute", "read_notebook", "validate"])
+def test_a_billion_laughs_front_matter_is_refused_by_the_api(folder: Path, method: str) -> None:
+    outcome, err = _capped(folder, method, "bomb.md")
+    if method == "validate":  # validate reports problems rather than raising
+        assert outcome["error"] is None, err[-2000:]
+    else:
+        assert outcome["error"] == "NotebookSourceError", err[-2000:]
+        assert "aliases" in outcome["message"]
+
+
+def test_load_yaml_keeps_ordinary_anchors_and_refuses_what_multiplies() -> None:
+    shared = load_yaml("base: &b {lr: 0.1, layers: [1, 2]}\nrun1: *b\nrun2: *b\n")
+    assert shared["run1"] == shared["run2"] == {"lr": 0.1, "layers": [1, 2]}
+    with pytest.raises(ValueError, match="aliases"):
+        load_yaml(BOMB_MAPPING)
+    with pytest.raises(ValueError, match="recursive"):
+        load_yaml("a: &a [1, *a]")
+    with pytest.raises(ValueError, match="longer than"):
+        load_yaml("x: 1\n" + " " * MAX_PARAMETERS_CHARS)
+    # Within the limit: an alias repeated, adding just under MAX_ALIAS_NODES nodes.
+    many = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]\nb: [" + ", ".join(["*a"] * (MAX_ALIAS_NODES // 11)) + "]"
+    assert len(load_yaml(many)["b"]) == MAX_ALIAS_NODES // 11
+
+
+@pytest.fixture
+def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    (tmp_path / "dict.py").write_text(DICT_NOTEBOOK, encoding="utf-8")
+    engine = FakeEngine()
+    cli_on_engine(monkeypatch, engine)
+    return engine
+
+
+def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2, err
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_a_huge_parameters_file_is_refused_without_reading_it_all(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path
+) -> None:
+    with (tmp_path / "big.yaml").open("w", encoding="utf-8") as stream:
+        stream.write("x: '")
+        chunk = "y" * (1 << 20)
+        for _ in range(100):
+            stream.write(chunk)
+        stream.write("'\n")
+    err = _refused(capsys, "run", "nb.py", "-f", "big.yaml")
+    assert "longer than" in err
+    assert fake_cli.jobs == []
+
+
+def test_a_huge_p_value_is_refused(capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine) -> None:
+    err = _refused(capsys, "run", "dict.py", "-p", "x", "[" + "1," * MAX_PARAMETERS_CHARS + "1]")
+    assert "longer than" in err and "x: dict" in err
+    assert fake_cli.jobs == []
+
+
+def test_a_deeply_nested_p_value_is_refused(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine
+) -> None:
+    err = _refused(capsys, "run", "dict.py", "-p", "x", "[" * 100_000 + "]" * 100_000)
+    assert "Recursion" not in err and "x: dict" in err
+    assert fake_cli.jobs == []
+
+
+def test_a_billion_laughs_front_matter_raises_before_the_engine(tmp_path: Path) -> None:
+    (tmp_path / "bomb.md").write_text(LOGBOOK, encoding="utf-8")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        with pytest.raises(NotebookSourceError, match="aliases"):
+            ex.inspect_parameters(tmp_path / "bomb.md")
+    assert engine.jobs == []
+
+
+def test_parameter_error_names_the_declared_parameters(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine
+) -> None:
+    err = _refused(capsys, "run", "dict.py", "-p", "x", BOMB_FLOW)
+    assert ParameterError.__name__ not in err
+    assert "x: dict" in err
