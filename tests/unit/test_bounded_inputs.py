@@ -19,7 +19,12 @@ import pytest
 from fake_engine import FakeEngine
 from support import cli_on_engine, run_cli
 
-from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
+from notebook_executor import (
+    NotebookExecutor,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ParameterError,
+)
 from notebook_executor._run.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -211,3 +216,110 @@ def test_parameter_error_names_the_declared_parameters(
     err = _refused(capsys, "run", "dict.py", "-p", "x", BOMB_FLOW)
     assert ParameterError.__name__ not in err
     assert "x: dict" in err
+
+
+# Lone surrogates: text no UTF-8 file can hold. Refused naming the problem, before the engine.
+
+SURROGATE = "\ud800"
+IPYNB_WITH_SURROGATE = (
+    '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"id": "a", '
+    '"cell_type": "code", "source": "print(\'\\ud800\')", "metadata": {}, "outputs": [], '
+    '"execution_count": null}]}'
+)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> tuple[NotebookExecutor, FakeEngine]:
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    (tmp_path / "s.ipynb").write_text(IPYNB_WITH_SURROGATE, encoding="utf-8")
+    engine = FakeEngine()
+    return NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine), engine
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda ex, d: ex.execute(d / "nb.py", parameters={"x": SURROGATE}), ParameterError, "'x'"),
+        (
+            lambda ex, d: ex.execute(d / "nb.py", parameters={"x": {"k": [SURROGATE]}}),
+            ParameterError,
+            "surrogate",
+        ),
+        (lambda ex, d: ex.execute(d / "nb.py", request=SURROGATE), NotebookExecutorError, "request"),
+        (
+            lambda ex, d: ex.execute(d / "nb.py", secrets={"TOKEN": "abcdefgh" + SURROGATE}),
+            NotebookExecutorError,
+            "TOKEN",
+        ),
+        (lambda ex, d: ex.execute(d / "s.ipynb"), NotebookSourceError, "surrogate"),
+        (lambda ex, d: ex.read_notebook(d / "s.ipynb"), NotebookSourceError, "surrogate"),
+        (
+            lambda ex, d: ex.execute(d / "nb.py", output_path=d / "o\udce9.ipynb"),
+            NotebookExecutorError,
+            "not UTF-8",
+        ),
+        (
+            lambda ex, d: ex.edit_cell(d / "nb.py", 1, f"print('{SURROGATE}')"),
+            NotebookExecutorError,
+            "surrogate",
+        ),
+        (
+            lambda ex, d: ex.insert_cell(d / "nb.py", 1, f"print('{SURROGATE}')"),
+            NotebookExecutorError,
+            "surrogate",
+        ),
+    ],
+    ids=[
+        "parameter",
+        "nested parameter",
+        "request",
+        "secret",
+        "ipynb cell",
+        "read ipynb",
+        "output name",
+        "edit",
+        "insert",
+    ],
+)
+def test_a_lone_surrogate_is_a_typed_error(
+    api: tuple[NotebookExecutor, FakeEngine], tmp_path: Path, call: Any, error: type, words: str
+) -> None:
+    ex, engine = api
+    before = (tmp_path / "nb.py").read_bytes()
+    with ex, pytest.raises(error, match=words) as caught:
+        call(ex, tmp_path)
+    assert "\\u" in str(caught.value) or "0x" in str(caught.value) or words in str(caught.value)
+    str(caught.value).encode("utf-8")  # the message itself can be printed and written
+    assert engine.jobs == []
+    assert (tmp_path / "nb.py").read_bytes() == before
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path
+) -> None:
+    """Kept losslessly would mean a record naming another file; it is refused instead."""
+    name = os.fsdecode(b"caf\xe9.py")
+    (tmp_path / name).write_text(NOTEBOOK, encoding="utf-8")
+    err = _refused(capsys, "run", name)
+    assert "not UTF-8" in err and "0xe9" in err and "rename" in err
+    assert fake_cli.jobs == []
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "nb.py", "-p", "x", os.fsdecode(b"\xed\xa0\x80")],
+        ["run", "nb.py", "-y", os.fsdecode(b"x: caf\xe9")],
+        ["run", "nb.py", "--request", os.fsdecode(b"\xff")],
+    ],
+    ids=["-p", "-y", "--request"],
+)
+def test_bytes_that_are_not_utf8_on_the_command_line_are_refused(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path, argv: list[str]
+) -> None:
+    err = _refused(capsys, *argv)
+    assert "not UTF-8" in err
+    assert fake_cli.jobs == []
+    assert not (tmp_path / "runs").exists()

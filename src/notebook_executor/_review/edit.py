@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError
+from .._run.bounded import unencodable
 from .._run.sources import SourceFormat, format_for, load_source, parse_source_text
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> Not
 def _check_text(name: str, value: object) -> None:
     if not isinstance(value, str):
         raise NotebookExecutorError(f"{name} must be a str, got {type(value).__name__}")
+    problem = unencodable(value)
+    if problem:
+        raise NotebookExecutorError(f"{name}: {problem}; a notebook file cannot hold it")
 
 
 @dataclass

@@ -45,8 +45,9 @@ def load_yaml(text: str) -> Any:
     Raises
     ------
     YamlRefused
-        The text is longer than :data:`MAX_PARAMETERS_CHARS`, its aliases would add more than
-        :data:`MAX_ALIAS_NODES` nodes, or it is nested deeper than the parser allows.
+        The text is longer than :data:`MAX_PARAMETERS_CHARS`, holds lone surrogates (bytes
+        that were not UTF-8), its aliases would add more than :data:`MAX_ALIAS_NODES` nodes,
+        or it is nested deeper than the parser allows.
     yaml.YAMLError
         The text is not valid YAML.
     """
@@ -57,6 +58,9 @@ def load_yaml(text: str) -> Any:
             f"the YAML document is longer than {MAX_PARAMETERS_CHARS:,} characters "
             "(the limit for parameters)"
         )
+    problem = unencodable(text)
+    if problem:  # libyaml reads UTF-8 bytes: the text is encoded first
+        raise YamlRefused(f"the YAML document is not UTF-8: {problem}")
     loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it
     loader = loader_class(text)
     try:
@@ -128,6 +132,8 @@ def unencodable(text: str) -> str | None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        line = text.count("\n", 0, exc.start) + 1
-        return f"it holds a character that is not valid Unicode ({text[exc.start]!r}, line {line})"
+        char = text[exc.start]
+        if "\udc80" <= char <= "\udcff":  # a byte that was not UTF-8, kept by surrogateescape
+            return f"it holds the byte 0x{ord(char) - 0xDC00:02x}, which is not UTF-8 text"
+        return f"it holds {char!r}, a lone surrogate, which is not valid Unicode text"
     return None

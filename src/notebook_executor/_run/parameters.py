@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ParameterError
-from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml
+from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
 from .literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ __all__ = [
     "inject_parameters",
     "parameters_cell_index",
     "parse_parameters",
+    "unencodable_value",
     "validate_parameters",
 ]
 
@@ -289,6 +290,10 @@ def validate_parameters(
     for name, parameter in declared.items():
         if name in given:
             ok, value = _fit(parameter, given[name])
+            problem = unencodable_value(value) if ok else None
+            if problem:
+                problems.append((name, f"parameter {name!r}: {problem}"))
+                continue
             if not ok:
                 problems.append(
                     (
@@ -308,6 +313,26 @@ def validate_parameters(
             problems[0][0], [text for _, text in problems], _declared_dicts(declared)
         )
     return effective
+
+
+def unencodable_value(value: Any) -> str | None:
+    """Where a value holds text no UTF-8 file can hold (the run records could not keep it).
+
+    ``value`` passed the literal check: no cycle, nested at most ``MAX_DEPTH`` deep.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = unencodable(item)
+            if problem:
+                return problem
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return None
 
 
 def _expected(parameter: Parameter) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
-from .bounded import YamlRefused, load_yaml
+from .bounded import YamlRefused, load_yaml, unencodable
 from .copying import copy_notebook
 from .files import atomic_write_text
 from .literals import to_literal
@@ -198,6 +198,12 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
         raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise NotebookSourceError(notebook, f"not valid JSON ({_first_line(exc)})") from None
+    if _SURROGATE_ESCAPE.search(text):
+        # JSON may spell a lone surrogate ("\ud800"), which no UTF-8 file can hold: the run
+        # records could not be written. Only a document with such an escape is checked.
+        problem = unencodable(json.dumps(raw, ensure_ascii=False))
+        if problem:
+            raise NotebookSourceError(notebook, problem)
     if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
         raise NotebookSourceError(notebook, "not a notebook (a JSON object with 'cells' expected)")
     major = raw.get("nbformat")
@@ -217,6 +223,10 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
             notebook, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
     return _normalised(nb)
+
+
+#: A JSON escape of a UTF-16 surrogate (a pair spells a character beyond the BMP).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
