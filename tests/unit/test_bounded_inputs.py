@@ -323,3 +323,48 @@ def test_bytes_that_are_not_utf8_on_the_command_line_are_refused(
     assert "not UTF-8" in err
     assert fake_cli.jobs == []
     assert not (tmp_path / "runs").exists()
+
+
+# .env files: one reader (python-dotenv), a byte order mark is not part of the first name.
+
+
+def test_a_dotenv_starting_with_a_bom_keeps_its_first_key(tmp_path: Path) -> None:
+    from notebook_executor._run.declared_env import read_dotenv
+
+    path = tmp_path / ".env"
+    path.write_bytes(b"\xef\xbb\xbfNBX_FIRST=one\nNBX_SECOND=two\n")
+    assert read_dotenv(path) == {"NBX_FIRST": "one", "NBX_SECOND": "two"}
+
+
+def test_execute_and_validate_find_a_declared_name_in_a_dotenv_with_a_bom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NBX_BOM_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.md").write_text(
+        "---\nenv: [NBX_BOM_TOKEN]\nparameters:\n  x: 1\n---\n\n```python\nprint(x)\n```\n",
+        encoding="utf-8",
+    )
+    (tmp_path / ".env").write_bytes(b"\xef\xbb\xbfNBX_BOM_TOKEN=secret-value-1\n")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        assert ex.validate(tmp_path / "log.md")["valid"]
+        result = ex.execute(tmp_path / "log.md")
+    assert result["status"] == "success"
+    assert engine.jobs[0].env["NBX_BOM_TOKEN"] == "secret-value-1"
+
+
+def test_validate_reports_what_execute_refuses_about_env(tmp_path: Path) -> None:
+    """One reading of ``env:``: a string is refused by both (validate once took it as a
+    one-name list while execute refused it)."""
+    (tmp_path / "log.md").write_text(
+        "---\nenv: NBX_ONE\nparameters:\n  x: 1\n---\n\n```python\nprint(x)\n```\n",
+        encoding="utf-8",
+    )
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        report = ex.validate(tmp_path / "log.md")
+        with pytest.raises(NotebookSourceError, match="list of environment variable names"):
+            ex.execute(tmp_path / "log.md")
+    assert not report["valid"]
+    assert any("list of environment variable names" in p["message"] for p in report["problems"])

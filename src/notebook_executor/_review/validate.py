@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._run.declared_env import declared_env_names, resolve_declared_env
 from .._run.parameters import (
     INJECTED_TAG,
     PARAMETERS_TAG,
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .._run.plan import Plan
     from ..engine import Engine
 
-__all__ = ["declared_env", "validate_notebook"]
+__all__ = ["validate_notebook"]
 
 Problem = dict[str, Any]
 
@@ -262,51 +263,27 @@ def _kernel_problems(shown: str, nb: NotebookNode, requested: Any) -> list[Probl
     return []
 
 
-def declared_env(nb: NotebookNode) -> list[str]:
-    """Environment variable names the notebook declares (logbook front matter ``env:`` or
-    metadata ``notebook_executor.env``)."""
-    declared: Any = nb.metadata.get("front_matter", {}).get("env")
-    if declared is None:
-        declared = nb.metadata.get("notebook_executor", {}).get("env")
-    if isinstance(declared, str):
-        declared = [declared]
-    if not isinstance(declared, list):
-        return []
-    return [str(name) for name in declared]
-
-
 def _env_problems(path: Path, nb: NotebookNode, options: Mapping[str, Any]) -> list[Problem]:
-    """Each declared variable must be found where a run looks for it (SPEC section 8)."""
-    names = declared_env(nb)
+    """Each declared variable must be found where a run looks for it (SPEC section 8): the
+    run's own lookup, on copies of the given ``env``/``secrets``."""
+    try:
+        names = declared_env_names(str(path), nb)
+    except NotebookSourceError as exc:
+        return [_problem(None, "error", exc.reason)]
     if not names:
         return []
-    given = {**dict(options.get("env") or {}), **dict(options.get("secrets") or {})}
-    found = set(given) | set(os.environ)
-    for folder in (path.parent, Path.cwd()):
-        found |= _dotenv_names(folder / ".env")
-    missing = [name for name in names if name not in found]
-    return [
-        _problem(
-            None,
-            "error",
-            f"environment variable {name} is declared but not set (not in "
-            "env=/secrets=, the environment, or a .env file)",
-        )
-        for name in missing
-    ]
-
-
-def _dotenv_names(path: Path) -> set[str]:
+    env = options.get("env")
+    secrets = options.get("secrets")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return set()
-    names = set()
-    for line in text.splitlines():
-        match = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
-        if match:
-            names.add(match.group(1))
-    return names
+        resolve_declared_env(
+            names,
+            env=dict(env) if isinstance(env, Mapping) else {},
+            secrets=dict(secrets) if isinstance(secrets, Mapping) else {},
+            folders=[path.parent, Path.cwd()],
+        )
+    except ParameterError as exc:
+        return [_problem(None, "error", problem) for problem in exc.problems]
+    return []
 
 
 def _run_problems(
