@@ -368,3 +368,124 @@ def test_validate_reports_what_execute_refuses_about_env(tmp_path: Path) -> None
             ex.execute(tmp_path / "log.md")
     assert not report["valid"]
     assert any("list of environment variable names" in p["message"] for p in report["problems"])
+
+
+# Malformed inputs: a typed error in the user's terms, never the name of a Python internal.
+
+_FRONT = "---\n{}\n---\n\n```python\nprint(1)\n```\n"
+_IPYNB = '{{"nbformat": 4, "nbformat_minor": 5, "metadata": {metadata}, "cells": {cells}}}'
+_CELL = (
+    '{"id": "a", "cell_type": "code", "source": "x = 1", "metadata": "s", "outputs": [], '
+    '"execution_count": null}'
+)
+MALFORMED = {
+    "front_parameters_string.md": (_FRONT.format("parameters: hello"), "must be a mapping"),
+    "front_parameters_list.md": (_FRONT.format("parameters: [a, b]"), "must be a mapping"),
+    "front_env_string.md": (_FRONT.format("env: NBX_A\nparameters:\n  x: 1"), "'env' must be"),
+    "front_not_yaml.md": (_FRONT.format("- a\n- b"), "not valid YAML"),
+    "front_deep.md": (_FRONT.format("parameters:\n  d: " + "[" * 900 + "]" * 900), "too deep"),
+    "jupytext_header.md": (
+        "---\njupyter:\n  kernelspec: 3\n---\n\n```python\nx = 1\n```\n",
+        "wrong type",
+    ),
+    "cells_dict.ipynb": (_IPYNB.format(metadata="{}", cells='{"a": 1}'), "'cells' must be a list"),
+    "cells_strings.ipynb": (_IPYNB.format(metadata="{}", cells='["x"]'), "cell 0 is a str"),
+    "metadata_string.ipynb": (_IPYNB.format(metadata='"hello"', cells="[]"), "metadata"),
+    "cell_metadata_string.ipynb": (_IPYNB.format(metadata="{}", cells=f"[{_CELL}]"), "cell 0"),
+    "json_deep.ipynb": (
+        _IPYNB.format(metadata='{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", cells="[]"),
+        "too deep",
+    ),
+    "schema_deep.ipynb": (
+        _IPYNB.format(metadata='{"a": ' + "[" * 900 + "]" * 900 + "}", cells="[]"),
+        "too deep",
+    ),
+    "tags_string.py": ('# %% tags="parameters"\nx = 1\n', "'parameters' is not of type"),
+}
+#: Declarations only a run reads (reading the notebook or its parameters ignores them).
+_ONLY_WHEN_RUN = {"front_env_string.md"}
+_INTERNALS = ("Error:", "Error(", "object has no attribute", "recursion", "Traceback")
+
+
+def _user_level(message: str) -> None:
+    for word in _INTERNALS:
+        assert word not in message, message
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+@pytest.mark.parametrize("method", ["execute", "inspect_parameters", "read_notebook", "validate"])
+def test_a_malformed_source_is_a_typed_error_in_user_terms(
+    tmp_path: Path, name: str, method: str
+) -> None:
+    text, words = MALFORMED[name]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        if method in ("inspect_parameters", "read_notebook") and name in _ONLY_WHEN_RUN:
+            getattr(ex, method)(path)  # what only a run uses is not looked at
+            return
+        if method == "validate":
+            report = ex.validate(path)
+            assert not report["valid"]
+            messages = " | ".join(p["message"] for p in report["problems"])
+            # The schema check words some of these its own way ("schema: ...").
+            assert words in messages or "schema: " in messages
+        else:
+            with pytest.raises(NotebookSourceError) as caught:
+                getattr(ex, method)(path)
+            messages = str(caught.value)
+            assert words in messages
+    _user_level(messages)
+    assert engine.jobs == []
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_source_is_one_line_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path, name: str
+) -> None:
+    text, words = MALFORMED[name]
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    err = _refused(capsys, "run", name)
+    assert words in err
+    _user_level(err)
+    assert fake_cli.jobs == []
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (None, "nested more than 100 deep"),
+        ({1, 2}, "set values cannot"),
+        (b"x", "bytes values cannot"),
+    ],
+    ids=["nested 100,000 deep", "set", "bytes"],
+)
+def test_a_parameter_value_that_cannot_be_injected_says_why(
+    tmp_path: Path, value: Any, words: str
+) -> None:
+    if value is None:
+        value = []
+        for _ in range(100_000):
+            value = [value]
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        with pytest.raises(ParameterError, match=words) as caught:
+            ex.execute(tmp_path / "nb.py", parameters={"x": value})
+    assert "<list>" not in str(caught.value)
+    assert engine.jobs == []
+
+
+def test_a_text_source_over_the_limit_is_refused_before_jupytext_reads_it(
+    tmp_path: Path,
+) -> None:
+    from notebook_executor._run.bounded import MAX_TEXT_SOURCE_BYTES
+
+    path = tmp_path / "big.py"
+    path.write_text('# %%\ns = "' + "a" * (50 * 1024 * 1024) + '"\n', encoding="utf-8")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        with pytest.raises(NotebookSourceError, match="too large") as caught:
+            ex.inspect_parameters(path)
+    assert str(MAX_TEXT_SOURCE_BYTES) in str(caught.value)

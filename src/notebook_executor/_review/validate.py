@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._run.declared_env import declared_env_names, resolve_declared_env
+from .._run.sources import NESTED_TOO_DEEP
 from .._run.parameters import (
     INJECTED_TAG,
     PARAMETERS_TAG,
@@ -132,7 +133,9 @@ def _schema_problems(path: Path) -> list[Problem]:
         raw = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         return [_problem(None, "error", "no such file")]
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        return [_problem(None, "error", f"not a readable JSON notebook: {NESTED_TOO_DEEP}")]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         return [_problem(None, "error", f"not a readable JSON notebook: {exc}")]
     if not isinstance(raw, dict) or raw.get("nbformat") != 4:
         return [_problem(None, "error", "not an nbformat 4 notebook")]

@@ -295,13 +295,7 @@ def validate_parameters(
                 problems.append((name, f"parameter {name!r}: {problem}"))
                 continue
             if not ok:
-                problems.append(
-                    (
-                        name,
-                        f"parameter {name!r} expects {_expected(parameter)}, "
-                        f"got {type(given[name]).__name__} {_short_repr(given[name])}",
-                    )
-                )
+                problems.append((name, _misfit(name, parameter, given[name])))
                 continue
             effective[name] = value
         elif parameter.required:
@@ -333,6 +327,19 @@ def unencodable_value(value: Any) -> str | None:
             stack.extend(item.keys())
             stack.extend(item.values())
     return None
+
+
+def _misfit(name: str, parameter: Parameter, value: Any) -> str:
+    """Why ``value`` does not fit ``parameter``, in one line."""
+    try:
+        to_literal(value)
+    except (TypeError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, TypeError) else "the value is nested too deep"
+        return f"parameter {name!r} cannot be injected: {why}"
+    return (
+        f"parameter {name!r} expects {_expected(parameter)}, "
+        f"got {type(value).__name__} {_short_repr(value)}"
+    )
 
 
 def _expected(parameter: Parameter) -> str:
