@@ -489,3 +489,45 @@ def test_a_text_source_over_the_limit_is_refused_before_jupytext_reads_it(
         with pytest.raises(NotebookSourceError, match="too large") as caught:
             ex.inspect_parameters(path)
     assert str(MAX_TEXT_SOURCE_BYTES) in str(caught.value)
+
+
+# One rule for every output file a caller names: its folder must exist, and is not created.
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "nb.py", "missing/deeper/out.ipynb"],
+        ["convert", "nb.py", "missing/out.md"],
+        ["run", "nb.py", "missing/out.ipynb"],
+        ["run", "nb.py", "--output", "missing/out.ipynb"],
+    ],
+    ids=["convert ipynb", "convert md", "run OUT", "run --output"],
+)
+def test_an_output_in_a_missing_folder_is_refused_and_no_folder_is_made(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path, argv: list[str]
+) -> None:
+    err = _refused(capsys, *argv)
+    assert "does not exist" in err
+    assert not (tmp_path / "missing").exists()
+    assert fake_cli.jobs == []
+
+
+def test_export_out_in_a_missing_folder_is_refused_and_no_folder_is_made(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path
+) -> None:
+    code, out, err = run_cli(capsys, "run", "nb.py", "--json")
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    err = _refused(capsys, "export", run_id, "--to", "script", "--out", "missing/run.py")
+    assert "does not exist" in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_write_notebook_refuses_a_missing_folder(tmp_path: Path) -> None:
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+        (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+        nb = ex.read_notebook(tmp_path / "nb.py")
+        with pytest.raises(NotebookSourceError, match="does not exist"):
+            ex.write_notebook(nb, tmp_path / "missing" / "nb.ipynb")
+    assert not (tmp_path / "missing").exists()

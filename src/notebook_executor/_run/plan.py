@@ -21,6 +21,7 @@ from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
 from .bounded import unencodable
+from .files import missing_folder
 from .declared_env import declared_env_names, resolve_declared_env
 from .literals import is_literal_value
 from .parameters import (
@@ -266,13 +267,9 @@ def _url_key(url: str) -> tuple[str, str, str, str]:
 
 def _check_writable_folder(shown: str, folder: Path) -> None:
     """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
-    if not folder.exists():
-        raise NotebookExecutorError(
-            f"output_path {shown!r}: the folder {os.fspath(folder)!r} does not exist "
-            "(create it first)"
-        )
-    if not folder.is_dir():
-        raise NotebookExecutorError(f"output_path {shown!r}: {os.fspath(folder)!r} is not a folder")
+    problem = missing_folder(folder / "probe")
+    if problem:
+        raise NotebookExecutorError(f"output_path {shown!r}: {problem}")
     probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

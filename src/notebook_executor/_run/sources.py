@@ -32,7 +32,7 @@ from .bounded import (
     unencodable,
 )
 from .copying import copy_notebook
-from .files import atomic_write_text
+from .files import atomic_write_text, missing_folder
 from .literals import to_literal
 from .percent import read_plain_percent
 from .remote import is_url, read_url, write_url
@@ -505,6 +505,9 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
         return Path(url)
     fmt = format_for(path)
     target = Path(path)
+    problem = missing_folder(target)
+    if problem:
+        raise NotebookSourceError(os.fspath(path), f"cannot write: {problem}")
     try:
         atomic_write_text(target, notebook_to_text(nb, fmt), private=False)
     except (OSError, ValueError) as exc:
