@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
-from support import cli_on_engine, run_cli
 
 from notebook_executor import (
     NotebookExecutor,
@@ -26,6 +25,7 @@ from notebook_executor import (
     ParameterError,
 )
 from notebook_executor._run.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
+from support import cli_on_engine, run_cli
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -151,7 +151,11 @@ def test_load_yaml_keeps_ordinary_anchors_and_refuses_what_multiplies() -> None:
     with pytest.raises(ValueError, match="longer than"):
         load_yaml("x: 1\n" + " " * MAX_PARAMETERS_CHARS)
     # Within the limit: an alias repeated, adding just under MAX_ALIAS_NODES nodes.
-    many = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]\nb: [" + ", ".join(["*a"] * (MAX_ALIAS_NODES // 11)) + "]"
+    many = (
+        "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]\nb: ["
+        + ", ".join(["*a"] * (MAX_ALIAS_NODES // 11))
+        + "]"
+    )
     assert len(load_yaml(many)["b"]) == MAX_ALIAS_NODES // 11
 
 
@@ -187,7 +191,9 @@ def test_a_huge_parameters_file_is_refused_without_reading_it_all(
     assert fake_cli.jobs == []
 
 
-def test_a_huge_p_value_is_refused(capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine) -> None:
+def test_a_huge_p_value_is_refused(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine
+) -> None:
     err = _refused(capsys, "run", "dict.py", "-p", "x", "[" + "1," * MAX_PARAMETERS_CHARS + "1]")
     assert "longer than" in err and "x: dict" in err
     assert fake_cli.jobs == []
@@ -204,9 +210,11 @@ def test_a_deeply_nested_p_value_is_refused(
 def test_a_billion_laughs_front_matter_raises_before_the_engine(tmp_path: Path) -> None:
     (tmp_path / "bomb.md").write_text(LOGBOOK, encoding="utf-8")
     engine = FakeEngine()
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
-        with pytest.raises(NotebookSourceError, match="aliases"):
-            ex.inspect_parameters(tmp_path / "bomb.md")
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
+        pytest.raises(NotebookSourceError, match="aliases"),
+    ):
+        ex.inspect_parameters(tmp_path / "bomb.md")
     assert engine.jobs == []
 
 
@@ -245,7 +253,11 @@ def api(tmp_path: Path) -> tuple[NotebookExecutor, FakeEngine]:
             ParameterError,
             "surrogate",
         ),
-        (lambda ex, d: ex.execute(d / "nb.py", request=SURROGATE), NotebookExecutorError, "request"),
+        (
+            lambda ex, d: ex.execute(d / "nb.py", request=SURROGATE),
+            NotebookExecutorError,
+            "request",
+        ),
         (
             lambda ex, d: ex.execute(d / "nb.py", secrets={"TOKEN": "abcdefgh" + SURROGATE}),
             NotebookExecutorError,
@@ -470,9 +482,11 @@ def test_a_parameter_value_that_cannot_be_injected_says_why(
             value = [value]
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
     engine = FakeEngine()
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
-        with pytest.raises(ParameterError, match=words) as caught:
-            ex.execute(tmp_path / "nb.py", parameters={"x": value})
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
+        pytest.raises(ParameterError, match=words) as caught,
+    ):
+        ex.execute(tmp_path / "nb.py", parameters={"x": value})
     assert "<list>" not in str(caught.value)
     assert engine.jobs == []
 
@@ -485,9 +499,11 @@ def test_a_text_source_over_the_limit_is_refused_before_jupytext_reads_it(
     path = tmp_path / "big.py"
     path.write_text('# %%\ns = "' + "a" * (50 * 1024 * 1024) + '"\n', encoding="utf-8")
     engine = FakeEngine()
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
-        with pytest.raises(NotebookSourceError, match="too large") as caught:
-            ex.inspect_parameters(path)
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
+        pytest.raises(NotebookSourceError, match="too large") as caught,
+    ):
+        ex.inspect_parameters(path)
     assert str(MAX_TEXT_SOURCE_BYTES) in str(caught.value)
 
 
@@ -531,3 +547,59 @@ def test_write_notebook_refuses_a_missing_folder(tmp_path: Path) -> None:
         with pytest.raises(NotebookSourceError, match="does not exist"):
             ex.write_notebook(nb, tmp_path / "missing" / "nb.ipynb")
     assert not (tmp_path / "missing").exists()
+
+
+# A parameters cell that is not valid Python: found before any kernel starts.
+
+BROKEN = '# %% [markdown]\n# Title\n\n# %% tags=["parameters"]\nx = 1\ny = (2\n\n# %%\nprint(x)\n'
+
+
+def test_a_syntax_error_in_the_parameters_cell_is_refused_before_the_engine(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        report = ex.validate(tmp_path / "broken.py")
+        with pytest.raises(NotebookSourceError, match=r"parameters cell \(cell 1\)") as caught:
+            ex.execute(tmp_path / "broken.py")
+    assert "line 2" in str(caught.value)
+    assert engine.jobs == []
+    assert not (tmp_path / "runs").exists()
+    assert [p["cell"] for p in report["problems"] if p["severity"] == "error"] == [1]
+
+
+def test_a_syntax_error_in_the_parameters_cell_is_one_line_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path
+) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
+    err = _refused(capsys, "run", "broken.py")
+    assert "parameters cell (cell 1) is not valid Python" in err
+    assert fake_cli.jobs == []
+
+
+def test_magics_in_the_parameters_cell_are_not_syntax_errors(tmp_path: Path) -> None:
+    (tmp_path / "magic.ipynb").write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "id": "p",
+                        "cell_type": "code",
+                        "metadata": {"tags": ["parameters"]},
+                        "source": "%config Completer.use_jedi = False\nif True:\n    !true\nx = 1",
+                        "outputs": [],
+                        "execution_count": None,
+                    }
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    engine = FakeEngine()
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+        assert ex.validate(tmp_path / "magic.ipynb")["valid"]
+        assert ex.inspect_parameters(tmp_path / "magic.ipynb")["x"]["default"] == 1

@@ -174,7 +174,9 @@ def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _R
         return
     what = {"edit": "new source of", "insert": "inserted", "delete": "deletion of"}[request.op]
     if len(got) == len(shape):
-        changed = next(i for i, (want, have) in enumerate(zip(shape, got)) if want != have)
+        changed = next(
+            i for i, (want, have) in enumerate(zip(shape, got, strict=True)) if want != have
+        )
         raise NotebookSourceError(
             shown,
             f"the {what} cell {request.index} cannot be written in this format as given: "

@@ -21,11 +21,9 @@ the run is not kept in the run records), honouring nbval's markers:
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -34,13 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._run.declared_env import declared_env_names, resolve_declared_env
-from .._run.sources import NESTED_TOO_DEEP
 from .._run.parameters import (
     INJECTED_TAG,
     PARAMETERS_TAG,
     declared_parameters,
+    parameters_cell_error,
     parameters_cell_index,
+    parse_python,
 )
+from .._run.sources import NESTED_TOO_DEEP
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
@@ -172,17 +172,9 @@ def _parameters_problems(nb: NotebookNode) -> list[Problem]:
     if code:
         index = code[0]
         source = nb.cells[index].source
-        try:
-            ast.parse(_without_magics(source))
-        except SyntaxError as exc:
-            return [
-                *problems,
-                _problem(
-                    index,
-                    "error",
-                    f"the parameters cell does not parse: {exc.msg} (line {exc.lineno})",
-                ),
-            ]
+        broken = parameters_cell_error(nb)
+        if broken is not None:
+            return [*problems, _problem(index, "error", f"the parameters cell {broken[1]}")]
         if not declared_parameters(nb) and source.strip():
             problems.append(
                 _problem(
@@ -190,17 +182,6 @@ def _parameters_problems(nb: NotebookNode) -> list[Problem]:
                 )
             )
     return problems
-
-
-_MAGIC = re.compile(r"^\s*[%!?]")
-
-
-def _without_magics(source: str) -> str:
-    # Line magics and shell escapes are IPython, not Python; ``pass`` keeps the line numbers.
-    return "\n".join(
-        re.match(r"^\s*", line).group(0) + "pass" if _MAGIC.match(line) else line  # type: ignore[union-attr]
-        for line in source.splitlines()
-    )
 
 
 def _syntax_problems(nb: NotebookNode) -> list[Problem]:
@@ -211,7 +192,7 @@ def _syntax_problems(nb: NotebookNode) -> list[Problem]:
         if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
             continue  # reported by the parameters check
         try:
-            ast.parse(_without_magics(cell.source))
+            parse_python(cell.source)
         except SyntaxError as exc:
             problems.append(
                 _problem(index, "error", f"syntax error: {exc.msg} (line {exc.lineno})")

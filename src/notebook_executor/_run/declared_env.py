@@ -117,7 +117,7 @@ def read_dotenv(path: Path) -> dict[str, str]:
     from dotenv import dotenv_values
 
     try:
-        with open(path, encoding="utf-8-sig") as stream:
+        with path.open(encoding="utf-8-sig") as stream:
             parsed = dotenv_values(stream=stream, interpolate=False)
     except (OSError, UnicodeDecodeError):
         return {}

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ParameterError
+from .._errors import NotebookSourceError, ParameterError
 from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
 from .literals import is_literal_value, to_literal
 
@@ -37,11 +37,14 @@ __all__ = [
     "INJECTED_TAG",
     "PARAMETERS_TAG",
     "Parameter",
+    "check_parameters_cell",
     "convert_text_value",
     "declared_parameters",
     "inject_parameters",
+    "parameters_cell_error",
     "parameters_cell_index",
     "parse_parameters",
+    "parse_python",
     "unencodable_value",
     "validate_parameters",
 ]
@@ -129,11 +132,52 @@ def _fresh(parameter: Parameter) -> Parameter:
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 
 
+def parameters_cell_error(nb: NotebookNode) -> tuple[int, str] | None:
+    """``(cell index, problem)`` when the parameters cell is not valid Python, else None.
+
+    IPython magics and shell escapes on lines of their own are allowed (the kernel runs them).
+    """
+    index = parameters_cell_index(nb)
+    if index is None:
+        return None
+    source = nb.cells[index].source
+    if source.lstrip().startswith("%%"):
+        return None  # a cell magic: its body is not Python to check here
+    error = _syntax_error(source)
+    return None if error is None else (index, error)
+
+
+def check_parameters_cell(notebook: str, nb: NotebookNode) -> None:
+    """Refuse a notebook whose parameters cell does not parse: found before any kernel
+    starts, rather than as the run's first cell error.
+
+    Raises
+    ------
+    NotebookSourceError
+        Naming the cell (its index in the source) and the line.
+    """
+    found = parameters_cell_error(nb)
+    if found is not None:
+        index, problem = found
+        raise NotebookSourceError(notebook, f"the parameters cell (cell {index}) {problem}")
+
+
+@functools.lru_cache(maxsize=64)
+def _syntax_error(source: str) -> str | None:
+    try:
+        parse_python(source)
+    except SyntaxError as exc:
+        return f"is not valid Python: {exc.msg} (line {exc.lineno} of the cell)"
+    except (ValueError, RecursionError, MemoryError):  # NUL bytes, nesting beyond the parser
+        return "is not valid Python: the parser cannot read it"
+    return None
+
+
 @functools.lru_cache(maxsize=64)
 def _parse_cached(source: str) -> dict[str, Parameter]:
     try:
-        tree = ast.parse(_strip_magics(source))
-    except SyntaxError:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     comments = _comments_by_line(source)
     found: dict[str, Parameter] = {}
@@ -144,11 +188,33 @@ def _parse_cached(source: str) -> dict[str, Parameter]:
     return found
 
 
-def _strip_magics(source: str) -> str:
-    # IPython magics and shell escapes are not Python; blank them so the rest parses.
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+def _is_magic(line: str) -> bool:
+    return line.lstrip().startswith(("%", "!", "?"))
+
+
+def parse_python(source: str) -> ast.Module:
+    """Parse a code cell's ``source`` as Python, IPython's line magics, shell escapes and help
+    lines (``%``, ``!``, ``?``) aside.
+
+    Such a line is read as ``pass`` at its indentation (it may be a block's only line), else
+    as a blank line (it may be indented where Python allows no indentation). Raises the
+    SyntaxError of the first reading when neither parses.
+    """
+    lines = source.splitlines()
+    as_pass = "\n".join(
+        line[: len(line) - len(line.lstrip())] + "pass" if _is_magic(line) else line
+        for line in lines
     )
+    try:
+        return ast.parse(as_pass)
+    except SyntaxError:
+        if not any(_is_magic(line) for line in lines):
+            raise
+        try:
+            return ast.parse("\n".join("" if _is_magic(line) else line for line in lines))
+        except SyntaxError:
+            pass
+        raise
 
 
 def _comments_by_line(source: str) -> dict[int, str]:

@@ -21,11 +21,12 @@ from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
 from .bounded import unencodable
-from .files import missing_folder
 from .declared_env import declared_env_names, resolve_declared_env
+from .files import missing_folder
 from .literals import is_literal_value
 from .parameters import (
     INJECTED_TAG,
+    check_parameters_cell,
     declared_parameters,
     inject_parameters,
     unencodable_value,
@@ -133,6 +134,7 @@ def plan_run(
     kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
     checked = parses_parameters(kernel.language)
     if checked:
+        check_parameters_cell(notebook, loaded.nb)
         declared = declared_parameters(loaded.nb)
         effective = validate_parameters(declared, given)
         defaults = {n: p.default for n, p in declared.items() if p.literal_default}

@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class SourceFormat:
     """One supported source format."""
@@ -250,7 +249,8 @@ def _check_shape(notebook: str, raw: dict[str, object]) -> None:
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict):
             raise NotebookSourceError(
-                notebook, f"invalid notebook: cell {index} is a {type(cell).__name__}, not an object"
+                notebook,
+                f"invalid notebook: cell {index} is a {type(cell).__name__}, not an object",
             )
         if not isinstance(cell.get("metadata", {}), dict):
             raise NotebookSourceError(

@@ -106,7 +106,7 @@ def read_text(path: str) -> str:
     from ..._run.bounded import MAX_PARAMETERS_CHARS
 
     try:
-        with open(path, encoding="utf-8") as stream:
+        with Path(path).open(encoding="utf-8") as stream:
             # One character more than allowed is enough for load_yaml to refuse it.
             return stream.read(MAX_PARAMETERS_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
