@@ -189,6 +189,7 @@ def test_inspect_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("target", ["out.ipynb", "out.md", "sub/out.py"])
 def test_convert(capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str) -> None:
+    (tmp_path / "sub").mkdir()  # an output's folder must exist, as for run OUT
     code, out, err = _run(capsys, "convert", "nb.py", target)
     assert code == 0
     assert out == ""

@@ -297,11 +297,11 @@ def test_every_edit_is_exact_or_refused(
     try:
         if op == "edit":
             nb = edit_cell(path, index, source)
-            intended[index] = (intended[index][0], source)
+            intended[index] = (intended[index][0], _as_stored(name, source))
             kept, tail = range(index), count - index - 1
         elif op == "insert":
             nb = insert_cell(path, index, source, cell_type)
-            intended.insert(index, (cell_type, source))
+            intended.insert(index, (cell_type, _as_stored(name, source)))
             kept, tail = range(max(index - 1, 0)), count - index
         else:
             nb = delete_cell(path, index)
@@ -312,6 +312,23 @@ def test_every_edit_is_exact_or_refused(
         return
     assert _shape(nb) == intended
     _assert_untouched(path, old, path.read_text(encoding="utf-8"), before, kept, tail)
+
+
+def _as_stored(name: str, source: str) -> str:
+    """A text format holds a cell's source up to its last line: trailing line breaks go."""
+    return source if name.endswith(".ipynb") else source.rstrip("\r\n")
+
+
+def test_an_edit_ending_in_a_line_break_is_written_as_the_format_holds_it(
+    tmp_path: Path,
+) -> None:
+    """On a percent script, "z = 1\n" replaces the first cell (it was refused as changing the
+    notebook's other cells, naming a cell boundary that was not there)."""
+    path = tmp_path / "nb.py"
+    path.write_text('# %% tags=["parameters"]\nx = None\n\n# %%\nprint(x)\n', encoding="utf-8")
+    nb = edit_cell(path, 0, "z = 1\n")
+    assert [cell.source for cell in nb.cells] == ["z = 1", "print(x)"]
+    assert path.read_text(encoding="utf-8") == '# %% tags=["parameters"]\nz = 1\n\n# %%\nprint(x)\n'
 
 
 def test_jupytext_reads_edited_files_as_our_reader_does(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def test_a_parameters_cell_that_does_not_parse(ex: NotebookExecutor, tmp_path: P
     verdict = ex.validate(path)
     assert verdict["valid"] is False
     [(cell, message)] = _errors(verdict)
-    assert cell == 1 and message.startswith("the parameters cell does not parse")
+    assert cell == 1 and message.startswith("the parameters cell is not valid Python")
 
 
 def test_a_code_cell_that_does_not_compile(ex: NotebookExecutor, tmp_path: Path) -> None:

@@ -232,6 +232,7 @@ def test_ipynb_export_names_a_python_kernel(tmp_path: Path) -> None:
 
 def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path: Path) -> None:
     nb = read_notebook(DATA / "unit_basic.py")
+    (tmp_path / "sub").mkdir()  # not created by write_notebook
     write_notebook(nb, tmp_path / "sub" / "x.py")
     write_notebook(nb, tmp_path / "sub" / "x.py")
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["x.py"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError
+from .._run.bounded import unencodable
 from .._run.sources import SourceFormat, format_for, load_source, parse_source_text
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> Not
 def _check_text(name: str, value: object) -> None:
     if not isinstance(value, str):
         raise NotebookExecutorError(f"{name} must be a str, got {type(value).__name__}")
+    problem = unencodable(value)
+    if problem:
+        raise NotebookExecutorError(f"{name}: {problem}; a notebook file cannot hold it")
 
 
 @dataclass
@@ -131,6 +135,11 @@ def _change(
             f"{shown}: cell {index} changed since it was read (its source is not the expected "
             "one); read the notebook again before editing"
         )
+    if source is not None and fmt.jupytext_format is not None:
+        # A text format ends a cell's source at its last line: the line breaks after it are
+        # the gap to the next cell, and reading the file back drops them. The edit keeps the
+        # source as the file can hold it, so "z = 1\n" is the same edit as "z = 1".
+        source = source.rstrip("\r\n")
     request = _Request(op, index, source, cell_type)
     shape: _Shape = [(cell.cell_type, cell.source) for cell in nb.cells]
     if op == "edit":
@@ -164,6 +173,16 @@ def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _R
     if got == shape:
         return
     what = {"edit": "new source of", "insert": "inserted", "delete": "deletion of"}[request.op]
+    if len(got) == len(shape):
+        changed = next(
+            i for i, (want, have) in enumerate(zip(shape, got, strict=True)) if want != have
+        )
+        raise NotebookSourceError(
+            shown,
+            f"the {what} cell {request.index} cannot be written in this format as given: "
+            f"cell {changed} would read back as {_brief(_cell_text(got[changed]))} instead of "
+            f"{_brief(_cell_text(shape[changed]))}; nothing was written",
+        )
     hint = ""
     if request.source is not None and fmt.jupytext_format is not None:
         hint = (
@@ -175,6 +194,14 @@ def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _R
         f"the {what} cell {request.index} would change the notebook's other cells "
         f"({len(shape)} cells intended, {len(got)} read back){hint}; nothing was written",
     )
+
+
+def _cell_text(cell: tuple[str, str]) -> str:
+    return f"{cell[0]} {cell[1]!r}"
+
+
+def _brief(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _replace_file(target: Path, old: bytes, new: bytes) -> None:

@@ -21,11 +21,9 @@ the run is not kept in the run records), honouring nbval's markers:
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -33,12 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._run.declared_env import declared_env_names, resolve_declared_env
 from .._run.parameters import (
     INJECTED_TAG,
     PARAMETERS_TAG,
     declared_parameters,
+    parameters_cell_error,
     parameters_cell_index,
+    parse_python,
 )
+from .._run.sources import NESTED_TOO_DEEP
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from .._run.plan import Plan
     from ..engine import Engine
 
-__all__ = ["declared_env", "validate_notebook"]
+__all__ = ["validate_notebook"]
 
 Problem = dict[str, Any]
 
@@ -131,7 +133,9 @@ def _schema_problems(path: Path) -> list[Problem]:
         raw = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         return [_problem(None, "error", "no such file")]
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        return [_problem(None, "error", f"not a readable JSON notebook: {NESTED_TOO_DEEP}")]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         return [_problem(None, "error", f"not a readable JSON notebook: {exc}")]
     if not isinstance(raw, dict) or raw.get("nbformat") != 4:
         return [_problem(None, "error", "not an nbformat 4 notebook")]
@@ -168,17 +172,9 @@ def _parameters_problems(nb: NotebookNode) -> list[Problem]:
     if code:
         index = code[0]
         source = nb.cells[index].source
-        try:
-            ast.parse(_without_magics(source))
-        except SyntaxError as exc:
-            return [
-                *problems,
-                _problem(
-                    index,
-                    "error",
-                    f"the parameters cell does not parse: {exc.msg} (line {exc.lineno})",
-                ),
-            ]
+        broken = parameters_cell_error(nb)
+        if broken is not None:
+            return [*problems, _problem(index, "error", f"the parameters cell {broken[1]}")]
         if not declared_parameters(nb) and source.strip():
             problems.append(
                 _problem(
@@ -186,17 +182,6 @@ def _parameters_problems(nb: NotebookNode) -> list[Problem]:
                 )
             )
     return problems
-
-
-_MAGIC = re.compile(r"^\s*[%!?]")
-
-
-def _without_magics(source: str) -> str:
-    # Line magics and shell escapes are IPython, not Python; ``pass`` keeps the line numbers.
-    return "\n".join(
-        re.match(r"^\s*", line).group(0) + "pass" if _MAGIC.match(line) else line  # type: ignore[union-attr]
-        for line in source.splitlines()
-    )
 
 
 def _syntax_problems(nb: NotebookNode) -> list[Problem]:
@@ -207,7 +192,7 @@ def _syntax_problems(nb: NotebookNode) -> list[Problem]:
         if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
             continue  # reported by the parameters check
         try:
-            ast.parse(_without_magics(cell.source))
+            parse_python(cell.source)
         except SyntaxError as exc:
             problems.append(
                 _problem(index, "error", f"syntax error: {exc.msg} (line {exc.lineno})")
@@ -262,51 +247,27 @@ def _kernel_problems(shown: str, nb: NotebookNode, requested: Any) -> list[Probl
     return []
 
 
-def declared_env(nb: NotebookNode) -> list[str]:
-    """Environment variable names the notebook declares (logbook front matter ``env:`` or
-    metadata ``notebook_executor.env``)."""
-    declared: Any = nb.metadata.get("front_matter", {}).get("env")
-    if declared is None:
-        declared = nb.metadata.get("notebook_executor", {}).get("env")
-    if isinstance(declared, str):
-        declared = [declared]
-    if not isinstance(declared, list):
-        return []
-    return [str(name) for name in declared]
-
-
 def _env_problems(path: Path, nb: NotebookNode, options: Mapping[str, Any]) -> list[Problem]:
-    """Each declared variable must be found where a run looks for it (SPEC section 8)."""
-    names = declared_env(nb)
+    """Each declared variable must be found where a run looks for it (SPEC section 8): the
+    run's own lookup, on copies of the given ``env``/``secrets``."""
+    try:
+        names = declared_env_names(str(path), nb)
+    except NotebookSourceError as exc:
+        return [_problem(None, "error", exc.reason)]
     if not names:
         return []
-    given = {**dict(options.get("env") or {}), **dict(options.get("secrets") or {})}
-    found = set(given) | set(os.environ)
-    for folder in (path.parent, Path.cwd()):
-        found |= _dotenv_names(folder / ".env")
-    missing = [name for name in names if name not in found]
-    return [
-        _problem(
-            None,
-            "error",
-            f"environment variable {name} is declared but not set (not in "
-            "env=/secrets=, the environment, or a .env file)",
-        )
-        for name in missing
-    ]
-
-
-def _dotenv_names(path: Path) -> set[str]:
+    env = options.get("env")
+    secrets = options.get("secrets")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return set()
-    names = set()
-    for line in text.splitlines():
-        match = re.match(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", line)
-        if match:
-            names.add(match.group(1))
-    return names
+        resolve_declared_env(
+            names,
+            env=dict(env) if isinstance(env, Mapping) else {},
+            secrets=dict(secrets) if isinstance(secrets, Mapping) else {},
+            folders=[path.parent, Path.cwd()],
+        )
+    except ParameterError as exc:
+        return [_problem(None, "error", problem) for problem in exc.problems]
+    return []
 
 
 def _run_problems(

@@ -6,10 +6,8 @@ in: the run's ``secrets=``, its ``env=``, the caller's environment, a ``.env`` f
 notebook's folder, a ``.env`` file in the working directory. Their values are run secrets:
 handed to the kernel, redacted from everything written, their names recorded.
 
-``.env`` files are read with a small parser (``KEY=VALUE`` lines, ``export`` prefixes,
-``#`` comments, single quotes taken literally, double quotes with ``\\n``, ``\\t``, ``\\"``,
-``\\\\`` escapes); lines it does not understand are skipped, never logged (they may hold
-secrets).
+``.env`` files are read by python-dotenv (:func:`read_dotenv`); lines it does not understand
+are skipped, never logged (they may hold secrets).
 """
 
 from __future__ import annotations
@@ -28,8 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["declared_env_names", "read_dotenv", "resolve_declared_env"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
-_DOUBLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
 
 
 def declared_env_names(shown: str, nb: NotebookNode) -> list[str]:
@@ -113,42 +109,22 @@ def resolve_declared_env(
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
-    """The variables of a ``.env`` file; empty when there is none or it cannot be read."""
+    """The variables of a ``.env`` file; empty when there is none or it cannot be read.
+
+    Read by python-dotenv, values taken literally (no ``${VAR}`` expansion: a secret may hold
+    a ``$``). A leading UTF-8 byte order mark (Windows editors write one) is not part of the
+    first name. A line python-dotenv cannot parse is skipped (it logs its line number, never
+    its text), and so is a name with no ``=`` or a value holding NUL.
+    """
+    from dotenv import dotenv_values
+
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8-sig") as stream:
+            parsed = dotenv_values(stream=stream, interpolate=False)
     except (OSError, UnicodeDecodeError):
         return {}
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _LINE.match(line)
-        if match is None:
-            continue
-        value = _dotenv_value(match.group(2))
-        if value is not None and "\x00" not in value:
-            values[match.group(1)] = value
-    return values
-
-
-def _dotenv_value(raw: str) -> str | None:
-    if raw[:1] == "'":
-        end = raw.find("'", 1)
-        return None if end < 0 else raw[1:end]
-    if raw[:1] == '"':
-        out = []
-        index = 1
-        while index < len(raw):
-            char = raw[index]
-            if char == "\\" and index + 1 < len(raw):
-                follower = raw[index + 1]
-                out.append(_DOUBLE_ESCAPES.get(follower, "\\" + follower))
-                index += 2
-                continue
-            if char == '"':
-                return "".join(out)
-            out.append(char)
-            index += 1
-        return None
-    # Unquoted: an inline comment starts at a ``#`` after whitespace.
-    return re.split(r"\s+#", raw, maxsplit=1)[0].strip()
+    return {
+        name: value
+        for name, value in parsed.items()
+        if value is not None and "\x00" not in value and _NAME.fullmatch(name)
+    }

@@ -6,11 +6,26 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["atomic_write_text"]
+__all__ = ["atomic_write_text", "missing_folder"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
+def missing_folder(target: Path) -> str | None:
+    """Why ``target``'s folder cannot take it (missing, or not a folder), or None.
+
+    The one rule for every file a caller names (``output_path``, ``run OUT``, ``convert DST``,
+    ``export --out``, ``write_notebook``): its folder must exist; it is never created, so a
+    typo in a path does not leave new folders behind.
+    """
+    folder = target.parent
+    if not folder.exists():
+        return f"the folder {os.fspath(folder)!r} does not exist (create it first)"
+    if not folder.is_dir():
+        return f"{os.fspath(folder)!r} is not a folder"
+    return None
 
 
 def atomic_write_text(target: Path, text: str, *, private: bool = True) -> None:

@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ParameterError
+from .._errors import NotebookSourceError, ParameterError
+from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
 from .literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
@@ -36,11 +37,15 @@ __all__ = [
     "INJECTED_TAG",
     "PARAMETERS_TAG",
     "Parameter",
+    "check_parameters_cell",
     "convert_text_value",
     "declared_parameters",
     "inject_parameters",
+    "parameters_cell_error",
     "parameters_cell_index",
     "parse_parameters",
+    "parse_python",
+    "unencodable_value",
     "validate_parameters",
 ]
 
@@ -127,11 +132,52 @@ def _fresh(parameter: Parameter) -> Parameter:
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 
 
+def parameters_cell_error(nb: NotebookNode) -> tuple[int, str] | None:
+    """``(cell index, problem)`` when the parameters cell is not valid Python, else None.
+
+    IPython magics and shell escapes on lines of their own are allowed (the kernel runs them).
+    """
+    index = parameters_cell_index(nb)
+    if index is None:
+        return None
+    source = nb.cells[index].source
+    if source.lstrip().startswith("%%"):
+        return None  # a cell magic: its body is not Python to check here
+    error = _syntax_error(source)
+    return None if error is None else (index, error)
+
+
+def check_parameters_cell(notebook: str, nb: NotebookNode) -> None:
+    """Refuse a notebook whose parameters cell does not parse: found before any kernel
+    starts, rather than as the run's first cell error.
+
+    Raises
+    ------
+    NotebookSourceError
+        Naming the cell (its index in the source) and the line.
+    """
+    found = parameters_cell_error(nb)
+    if found is not None:
+        index, problem = found
+        raise NotebookSourceError(notebook, f"the parameters cell (cell {index}) {problem}")
+
+
+@functools.lru_cache(maxsize=64)
+def _syntax_error(source: str) -> str | None:
+    try:
+        parse_python(source)
+    except SyntaxError as exc:
+        return f"is not valid Python: {exc.msg} (line {exc.lineno} of the cell)"
+    except (ValueError, RecursionError, MemoryError):  # NUL bytes, nesting beyond the parser
+        return "is not valid Python: the parser cannot read it"
+    return None
+
+
 @functools.lru_cache(maxsize=64)
 def _parse_cached(source: str) -> dict[str, Parameter]:
     try:
-        tree = ast.parse(_strip_magics(source))
-    except SyntaxError:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     comments = _comments_by_line(source)
     found: dict[str, Parameter] = {}
@@ -142,11 +188,33 @@ def _parse_cached(source: str) -> dict[str, Parameter]:
     return found
 
 
-def _strip_magics(source: str) -> str:
-    # IPython magics and shell escapes are not Python; blank them so the rest parses.
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+def _is_magic(line: str) -> bool:
+    return line.lstrip().startswith(("%", "!", "?"))
+
+
+def parse_python(source: str) -> ast.Module:
+    """Parse a code cell's ``source`` as Python, IPython's line magics, shell escapes and help
+    lines (``%``, ``!``, ``?``) aside.
+
+    Such a line is read as ``pass`` at its indentation (it may be a block's only line), else
+    as a blank line (it may be indented where Python allows no indentation). Raises the
+    SyntaxError of the first reading when neither parses.
+    """
+    lines = source.splitlines()
+    as_pass = "\n".join(
+        line[: len(line) - len(line.lstrip())] + "pass" if _is_magic(line) else line
+        for line in lines
     )
+    try:
+        return ast.parse(as_pass)
+    except SyntaxError:
+        if not any(_is_magic(line) for line in lines):
+            raise
+        try:
+            return ast.parse("\n".join("" if _is_magic(line) else line for line in lines))
+        except SyntaxError:
+            pass
+        raise
 
 
 def _comments_by_line(source: str) -> dict[int, str]:
@@ -288,14 +356,12 @@ def validate_parameters(
     for name, parameter in declared.items():
         if name in given:
             ok, value = _fit(parameter, given[name])
+            problem = unencodable_value(value) if ok else None
+            if problem:
+                problems.append((name, f"parameter {name!r}: {problem}"))
+                continue
             if not ok:
-                problems.append(
-                    (
-                        name,
-                        f"parameter {name!r} expects {_expected(parameter)}, "
-                        f"got {type(given[name]).__name__} {_short_repr(given[name])}",
-                    )
-                )
+                problems.append((name, _misfit(name, parameter, given[name])))
                 continue
             effective[name] = value
         elif parameter.required:
@@ -307,6 +373,39 @@ def validate_parameters(
             problems[0][0], [text for _, text in problems], _declared_dicts(declared)
         )
     return effective
+
+
+def unencodable_value(value: Any) -> str | None:
+    """Where a value holds text no UTF-8 file can hold (the run records could not keep it).
+
+    ``value`` passed the literal check: no cycle, nested at most ``MAX_DEPTH`` deep.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = unencodable(item)
+            if problem:
+                return problem
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return None
+
+
+def _misfit(name: str, parameter: Parameter, value: Any) -> str:
+    """Why ``value`` does not fit ``parameter``, in one line."""
+    try:
+        to_literal(value)
+    except (TypeError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, TypeError) else "the value is nested too deep"
+        return f"parameter {name!r} cannot be injected: {why}"
+    return (
+        f"parameter {name!r} expects {_expected(parameter)}, "
+        f"got {type(value).__name__} {_short_repr(value)}"
+    )
 
 
 def _expected(parameter: Parameter) -> str:
@@ -347,17 +446,28 @@ def _fit(parameter: Parameter, value: Any) -> tuple[bool, Any]:
     return True, value
 
 
-def convert_text_value(parameter: Parameter | None, text: str) -> Any:
+def convert_text_value(
+    parameter: Parameter | None, text: str, declared: Mapping[str, Parameter] | None = None
+) -> Any:
     """Convert a command-line string to a value for ``parameter``.
 
     First as papermill's ``-p`` does (``True``/``False``/``None``, int, float, else the string),
     then towards the declared type: a ``str`` parameter keeps the text as typed, ``list`` and
     ``dict`` parameters parse YAML/JSON, ``bool`` accepts true/false in any case, ``float``
     accepts an int. Anything that still does not fit is left for validation to report.
+
+    A value longer than :data:`MAX_PARAMETERS_CHARS`, or YAML whose aliases expand too far,
+    raises ParameterError (listing ``declared``, the notebook's parameters, when given).
     """
     value = _papermill_value(text)
     if parameter is None:
         return value
+    if len(text) > MAX_PARAMETERS_CHARS:
+        raise ParameterError(
+            parameter.name,
+            [f"{parameter.name}: the value is longer than {MAX_PARAMETERS_CHARS:,} characters"],
+            _declared_dicts(declared or {parameter.name: parameter}),
+        )
     kind = parameter.type
     if kind == "str":
         if value is None and parameter.nullable:
@@ -368,10 +478,9 @@ def convert_text_value(parameter: Parameter | None, text: str) -> Any:
     if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind in ("list", "dict") and isinstance(value, str):
-        return _structured_value(text)
+        return _structured_value(parameter, text, declared)
     if kind == "any" and isinstance(value, str) and text.lstrip()[:1] in ("[", "{"):
-        parsed = _structured_value(text)
-        return parsed
+        return _structured_value(parameter, text, declared)
     return value
 
 
@@ -392,15 +501,22 @@ def _papermill_value(text: str) -> Any:
         return text
 
 
-def _structured_value(text: str) -> Any:
+def _structured_value(
+    parameter: Parameter, text: str, declared: Mapping[str, Parameter] | None
+) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep; YAML says so
         pass
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlRefused as exc:
+        problem = f"{parameter.name}: {exc}"
+        raise ParameterError(
+            parameter.name, [problem], _declared_dicts(declared or {parameter.name: parameter})
+        ) from None
     except yaml.YAMLError:
         return text
 

@@ -20,9 +20,18 @@ from urllib.parse import urlsplit
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from ..engine import RunJob
+from .bounded import unencodable
 from .declared_env import declared_env_names, resolve_declared_env
+from .files import missing_folder
 from .literals import is_literal_value
-from .parameters import INJECTED_TAG, declared_parameters, inject_parameters, validate_parameters
+from .parameters import (
+    INJECTED_TAG,
+    check_parameters_cell,
+    declared_parameters,
+    inject_parameters,
+    unencodable_value,
+    validate_parameters,
+)
 from .placeholders import substitute_placeholders
 from .remote import is_url
 from .results import CellMap, redact
@@ -113,6 +122,7 @@ def plan_run(
         )
     if request is not None and not isinstance(request, str):
         raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
+    _check_unicode(notebook, output_path, request)
     extra_env = check_env("env", env)
     secret_env = check_env("secrets", secrets)
     if output_path is not None:
@@ -126,6 +136,7 @@ def plan_run(
     kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
     checked = parses_parameters(kernel.language)
     if checked:
+        check_parameters_cell(notebook, loaded.nb)
         declared = declared_parameters(loaded.nb)
         effective = validate_parameters(declared, given)
         defaults = {n: p.default for n, p in declared.items() if p.literal_default}
@@ -209,6 +220,9 @@ def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str,
             raise ParameterError(
                 name, [f"parameter {name!r}: {type(value).__name__} values cannot be injected"]
             )
+        problem = unencodable_value(value)
+        if problem:
+            raise ParameterError(name, [f"parameter {name!r}: {problem}"])
     if given:
         logger.warning(
             "%s: a %s notebook's parameters cannot be checked here; %s injected unchecked "
@@ -266,13 +280,9 @@ def _url_key(url: str) -> tuple[str, str, str, str]:
 
 def _check_writable_folder(shown: str, folder: Path) -> None:
     """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
-    if not folder.exists():
-        raise NotebookExecutorError(
-            f"output_path {shown!r}: the folder {os.fspath(folder)!r} does not exist "
-            "(create it first)"
-        )
-    if not folder.is_dir():
-        raise NotebookExecutorError(f"output_path {shown!r}: {os.fspath(folder)!r} is not a folder")
+    problem = missing_folder(folder / "probe")
+    if problem:
+        raise NotebookExecutorError(f"output_path {shown!r}: {problem}")
     probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -317,8 +327,29 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise NotebookExecutorError(f"{kind}: {name!r} is not a valid environment name")
         if not isinstance(value, str) or "\x00" in value:
             raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
+        if kind == "secrets" and unencodable(value):
+            # Searched for in outputs as UTF-8 text (an env value may hold any bytes).
+            raise NotebookExecutorError(f"{kind}: the value of {name!r} is not valid Unicode")
         checked[name] = value
     return checked
+
+
+def _check_unicode(notebook: str, output_path: PathLike | None, request: str | None) -> None:
+    """Refuse text that the run records (UTF-8 files, the catalog) could not hold.
+
+    A file name with bytes that are not UTF-8 reaches Python as lone surrogates
+    (``surrogateescape``); it is refused rather than recorded under another name.
+    """
+    problem = unencodable(notebook)
+    if problem:
+        raise NotebookSourceError(notebook, f"the file name is not UTF-8 ({problem}); rename it")
+    if output_path is not None and unencodable(os.fspath(output_path)):
+        raise NotebookExecutorError(
+            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it"
+        )
+    problem = unencodable(request) if request is not None else None
+    if problem:
+        raise NotebookExecutorError(f"request: {problem}")
 
 
 def _substitutes(notebook: str, nb: NotebookNode) -> bool:

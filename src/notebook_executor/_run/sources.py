@@ -24,8 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .bounded import (
+    MAX_SOURCE_BYTES,
+    MAX_TEXT_SOURCE_BYTES,
+    YamlRefused,
+    load_yaml,
+    unencodable,
+)
 from .copying import copy_notebook
-from .files import atomic_write_text
+from .files import atomic_write_text, missing_folder
 from .literals import to_literal
 from .percent import read_plain_percent
 from .remote import is_url, read_url, write_url
@@ -44,9 +51,6 @@ __all__ = [
     "read_notebook",
     "write_notebook",
 ]
-
-#: Sources larger than this are refused rather than parsed.
-MAX_SOURCE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,12 @@ def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) ->
         raise NotebookSourceError(
             notebook, f"too large ({len(data)} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
         )
+    if fmt.jupytext_format is not None and len(data) > MAX_TEXT_SOURCE_BYTES:
+        raise NotebookSourceError(
+            notebook,
+            f"too large for a {fmt.name} ({len(data)} bytes; the limit is "
+            f"{MAX_TEXT_SOURCE_BYTES} bytes; a larger notebook is read as .ipynb)",
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -195,8 +205,16 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
 
     try:
         raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise NotebookSourceError(notebook, f"not valid JSON ({NESTED_TOO_DEEP})") from None
+    except ValueError as exc:
         raise NotebookSourceError(notebook, f"not valid JSON ({_first_line(exc)})") from None
+    if _SURROGATE_ESCAPE.search(text):
+        # JSON may spell a lone surrogate ("\ud800"), which no UTF-8 file can hold: the run
+        # records could not be written. Only a document with such an escape is checked.
+        problem = unencodable(json.dumps(raw, ensure_ascii=False))
+        if problem:
+            raise NotebookSourceError(notebook, problem)
     if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
         raise NotebookSourceError(notebook, "not a notebook (a JSON object with 'cells' expected)")
     major = raw.get("nbformat")
@@ -204,6 +222,7 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
         raise NotebookSourceError(
             notebook, f"nbformat {major!r} is not supported (nbformat 4 notebooks only)"
         )
+    _check_shape(notebook, raw)
     try:
         from nbformat.v4.rwbase import rejoin_lines
 
@@ -212,10 +231,50 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(notebook, f"invalid notebook: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed document can break nbformat in many ways
-        raise NotebookSourceError(
-            notebook, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
+        raise NotebookSourceError(notebook, f"invalid notebook: {_parse_failure(exc)}") from None
     return _normalised(nb)
+
+
+#: What a source nested deeper than the parsers go is told.
+NESTED_TOO_DEEP = "it is nested too deep"
+
+
+def _check_shape(notebook: str, raw: dict[str, object]) -> None:
+    """Refuse the shapes that would break nbformat before its schema check can name them."""
+    cells = raw.get("cells", [])
+    if not isinstance(cells, list):
+        raise NotebookSourceError(
+            notebook, f"invalid notebook: 'cells' must be a list, got {type(cells).__name__}"
+        )
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict):
+            raise NotebookSourceError(
+                notebook,
+                f"invalid notebook: cell {index} is a {type(cell).__name__}, not an object",
+            )
+        if not isinstance(cell.get("metadata", {}), dict):
+            raise NotebookSourceError(
+                notebook, f"invalid notebook: the metadata of cell {index} is not an object"
+            )
+    if not isinstance(raw.get("metadata", {}), dict):
+        raise NotebookSourceError(notebook, "invalid notebook: its metadata is not an object")
+
+
+def _parse_failure(exc: BaseException) -> str:
+    """A parser's failure in the user's terms: no names of Python internals."""
+    import yaml
+
+    if isinstance(exc, RecursionError):
+        return NESTED_TOO_DEEP
+    if isinstance(exc, yaml.YAMLError):
+        return f"its YAML header is not valid YAML ({_first_line(exc)})"
+    if isinstance(exc, (AttributeError, TypeError, KeyError, IndexError)):
+        return "its header or a cell's metadata holds a value of the wrong type"
+    return _first_line(exc)
+
+
+#: A JSON escape of a UTF-16 surrogate (a pair spells a character beyond the BMP).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
@@ -241,7 +300,7 @@ def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
             nb = from_dict(jupytext.reads(text, fmt=jupytext_format))
     except Exception as exc:  # jupytext raises many types for malformed text
         raise NotebookSourceError(
-            notebook, f"cannot parse as {fmt.name}: {type(exc).__name__}: {_first_line(exc)}"
+            notebook, f"cannot parse as {fmt.name}: {_parse_failure(exc)}"
         ) from None
     _translate_front_matter(notebook, nb)
     return _normalised(nb)
@@ -320,7 +379,9 @@ def _translate_front_matter(notebook: str, nb: NotebookNode) -> None:
         return
     body = text[3:-3]
     try:
-        front = yaml.safe_load(body)
+        front = load_yaml(body)
+    except YamlRefused as exc:
+        raise NotebookSourceError(notebook, f"front matter refused: {exc}") from None
     except yaml.YAMLError as exc:
         if re.search(r"^parameters\s*:", body, re.MULTILINE):
             raise NotebookSourceError(
@@ -444,6 +505,9 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
         return Path(url)
     fmt = format_for(path)
     target = Path(path)
+    problem = missing_folder(target)
+    if problem:
+        raise NotebookSourceError(os.fspath(path), f"cannot write: {problem}")
     try:
         atomic_write_text(target, notebook_to_text(nb, fmt), private=False)
     except (OSError, ValueError) as exc:

@@ -28,6 +28,7 @@ __all__ = [
     "read_text",
     "runs_dir_arg",
     "seconds",
+    "yaml_document",
     "yaml_mapping",
 ]
 
@@ -111,35 +112,56 @@ def executor(args: argparse.Namespace, **options: Any) -> Any:
 
 
 def read_text(path: str) -> str:
+    """The text of a parameters file, read no further than the parameters limit allows."""
+    from ..._run.bounded import MAX_PARAMETERS_CHARS
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with Path(path).open(encoding="utf-8") as stream:
+            # One character more than allowed is enough for load_yaml to refuse it.
+            return stream.read(MAX_PARAMETERS_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read parameters file {path!r}: {exc}") from None
 
 
 def read_input(path: str, what: str) -> str:
-    """The text of file ``path`` (``-``: standard input), or a :class:`UsageError` naming
-    ``what`` it was for."""
-    if path == "-":
-        try:
-            return sys.stdin.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read {what} from standard input: {exc}") from None
+    """The text of file ``path`` (``-``: standard input), at most
+    :data:`~notebook_executor._run.bounded.MAX_TEXT_SOURCE_BYTES` characters, or a
+    :class:`UsageError` naming ``what`` it was for."""
+    from ..._run.bounded import MAX_TEXT_SOURCE_BYTES
+
+    limit = MAX_TEXT_SOURCE_BYTES
+    where = "standard input" if path == "-" else repr(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            text = sys.stdin.read(limit + 1)
+        else:
+            with Path(path).open(encoding="utf-8") as stream:
+                text = stream.read(limit + 1)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise UsageError(f"cannot read {what} {path!r}: {reason}") from None
+        raise UsageError(f"cannot read {what} from {where}: {reason}") from None
+    if len(text) > limit:
+        raise UsageError(f"{what} from {where} is over {limit:,} characters")
+    return text
 
 
-def yaml_mapping(text: str, origin: str) -> dict[str, Any]:
+def yaml_document(text: str, origin: str) -> Any:
+    """``text`` parsed as YAML within the bounds of :func:`load_yaml`; a usage error if not."""
     import yaml
 
+    from ..._run.bounded import YamlRefused, load_yaml
+
     try:
-        data = yaml.safe_load(text)
+        return load_yaml(text)
+    except YamlRefused as exc:
+        raise UsageError(f"{origin}: {exc}") from None
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
         raise UsageError(f"{origin}: not valid YAML ({first})") from None
+
+
+def yaml_mapping(text: str, origin: str) -> dict[str, Any]:
+    data = yaml_document(text, origin)
     if data is None:
         return {}
     if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):

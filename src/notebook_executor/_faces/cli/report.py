@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from ..._run.files import missing_folder
     from ..report import export_run
 
     body, extension, extras = export_run(args.run_id, Path(args.runs_dir), args.to)
@@ -81,9 +83,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     existing = [path for path in files if path.exists()]
     if existing and not args.force:
         raise UsageError(f"{existing[0]} exists (use --force to replace it)")
+    problem = missing_folder(target)
+    if problem:
+        raise UsageError(f"--out {os.fspath(target)!r}: {problem}")
     for path, data in files.items():
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)  # the extras' own folder, beside it
             path.write_bytes(data)
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc}") from None

@@ -157,7 +157,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.parameters_base64:
             values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
         for name, text in args.parameters:
-            values[name] = convert_text_value(declared.get(name), text)
+            values[name] = convert_text_value(declared.get(name), text, declared)
         for name, text in args.parameters_raw:
             values[name] = text
         secrets: dict[str, str] = {}

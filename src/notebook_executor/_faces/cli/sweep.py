@@ -89,7 +89,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if name not in declared:
             known = ", ".join(declared) or "none"
             raise UsageError(f"-g {name}: the notebook has no parameter {name!r} (it has: {known})")
-        grid.append((name, [_convert(declared[name], text) for text in texts]))
+        grid.append((name, [_convert(declared[name], text, declared) for text in texts]))
     sets = _read_sets(args.sets_file) if args.sets_file else None
     if sets is None and not grid:
         raise UsageError("give the parameter sets: -f SETS.yaml and/or -g NAME=V1,V2,...")
@@ -128,21 +128,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r["status"] == "success" for r in results) else EXIT_FAILED
 
 
-def _convert(parameter: Any, text: str) -> Any:
+def _convert(parameter: Any, text: str, declared: Any) -> Any:
     from ..._run.parameters import convert_text_value
 
-    return convert_text_value(parameter, text)
+    return convert_text_value(parameter, text, declared)
 
 
 def _read_sets(path: str) -> list[dict[str, Any]]:
-    import yaml
-
-    text = common.read_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
-        raise UsageError(f"{path}: not valid YAML ({first})") from None
+    data = common.yaml_document(common.read_text(path), path)
     if not isinstance(data, list) or not all(
         isinstance(item, dict) and all(isinstance(key, str) for key in item) for item in data
     ):
