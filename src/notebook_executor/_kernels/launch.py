@@ -55,7 +55,8 @@ def choose_kernel(
     """Decide the kernel for a run.
 
     ``requested`` (the caller's ``kernel_name``) wins; else the notebook's kernelspec; else the
-    native Python kernel. ``python3`` is the native kernel: ipykernel in this interpreter. Any
+    native Python kernel. ``python3`` (or ``python``, as jupyter_client reads it) is the native
+    kernel: ipykernel in this interpreter. Any
     other name must be an installed kernelspec, else NotebookSourceError lists those installed
     (no silent fallback: a notebook naming ``python3.12`` or ``conda-env`` means that one).
     """
@@ -63,6 +64,9 @@ def choose_kernel(
     name = requested or kernelspec.get("name") or NATIVE_KERNEL_NAME
     if not isinstance(name, str):
         raise NotebookSourceError(notebook, f"kernel name must be a string, got {name!r}")
+    if name == "python":
+        # jupyter_client's KernelManager (so nbclient and papermill) runs it as ``python3``.
+        name = NATIVE_KERNEL_NAME
     if name == NATIVE_KERNEL_NAME:
         return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True, interpreter=sys.executable)
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel

@@ -208,7 +208,7 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
         from nbformat.v4.rwbase import rejoin_lines
 
         nb: NotebookNode = rejoin_lines(from_dict(raw))
-        nbformat.validate(nb)
+        nbformat.validate(_with_whole_kernelspec(nb))
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(notebook, f"invalid notebook: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed document can break nbformat in many ways
@@ -216,6 +216,17 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
             notebook, f"invalid notebook: {type(exc).__name__}: {_first_line(exc)}"
         ) from None
     return _normalised(nb)
+
+
+def _with_whole_kernelspec(nb: NotebookNode) -> NotebookNode:
+    """``nb`` to validate: a kernelspec naming only its language (``{"language": "python"}``)
+    is one nbclient and papermill run (on the default kernel), so the schema's required
+    ``name`` and ``display_name`` are lent to a shallow copy; ``nb`` itself keeps its own."""
+    spec = nb.get("metadata", {}).get("kernelspec")
+    if not isinstance(spec, dict) or ("name" in spec and "display_name" in spec):
+        return nb
+    whole = {"name": "", "display_name": "", **spec}
+    return type(nb)({**nb, "metadata": type(nb)({**nb.metadata, "kernelspec": whole})})
 
 
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
