@@ -204,6 +204,7 @@ class KernelEngine:
             )
             return
         outcome.kernel_seconds = time.monotonic() - started
+        _set_language_info(job.nb, kernel.info)
         clean = False
         try:
             clean = await self._execute_cells(job, kernel, deadline, outcome, current)
@@ -283,6 +284,16 @@ class KernelEngine:
 
 
 CANCELLED = "the run was cancelled"
+
+
+def _set_language_info(nb: NotebookNode, info: Mapping[str, Any]) -> None:
+    """The notebook's ``language_info`` as its kernel describes itself, as nbclient sets it
+    (from the ``kernel_info_reply`` the kernel gave when it started: no extra round trip)."""
+    language_info = info.get("language_info")
+    if isinstance(language_info, Mapping) and language_info:
+        from .._notebook import from_dict
+
+        nb.metadata["language_info"] = from_dict(dict(language_info))
 
 
 #: Marker of a cell's output cut short, at the place of the cut (:func:`_mark_output_lost`).

@@ -140,6 +140,8 @@ class RunningKernel:
     workdir: Workdir
     stderr_path: Path
     _stderr: Any = field(repr=False, default=None)
+    #: The content of the kernel's ``kernel_info_reply`` (its ``language_info`` above all).
+    info: dict[str, Any] = field(default_factory=dict)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the kernel process wrote to stderr."""
@@ -261,7 +263,7 @@ async def start_kernel(
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
         client.start_channels(hb=False)
         try:
-            await wait_until_ready(client, manager, timeout=ready_timeout)
+            info = await wait_until_ready(client, manager, timeout=ready_timeout)
             if warm_up:
                 await _warm_up(client, timeout=ready_timeout)
         except BaseException:
@@ -273,13 +275,14 @@ async def start_kernel(
         stderr.close()
         workdir.remove()
         raise
-    return RunningKernel(manager, client, workdir, stderr_path, stderr)
+    return RunningKernel(manager, client, workdir, stderr_path, stderr, info)
 
 
 async def wait_until_ready(
     client: AsyncKernelClient, manager: AsyncKernelManager, *, timeout: float
-) -> None:
-    """Return once the kernel answers on its shell channel and publishes on IOPub.
+) -> dict[str, Any]:
+    """Return the content of the kernel's ``kernel_info_reply`` once it answers on its shell
+    channel and publishes on IOPub.
 
     jupyter_client's ``wait_for_ready`` ends by waiting for 0.2 s of IOPub silence; here the
     kernel's ``idle`` status for our own ``kernel_info_request`` proves IOPub is connected (a
@@ -288,6 +291,7 @@ async def wait_until_ready(
     from queue import Empty
 
     deadline = time.monotonic() + timeout
+    info: dict[str, Any] = {}
     while True:
         msg_id = client.kernel_info()
         answered = False
@@ -298,6 +302,8 @@ async def wait_until_ready(
             except Empty:
                 break
             answered = reply.get("parent_header", {}).get("msg_id") == msg_id
+            if answered:
+                info = dict(reply.get("content", {}))
         # IOPub normally follows at once; if our subscription came too late, ask again soon.
         round_ends = min(deadline, time.monotonic() + 0.25)
         while answered and (left := round_ends - time.monotonic()) > 0:
@@ -310,7 +316,7 @@ async def wait_until_ready(
                 and message.get("parent_header", {}).get("msg_id") == msg_id
                 and message.get("content", {}).get("execution_state") == "idle"
             ):
-                return
+                return info
         if not await manager.is_alive():
             raise RuntimeError("the kernel died before answering")
         if time.monotonic() >= deadline:
