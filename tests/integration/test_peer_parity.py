@@ -63,3 +63,49 @@ def test_python_and_a_nameless_kernelspec_run(tmp_path: Path) -> None:
         nb = _run(named, path)
     assert nb.cells[0].outputs[0]["text"] == "ran\n"
     assert nb.metadata["kernelspec"] == {"language": "python"}
+
+
+def _views(nb: nbformat.NotebookNode) -> list[str]:
+    return [
+        output["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for cell in nb.cells
+        for output in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+    ]
+
+
+def test_widget_state_is_saved_and_output_widgets_capture(
+    executor: NotebookExecutor, tmp_path: Path
+) -> None:
+    pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (test extra)")
+    old = {"application/vnd.jupyter.widget-state+json": {"state": {"stale": {}}}}
+    path = _notebook(
+        tmp_path / "w.ipynb",
+        [
+            "import ipywidgets as widgets\nfrom IPython.display import clear_output\n"
+            "label = widgets.Label('Hello')\nlabel",
+            "out = widgets.Output()\nout",
+            'print("hi4")\nwith out:\n    print("hello world")\n    clear_output()',
+            'with out:\n    print("captured")\nprint("after")',
+        ],
+        {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "widgets": old,
+        },
+    )
+    nb = _run(executor, path)
+    # clear_output() inside the widget clears the widget, never the cell's own outputs.
+    assert [o.get("text") for o in nb.cells[2].outputs] == ["hi4\n"]
+    assert [o.get("text") for o in nb.cells[3].outputs] == ["after\n"]
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]
+    assert (state["version_major"], state["version_minor"]) == (2, 0)
+    models = state["state"]
+    assert "stale" not in models
+    views = _views(nb)
+    assert len(views) == 2 and all(view in models for view in views)
+    label, out = (models[view] for view in views)
+    assert (label["model_name"], label["state"]["value"]) == ("LabelModel", "Hello")
+    assert out["model_name"] == "OutputModel"
+    assert out["state"]["outputs"] == [
+        {"output_type": "stream", "name": "stdout", "text": "captured\n"}
+    ]

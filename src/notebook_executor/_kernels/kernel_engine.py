@@ -25,7 +25,9 @@ from .launch import RunningKernel
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
+    from .cells import Displays
     from .pool import KernelLoop, KernelPool
+    from .widgets import Widgets
 
 __all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
 
@@ -219,9 +221,30 @@ class KernelEngine:
         outcome: EngineOutcome,
         current: _CurrentCell,
     ) -> bool:
-        from .cells import Displays, execute_cell, is_blank
+        from .cells import Displays
+        from .widgets import Widgets
 
         displays = Displays()
+        widgets = Widgets(kernel.client)
+        try:
+            return await self._execute_code_cells(
+                job, kernel, deadline, outcome, current, displays, widgets
+            )
+        finally:
+            widgets.save(job.nb)
+
+    async def _execute_code_cells(
+        self,
+        job: RunJob,
+        kernel: RunningKernel,
+        deadline: float | None,
+        outcome: EngineOutcome,
+        current: _CurrentCell,
+        displays: Displays,
+        widgets: Widgets,
+    ) -> bool:
+        from .cells import execute_cell, is_blank
+
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code" or skipped(cell):
                 continue
@@ -249,6 +272,7 @@ class KernelEngine:
                     alive=kernel.manager.is_alive,
                     displays=displays,
                     on_output=job.on_output,
+                    widgets=widgets,
                 )
             outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if end is None or end.how == "ok":
