@@ -25,8 +25,14 @@ def test_a_kernelspec_naming_only_its_language_reads(tmp_path: Path) -> None:
         "nbformat_minor": 5,
         "metadata": {"kernelspec": {"language": "python"}},
         "cells": [
-            {"cell_type": "code", "id": "a", "metadata": {}, "source": "1", "outputs": [],
-             "execution_count": None}
+            {
+                "cell_type": "code",
+                "id": "a",
+                "metadata": {},
+                "source": "1",
+                "outputs": [],
+                "execution_count": None,
+            }
         ],
     }
     path.write_text(json.dumps(nb))

@@ -6,8 +6,8 @@ nbformat stores them and as nbclient keeps them: an ``execute_input`` sets the e
 count; outputs are appended in order; ``clear_output`` clears at once, or before the next
 output with ``wait=True``; a display with a ``display_id`` can be updated later from any cell;
 comm messages produce no output but keep the widgets' state, and what an ``ipywidgets.Output``
-widget captures goes to the widget, not the cell (:mod:`.widgets`). The cell's ``metadata.execution`` gets the four timestamps
-nbclient records.
+widget captures goes to the widget, not the cell (:mod:`.widgets`). The cell's
+``metadata.execution`` gets the four timestamps nbclient records.
 
 :func:`execute_cell` returns how the cell ended (:class:`CellEnd`); it never raises for what
 the kernel did. Judging the end (an error, a time limit, a dead kernel) is the engine's job.

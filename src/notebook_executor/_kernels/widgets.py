@@ -132,7 +132,10 @@ class Widgets:
             paths = data.get("buffer_paths") or []
             if paths:
                 self.buffers.setdefault(comm_id, {}).update(
-                    {tuple(path): _buffer(path, raw) for path, raw in zip(paths, msg["buffers"])}
+                    {
+                        tuple(path): _buffer(path, raw)
+                        for path, raw in zip(paths, msg["buffers"], strict=False)
+                    }
                 )
         kind = msg["header"]["msg_type"]
         if kind == "comm_open" and content.get("target_name") == WIDGET_TARGET:
