@@ -109,3 +109,126 @@ def test_widget_state_is_saved_and_output_widgets_capture(
     assert out["state"]["outputs"] == [
         {"output_type": "stream", "name": "stdout", "text": "captured\n"}
     ]
+
+
+# -- papermill's notebook manager, driven as papermill's own engine drives it -----------------
+
+
+def _pm_notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
+    nb = v4.new_notebook(
+        cells=[
+            v4.new_markdown_cell(text) if kind == "md" else v4.new_code_cell(text)
+            for kind, text in cells
+        ]
+    )
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+    return path
+
+
+def _papermill(source: Path, out: Path, **kwargs: Any) -> nbformat.NotebookNode:
+    import papermill as pm
+
+    pm.execute_notebook(
+        str(source), str(out), engine_name="notebook_executor", progress_bar=False, **kwargs
+    )
+    return nbformat.read(out, as_version=4)
+
+
+def test_papermill_manager_marks_cells_as_papermill_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = _pm_notebook(
+        tmp_path / "exit.ipynb",
+        [
+            ("md", "# title"),
+            ("code", "print('one')"),
+            ("code", "raise SystemExit"),
+            ("code", "never = 1"),
+            ("md", "after"),
+        ],
+    )
+    caplog.set_level("INFO", logger="papermill")
+    nb = _papermill(source, tmp_path / "out.ipynb", log_output=True)
+    meta = [cell.metadata["papermill"] for cell in nb.cells]
+    # Papermill's own engine: the exit cell ends the run as failed (without an error raised),
+    # what never ran stays pending; markdown cells that were reached have their times.
+    assert [m["status"] for m in meta] == ["completed", "completed", "failed", "pending", "pending"]
+    assert meta[0]["start_time"] and meta[0]["end_time"] and meta[0]["duration"] is not None
+    assert meta[3]["start_time"] is None and nb.cells[3].execution_count is None
+    assert nb.metadata["papermill"]["exception"] is True
+    messages = [record.getMessage() for record in caplog.records]
+    assert "Executing notebook with kernel: python3" in messages
+    assert f"Executing Cell {2:-<40}" in messages
+    assert f"Ending Cell {2:-<43}" in messages
+    assert "one\n" in messages
+
+
+def test_papermill_manager_saves_per_cell_and_autosaves(tmp_path: Path) -> None:
+    from unittest.mock import patch
+
+    from papermill import engines
+
+    source = _pm_notebook(
+        tmp_path / "slow.ipynb",
+        [
+            ("code", "x = 1"),
+            ("code", "import time\nfor i in range(25):\n    time.sleep(0.1)\n    print(i)"),
+        ],
+    )
+    writes = []
+    for every in (0, 0.5):
+        with patch.object(engines, "write_ipynb", wraps=engines.write_ipynb) as write:
+            _papermill(source, tmp_path / "out.ipynb", autosave_cell_every=every)
+            writes.append(write.call_count)
+    # Start, each cell's start and end, the end: as papermill's own engine saves.
+    assert writes[0] == 2 + 2 * 2
+    # The slow cell prints for 2.5 s: saved again while it runs.
+    assert writes[1] > writes[0]
+
+
+def test_papermill_start_timeout_is_honoured(tmp_path: Path) -> None:
+    from papermill.exceptions import PapermillExecutionError
+
+    source = _pm_notebook(tmp_path / "s.ipynb", [("code", "x = 1")])
+    with pytest.raises(PapermillExecutionError) as caught:
+        _papermill(source, tmp_path / "out.ipynb", start_timeout=0.001)
+    assert caught.value.ename == "KernelStartError"
+    assert "did not start" in caught.value.evalue
+
+
+#: A papermill run in an environment without boto3 (papermill's s3 extra): there nothing has
+#: loaded ``concurrent.futures.thread`` before the engine's first run.
+_WITHOUT_S3 = """
+import sys
+
+class NoS3:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("boto3", "botocore", "s3transfer"):
+            raise ImportError(name)
+        return None
+
+sys.meta_path.insert(0, NoS3())
+import papermill as pm
+pm.execute_notebook(sys.argv[1], sys.argv[2], engine_name="notebook_executor",
+                    progress_bar=False)
+"""
+
+
+def test_papermill_run_ends_without_a_traceback(tmp_path: Path) -> None:
+    import subprocess
+
+    source = _pm_notebook(tmp_path / "ok.ipynb", [("code", "x = 1")])
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_S3, str(source), str(tmp_path / "out.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot schedule new futures" not in done.stderr

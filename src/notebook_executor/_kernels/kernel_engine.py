@@ -187,7 +187,7 @@ class KernelEngine:
         first = code_cells[0] if code_cells else None
         if first is None:
             return
-        ready_timeout = KERNEL_READY_TIMEOUT
+        ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
         if deadline is not None:
             ready_timeout = max(0.01, min(ready_timeout, deadline - time.monotonic()))
         try:
@@ -257,6 +257,7 @@ class KernelEngine:
             # Output may still be arriving after the reply: wait for it within the run's
             # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
             iopub_timeout = math.ceil(max(1.0, limit or IOPUB_DRAIN_SECONDS))
+            job.cell_starting(index)
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
             exited = False
