@@ -1,7 +1,8 @@
 """Read and write notebook sources in any supported format.
 
-The formats are data (:data:`FORMATS`): ``.ipynb`` (nbformat 4), jupytext percent scripts
-(``.py``) and markdown notebooks (``.md``, jupytext markdown or MyST). Markdown "logbook"
+The formats are data (:data:`FORMATS`): ``.ipynb`` (nbformat 4), Python scripts (``.py``:
+read in the format jupytext detects, percent, light, sphinx-gallery...; written as percent) and
+markdown notebooks (``.md``, jupytext markdown or MyST). Markdown "logbook"
 templates declare their parameters in a YAML front matter; jupytext reads that front matter as a
 raw cell, which :func:`load_source` turns into a code cell tagged ``parameters`` so the rest of the
 package sees one shape of notebook whatever the source format.
@@ -240,6 +241,10 @@ def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
     jupytext_format = fmt.jupytext_format
     assert jupytext_format is not None
+    if fmt.extension == ".py":
+        # As ``jupytext.read`` does: the script's own format, detected (percent, light,
+        # sphinx-gallery, hydrogen...), never a light script read as one percent cell.
+        jupytext_format = "py"
     mixed_lexers = False
     if fmt.extension == ".md" and "```{code-cell}" in text:
         jupytext_format = "md:myst"
