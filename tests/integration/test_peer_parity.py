@@ -232,3 +232,37 @@ def test_papermill_run_ends_without_a_traceback(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "cannot schedule new futures" not in done.stderr
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+def test_carriage_returns_keep_the_last_frame(executor: NotebookExecutor, tmp_path: Path) -> None:
+    # nbclient's coalesce_streams and nbconvert's coalesce_streams preprocessor: the text a
+    # \r overwrites (and the character a \b erases) is gone, as a terminal would show it.
+    path = _notebook(
+        tmp_path / "bar.ipynb",
+        [
+            "import sys, time\nfor i in range(5):\n"
+            "    print(f'\\r{i * 25}%', end='', flush=True)\n    time.sleep(0.01)\nprint()",
+            "from tqdm import tqdm\nfor _ in tqdm(range(3), mininterval=0):\n    pass",
+            "print('ab\\bc')\nprint('kept\\r\\nline')",
+        ],
+    )
+    nb = _run(executor, path)
+    assert [o["text"] for o in nb.cells[0].outputs] == ["100%\n"]
+    (bar,) = nb.cells[1].outputs
+    assert bar["name"] == "stderr" and "\r" not in bar["text"]
+    assert bar["text"].startswith("100%|") and bar["text"].count("\n") == 1
+    assert [o["text"] for o in nb.cells[2].outputs] == ["ac\nkept\r\nline\n"]
+
+
+def test_output_path_ends_as_nbformat_writes_it(executor: NotebookExecutor, tmp_path: Path) -> None:
+    path = _notebook(tmp_path / "nl.ipynb", ["1"])
+    out = tmp_path / "copy.ipynb"
+    executor.execute(path, output_path=out)
+    text = out.read_text()
+    assert text.endswith("}\n")
+    again = tmp_path / "again.ipynb"
+    nbformat.write(nbformat.reads(text, as_version=4), again)
+    assert again.read_text() == text

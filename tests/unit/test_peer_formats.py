@@ -10,7 +10,7 @@ import pytest
 
 from notebook_executor import NotebookSourceError, read_notebook
 
-LIGHT = '''\
+LIGHT = """\
 # A script in jupytext's light format: comment blocks are markdown,
 # code is split at blank lines.
 
@@ -24,7 +24,7 @@ print(area)
 # -
 
 # The end.
-'''
+"""
 
 SPHINX_GALLERY = '''\
 """

@@ -460,8 +460,11 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
         return Path(url)
     fmt = format_for(path)
     target = Path(path)
+    text = notebook_to_text(nb, fmt)
+    # A final newline, as ``nbformat.write`` and ``jupytext.write`` end a file.
+    text = text if text.endswith("\n") else text + "\n"
     try:
-        atomic_write_text(target, notebook_to_text(nb, fmt), private=False)
+        atomic_write_text(target, text, private=False)
     except (OSError, ValueError) as exc:
         raise NotebookSourceError(os.fspath(path), f"cannot write: {_first_line(exc)}") from None
     return target
