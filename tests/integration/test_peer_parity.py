@@ -39,7 +39,8 @@ def _run(executor: NotebookExecutor, path: Path, **kwargs: Any) -> nbformat.Note
     out = path.with_name(path.stem + ".out.ipynb")
     result = executor.execute(path, output_path=out, **kwargs)
     assert result["status"] == "success", result
-    return nbformat.read(out, as_version=4)
+    nb: nbformat.NotebookNode = nbformat.read(out, as_version=4)
+    return nb
 
 
 def test_language_info_comes_from_the_kernel(executor: NotebookExecutor, tmp_path: Path) -> None:
@@ -78,7 +79,7 @@ def test_widget_state_is_saved_and_output_widgets_capture(
     executor: NotebookExecutor, tmp_path: Path
 ) -> None:
     pytest.importorskip("ipywidgets", reason="the widget tests need ipywidgets (test extra)")
-    old = {"application/vnd.jupyter.widget-state+json": {"state": {"stale": {}}}}
+    old: dict[str, Any] = {"application/vnd.jupyter.widget-state+json": {"state": {"stale": {}}}}
     path = _notebook(
         tmp_path / "w.ipynb",
         [
@@ -136,7 +137,8 @@ def _papermill(source: Path, out: Path, **kwargs: Any) -> nbformat.NotebookNode:
     pm.execute_notebook(
         str(source), str(out), engine_name="notebook_executor", progress_bar=False, **kwargs
     )
-    return nbformat.read(out, as_version=4)
+    nb: nbformat.NotebookNode = nbformat.read(out, as_version=4)
+    return nb
 
 
 def test_papermill_manager_marks_cells_as_papermill_does(
