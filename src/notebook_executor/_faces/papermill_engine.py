@@ -102,8 +102,9 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
     ) -> None:
         """Execute ``nb_man.nb`` in place; papermill's engine interface.
 
-        ``execution_timeout`` limits each cell (papermill's meaning); the kernel works in the
-        current directory (papermill's ``cwd`` has been entered).
+        ``execution_timeout`` limits each cell and ``start_timeout`` the kernel's start
+        (papermill's meanings); the kernel works in the current directory (papermill's ``cwd``
+        has been entered).
         """
 
         nb = nb_man.nb
