@@ -18,6 +18,15 @@ from notebook_executor import NotebookExecutor
 pytestmark = pytest.mark.kernel
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_plugin_kernels() -> Iterator[None]:
+    """The papermill engine's kernels live for the process: stop them with this module."""
+    yield
+    from notebook_executor._faces.papermill_engine import NotebookExecutorEngine
+
+    NotebookExecutorEngine.close()
+
+
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
     with NotebookExecutor(tmp_path_factory.mktemp("runs")) as ex:
