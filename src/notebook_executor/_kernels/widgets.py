@@ -131,10 +131,12 @@ class Widgets:
             self.state.setdefault(comm_id, {}).update(state)
             paths = data.get("buffer_paths") or []
             if paths:
+                # Each buffer replaces the one at its path (a model's state may hold several).
+                raws = msg.get("buffers") or []
                 self.buffers.setdefault(comm_id, {}).update(
                     {
                         tuple(path): _buffer(path, raw)
-                        for path, raw in zip(paths, msg["buffers"], strict=False)
+                        for path, raw in zip(paths, raws, strict=False)
                     }
                 )
         kind = msg["header"]["msg_type"]
