@@ -81,6 +81,34 @@ def bench_papermill(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_papermill_engine.py", *session.posargs)
 
 
+#: The versions of the tools we stand in for that ``peers`` compares against (issue 23).
+PEERS = {"nbclient": "0.11.0", "papermill": "2.7.0", "jupytext": "1.19.6"}
+
+
+@nox.session(python=PYTHON)
+def peers(session: nox.Session) -> None:
+    """Parity with nbclient, papermill and jupytext on their own test material, their pinned
+    sdists downloaded when the session runs (issue 23); run by CI, not by default."""
+    session.install(
+        "-e",
+        ".",
+        *(f"{name}=={version}" for name, version in PEERS.items()),
+        # What their tests import, and widgets for nbclient's widget notebooks.
+        "pytest",
+        "nbconvert",
+        "testpath",
+        "xmltodict",
+        "ipywidgets>=8",
+        # Their build backends: the sdists are downloaded without build isolation, which
+        # would set up a fresh build environment for each (minutes).
+        "hatchling",
+        "hatch-jupyter-builder",
+        "setuptools",
+        "wheel",
+    )
+    session.run("python", "tests/peers/run_peers.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def bench_dask(session: nox.Session) -> None:
     """A 40-run sweep on a two-worker LocalCluster against local runs and papermill (issue 17)."""

@@ -94,6 +94,21 @@ class RunJob:
     #: the engine's thread; for live display only (``--log-output``): what it raises is
     #: logged and ignored. Streamed text arrives piece by piece, as the kernel sends it.
     on_output: Callable[[int, Mapping[str, Any]], None] | None = None
+    #: Called with a code cell's index just before the engine runs it, from the engine's
+    #: thread (papermill's engine marks the cell running there); engines call
+    #: :meth:`cell_starting`, not this.
+    on_cell_start: Callable[[int], None] | None = None
+    #: Longest the kernel may take to start and answer (seconds); None: the engine's own limit.
+    start_timeout: float | None = None
+
+    def cell_starting(self, index: int) -> None:
+        """Report that the code cell at ``index`` is about to run; never fails the run."""
+        if self.on_cell_start is None:
+            return
+        try:
+            self.on_cell_start(index)
+        except Exception as exc:
+            logger.debug("the cell start callback failed: %s", exc)
 
     def cell_done(self, index: int) -> None:
         """Report that the code cell at ``index`` completed; never fails the run.

@@ -96,3 +96,17 @@ def test_successful_run_and_prepared_notebook() -> None:
 )
 def test_is_url(path: str, expected: bool) -> None:
     assert is_url(path) is expected
+
+
+def test_cells_after_a_clean_exit_stay_pending() -> None:
+    # sys.exit() in cell 3: the markdown and code cells after it never ran.
+    nb = _nb()
+    outcome = EngineOutcome(
+        completed=[1, 3],
+        exited=3,
+        cell_seconds={1: 0.25, 3: 0.5},
+        cell_started={1: "2026-01-02T03:04:05.100Z", 3: "2026-01-02T03:04:05.400Z"},
+    )
+    _annotate(nb, outcome)
+    statuses = [cell.metadata["papermill"]["status"] for cell in nb.cells]
+    assert statuses == ["completed", "completed", "completed", "completed", "pending", "pending"]

@@ -6,9 +6,13 @@ Installing the package registers :class:`NotebookExecutorEngine` in papermill's
 a warm template (see the README), with truthful per-cell and whole-run limits.
 
 Papermill keeps everything else: reading and writing the notebooks, injecting parameters,
-its metadata, progress bar and its ``PapermillExecutionError``. On a timeout or a dead kernel,
-the cell that was running gets an error output (``TimeoutError`` or ``DeadKernelError`` with
-the reason), so papermill's error names that cell.
+its metadata, progress bar and its ``PapermillExecutionError``. The engine drives papermill's
+notebook manager as papermill's own engine does: ``cell_start`` and ``cell_complete`` around
+every cell (markdown ones too), ``cell_exception`` on the cell that stopped the run (``sys.exit()``
+included, as papermill marks it), ``autosave_cell`` as outputs arrive; so the manager writes
+papermill's metadata, saves, logs (``log_output``) and moves the progress bar itself. On a
+timeout or a dead kernel, the cell that was running gets an error output (``TimeoutError`` or
+``DeadKernelError`` with the reason), so papermill's error names that cell.
 
 Only papermill imports this module (through the entry point, each time papermill is imported):
 it costs what ``import notebook_executor`` costs, and kernels, templates and the engine's modules
@@ -30,8 +34,6 @@ from papermill.engines import Engine
 
 from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import choose_kernel, kernel_environment
-from .._progress import output_text
-from .._run.papermill_meta import annotate_papermill_cells
 from ..engine import EngineOutcome, RunJob
 
 __all__ = ["NotebookExecutorEngine"]
@@ -61,8 +63,12 @@ def _at_exit(close: Callable[[], None]) -> None:
     """Run ``close`` as the interpreter exits, while threads can still be started.
 
     Stopping kernels needs the asyncio default executor; ``atexit`` handlers run after
-    ``concurrent.futures`` has shut down, the hooks of :mod:`threading` before it.
+    ``concurrent.futures`` has shut down, the hooks of :mod:`threading` before it, latest
+    first. ``concurrent.futures.thread`` registers its own hook when it is first imported,
+    which may be after this one (nothing may have imported it yet): import it first.
     """
+    import concurrent.futures.thread  # noqa: F401
+
     register = getattr(threading, "_register_atexit", None)
     if register is None:  # pragma: no cover - CPython has had it since 3.9
         atexit.register(close)
@@ -96,63 +102,127 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
     ) -> None:
         """Execute ``nb_man.nb`` in place; papermill's engine interface.
 
-        ``execution_timeout`` limits each cell (papermill's meaning); the kernel works in the
-        current directory (papermill's ``cwd`` has been entered).
+        ``execution_timeout`` limits each cell and ``start_timeout`` the kernel's start
+        (papermill's meanings); the kernel works in the current directory (papermill's ``cwd``
+        has been entered).
         """
 
         nb = nb_man.nb
         notebook = str(kwargs.get("input_path") or "notebook")
         kernel = choose_kernel(notebook, kernel_name, nb.metadata.get("kernelspec"))
+        manager = _Manager(nb_man, _output_logger(log_output, stdout_file, stderr_file))
         job = RunJob(
             nb=nb,
             kernel=kernel,
             cwd=Path.cwd().resolve(),
             env=kernel_environment(None),
             cell_timeout=execution_timeout or None,
+            on_cell_start=manager.start,
+            on_cell=manager.complete,
+            on_output=manager.output,
+            start_timeout=start_timeout or None,
         )
-        if nb_man.pbar is not None:
-            job.on_cell = lambda index: nb_man.pbar.update(1)
-        if log_output or stdout_file is not None or stderr_file is not None:
-            job.on_output = _output_logger(log_output, stdout_file, stderr_file)
+        # Papermill's own engine says so before the first cell, log_output or not.
+        _papermill_log.info(f"Executing notebook with kernel: {kernel_name or kernel.name}")
         outcome = _engine().run(job)
-        _report(nb_man, outcome)
+        manager.finish(outcome)
 
 
-def _report(nb_man: Any, outcome: EngineOutcome) -> None:
-    """Tell papermill's manager what ran, so its metadata and error name the right cell."""
+class _Manager:
+    """Papermill's notebook manager, told of each cell as papermill's own engine tells it.
 
-    nb = nb_man.nb
-    annotate_papermill_cells(nb, outcome)
-    failure = outcome.failure
-    if failure is None:
-        return
-    cell = nb.cells[failure.index]
-    if failure.kind != "cell_error":
-        from nbformat.v4 import new_output
+    The engine reports code cells only; the cells it passes over (markdown, raw, skipped) are
+    started and completed in order before the next one, as papermill does with every cell.
+    """
 
-        cell.outputs.append(
-            new_output(
-                "error", ename=failure.ename, evalue=failure.evalue, traceback=failure.traceback
+    def __init__(self, nb_man: Any, log: Callable[[Mapping[str, Any]], None] | None) -> None:
+        self.nb_man = nb_man
+        self.cells = nb_man.nb.cells
+        self.log = log
+        self.reached = 0  # the first cell not yet started
+
+    def _pass_over(self, stop: int) -> None:
+        while self.reached < stop:
+            cell = self.cells[self.reached]
+            self.nb_man.cell_start(cell, self.reached)
+            self.nb_man.cell_complete(cell, cell_index=self.reached)
+            self.reached += 1
+
+    def start(self, index: int) -> None:
+        self._pass_over(index)
+        self.nb_man.cell_start(self.cells[index], index)
+        self.reached = index + 1
+
+    def complete(self, index: int) -> None:
+        cell = self.cells[index]
+        if _exited(cell):
+            # nbclient raises for SystemExit too: papermill marks the cell failed, and the
+            # cells after it stay pending (without raising: its error is a clean exit).
+            self.nb_man.cell_exception(cell, cell_index=index)
+        self.nb_man.cell_complete(cell, cell_index=index)
+
+    def output(self, index: int, output: Mapping[str, Any]) -> None:
+        self.nb_man.autosave_cell()
+        if self.log is not None:
+            self.log(output)
+
+    def finish(self, outcome: EngineOutcome) -> None:
+        """The run is over: the cell that stopped it, or the cells after the last code cell."""
+        failure = outcome.failure
+        if failure is None:
+            if outcome.exited is None:
+                self._pass_over(len(self.cells))
+            return
+        cell = self.cells[failure.index]
+        if self.reached <= failure.index:  # the kernel never started: no cell ran
+            self.start(failure.index)
+        if failure.kind != "cell_error":
+            from nbformat.v4 import new_output
+
+            cell.outputs.append(
+                new_output(
+                    "error", ename=failure.ename, evalue=failure.evalue, traceback=failure.traceback
+                )
             )
-        )
-    nb_man.cell_exception(cell, cell_index=failure.index)
+        self.nb_man.cell_exception(cell, cell_index=failure.index)
+        self.nb_man.cell_complete(cell, cell_index=failure.index)
+
+
+def _exited(cell: Any) -> bool:
+    """Whether ``cell`` ended the run with ``sys.exit()`` (an error output the engine took
+    for a clean exit); a cell tagged ``raises-exception`` may fail and go on."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    if isinstance(tags, list) and "raises-exception" in tags:
+        return False
+    return any(
+        output.get("output_type") == "error" and output.get("ename") == "SystemExit"
+        for output in cell.get("outputs", [])
+    )
 
 
 def _output_logger(
     log_output: bool, stdout_file: IO[str] | None, stderr_file: IO[str] | None
-) -> Any:
-    """Papermill's ``log_output``, ``stdout_file`` and ``stderr_file``, with its meanings."""
+) -> Callable[[Mapping[str, Any]], None] | None:
+    """Papermill's ``log_output``, ``stdout_file`` and ``stderr_file``, with its meanings:
+    streams to the files and the log (stderr as warnings), results' plain text to the log."""
+    if not (log_output or stdout_file is not None or stderr_file is not None):
+        return None
 
-    def on_output(index: int, output: Mapping[str, Any]) -> None:
-        shown = output_text(output)
-        if shown is None:
-            return
-        stream, text = shown
-        target = stderr_file if stream == "stderr" else stdout_file
-        if output.get("output_type") == "stream" and target is not None:
-            target.write(text)
-            target.flush()
-        if log_output:
-            (_papermill_log.warning if stream == "stderr" else _papermill_log.info)(text)
+    def log(output: Mapping[str, Any]) -> None:
+        if output.get("output_type") == "stream":
+            text = _joined(output.get("text", ""))
+            stderr = output.get("name") == "stderr"
+            if log_output:
+                (_papermill_log.warning if stderr else _papermill_log.info)(text)
+            target = stderr_file if stderr else stdout_file
+            if target is not None:
+                target.write(text)
+                target.flush()
+        elif log_output and "text/plain" in output.get("data", {}):
+            _papermill_log.info(_joined(output["data"]["text/plain"]))
 
-    return on_output
+    return log
+
+
+def _joined(text: Any) -> str:
+    return "".join(text) if isinstance(text, list) else str(text)

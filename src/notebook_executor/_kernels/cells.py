@@ -5,8 +5,9 @@ nbformat and its schema validator before any kernel could start). The outputs ar
 nbformat stores them and as nbclient keeps them: an ``execute_input`` sets the execution
 count; outputs are appended in order; ``clear_output`` clears at once, or before the next
 output with ``wait=True``; a display with a ``display_id`` can be updated later from any cell;
-comm messages produce no output. The cell's ``metadata.execution`` gets the four timestamps
-nbclient records.
+comm messages produce no output but keep the widgets' state, and what an ``ipywidgets.Output``
+widget captures goes to the widget, not the cell (:mod:`.widgets`). The cell's
+``metadata.execution`` gets the four timestamps nbclient records.
 
 :func:`execute_cell` returns how the cell ended (:class:`CellEnd`); it never raises for what
 the kernel did. Judging the end (an error, a time limit, a dead kernel) is the engine's job.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
 
     from .._notebook import NotebookNode
+    from .widgets import Widgets
 
 __all__ = ["CellEnd", "Displays", "execute_cell", "is_blank"]
 
@@ -111,11 +113,13 @@ class _CellOutput:
         index: int,
         displays: Displays,
         on_output: OutputHook | None,
+        widgets: Widgets | None = None,
     ) -> None:
         self.nb = nb
         self.index = index
         self.cell = nb.cells[index]
         self.displays = displays
+        self.widgets = widgets
         self.on_output = on_output
         self.clear_pending = False
 
@@ -141,13 +145,23 @@ class _CellOutput:
         if kind == "execute_input":
             timing["iopub.execute_input"] = timestamp(msg)
             return False
+        capture = None if self.widgets is None else self.widgets.capturing(msg)
         if kind == "clear_output":
-            if content.get("wait"):
+            if capture is not None:
+                capture.clear_output(msg)
+            elif content.get("wait"):
                 self.clear_pending = True
             else:
                 self._clear()
             return False
-        if kind == "update_display_data" or kind.startswith("comm"):
+        if kind.startswith("comm"):
+            if self.widgets is not None:
+                self.widgets.handle(msg)
+            return False
+        if kind == "update_display_data":
+            return False
+        if capture is not None:
+            capture.output(msg)
             return False
         self._append(msg, display_id)
         return False
@@ -198,6 +212,7 @@ async def execute_cell(
     alive: Callable[[], Awaitable[bool]],
     displays: Displays,
     on_output: OutputHook | None = None,
+    widgets: Widgets | None = None,
 ) -> CellEnd:
     """Run code cell ``index`` of ``nb`` on ``client``'s kernel and keep its outputs in it.
 
@@ -214,7 +229,7 @@ async def execute_cell(
         cell.source, store_history=True, stop_on_error=not allows_errors, allow_stdin=False
     )
     cell.outputs = []
-    collector = _CellOutput(nb, index, displays, on_output)
+    collector = _CellOutput(nb, index, displays, on_output, widgets)
     reading = asyncio.ensure_future(_read_output(client, msg_id, collector))
     try:
         end = await _wait_for_reply(client, msg_id, timeout, alive)

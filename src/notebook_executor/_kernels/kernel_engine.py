@@ -25,7 +25,9 @@ from .launch import RunningKernel
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
+    from .cells import Displays
     from .pool import KernelLoop, KernelPool
+    from .widgets import Widgets
 
 __all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
 
@@ -185,7 +187,7 @@ class KernelEngine:
         first = code_cells[0] if code_cells else None
         if first is None:
             return
-        ready_timeout = KERNEL_READY_TIMEOUT
+        ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
         if deadline is not None:
             ready_timeout = max(0.01, min(ready_timeout, deadline - time.monotonic()))
         try:
@@ -204,6 +206,7 @@ class KernelEngine:
             )
             return
         outcome.kernel_seconds = time.monotonic() - started
+        _set_language_info(job.nb, kernel.info)
         clean = False
         try:
             clean = await self._execute_cells(job, kernel, deadline, outcome, current)
@@ -218,9 +221,30 @@ class KernelEngine:
         outcome: EngineOutcome,
         current: _CurrentCell,
     ) -> bool:
-        from .cells import Displays, execute_cell, is_blank
+        from .cells import Displays
+        from .widgets import Widgets
 
         displays = Displays()
+        widgets = Widgets(kernel.client)
+        try:
+            return await self._execute_code_cells(
+                job, kernel, deadline, outcome, current, displays, widgets
+            )
+        finally:
+            widgets.save(job.nb)
+
+    async def _execute_code_cells(
+        self,
+        job: RunJob,
+        kernel: RunningKernel,
+        deadline: float | None,
+        outcome: EngineOutcome,
+        current: _CurrentCell,
+        displays: Displays,
+        widgets: Widgets,
+    ) -> bool:
+        from .cells import execute_cell, is_blank
+
         for index, cell in enumerate(job.nb.cells):
             if cell.cell_type != "code" or skipped(cell):
                 continue
@@ -233,6 +257,7 @@ class KernelEngine:
             # Output may still be arriving after the reply: wait for it within the run's
             # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
             iopub_timeout = math.ceil(max(1.0, limit or IOPUB_DRAIN_SECONDS))
+            job.cell_starting(index)
             outcome.cell_started[index] = _now_iso()
             began = time.monotonic()
             exited = False
@@ -248,6 +273,7 @@ class KernelEngine:
                     alive=kernel.manager.is_alive,
                     displays=displays,
                     on_output=job.on_output,
+                    widgets=widgets,
                 )
             outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
             if end is None or end.how == "ok":
@@ -283,6 +309,16 @@ class KernelEngine:
 
 
 CANCELLED = "the run was cancelled"
+
+
+def _set_language_info(nb: NotebookNode, info: Mapping[str, Any]) -> None:
+    """The notebook's ``language_info`` as its kernel describes itself, as nbclient sets it
+    (from the ``kernel_info_reply`` the kernel gave when it started: no extra round trip)."""
+    language_info = info.get("language_info")
+    if isinstance(language_info, Mapping) and language_info:
+        from .._notebook import from_dict
+
+        nb.metadata["language_info"] = from_dict(dict(language_info))
 
 
 #: Marker of a cell's output cut short, at the place of the cut (:func:`_mark_output_lost`).

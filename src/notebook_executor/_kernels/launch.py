@@ -54,7 +54,8 @@ def choose_kernel(
     """Decide the kernel for a run.
 
     ``requested`` (the caller's ``kernel_name``) wins; else the notebook's kernelspec; else the
-    native Python kernel. ``python3`` is the native kernel: ipykernel in this interpreter. Any
+    native Python kernel. ``python3`` (or ``python``, as jupyter_client reads it) is the native
+    kernel: ipykernel in this interpreter. Any
     other name must be an installed kernelspec, else NotebookSourceError lists those installed
     (no silent fallback: a notebook naming ``python3.12`` or ``conda-env`` means that one).
     """
@@ -62,6 +63,9 @@ def choose_kernel(
     name = requested or kernelspec.get("name") or NATIVE_KERNEL_NAME
     if not isinstance(name, str):
         raise NotebookSourceError(notebook, f"kernel name must be a string, got {name!r}")
+    if name == "python":
+        # jupyter_client's KernelManager (so nbclient and papermill) runs it as ``python3``.
+        name = NATIVE_KERNEL_NAME
     if name == NATIVE_KERNEL_NAME:
         return KernelChoice(NATIVE_KERNEL_NAME, "python", native=True, interpreter=sys.executable)
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -135,6 +139,8 @@ class RunningKernel:
     workdir: Workdir
     stderr_path: Path
     _stderr: Any = field(repr=False, default=None)
+    #: The content of the kernel's ``kernel_info_reply`` (its ``language_info`` above all).
+    info: dict[str, Any] = field(default_factory=dict)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the kernel process wrote to stderr."""
@@ -229,7 +235,7 @@ async def start_kernel(
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
         client.start_channels(hb=False)
         try:
-            await wait_until_ready(client, manager, timeout=ready_timeout)
+            info = await wait_until_ready(client, manager, timeout=ready_timeout)
             if warm_up:
                 await _warm_up(client, timeout=ready_timeout)
         except BaseException:
@@ -241,13 +247,14 @@ async def start_kernel(
         stderr.close()
         workdir.remove()
         raise
-    return RunningKernel(manager, client, workdir, stderr_path, stderr)
+    return RunningKernel(manager, client, workdir, stderr_path, stderr, info)
 
 
 async def wait_until_ready(
     client: AsyncKernelClient, manager: AsyncKernelManager, *, timeout: float
-) -> None:
-    """Return once the kernel answers on its shell channel and publishes on IOPub.
+) -> dict[str, Any]:
+    """Return the content of the kernel's ``kernel_info_reply`` once it answers on its shell
+    channel and publishes on IOPub.
 
     jupyter_client's ``wait_for_ready`` ends by waiting for 0.2 s of IOPub silence; here the
     kernel's ``idle`` status for our own ``kernel_info_request`` proves IOPub is connected (a
@@ -256,6 +263,7 @@ async def wait_until_ready(
     from queue import Empty
 
     deadline = time.monotonic() + timeout
+    info: dict[str, Any] = {}
     while True:
         msg_id = client.kernel_info()
         answered = False
@@ -266,6 +274,8 @@ async def wait_until_ready(
             except Empty:
                 break
             answered = reply.get("parent_header", {}).get("msg_id") == msg_id
+            if answered:
+                info = dict(reply.get("content", {}))
         # IOPub normally follows at once; if our subscription came too late, ask again soon.
         round_ends = min(deadline, time.monotonic() + 0.25)
         while answered and (left := round_ends - time.monotonic()) > 0:
@@ -278,7 +288,7 @@ async def wait_until_ready(
                 and message.get("parent_header", {}).get("msg_id") == msg_id
                 and message.get("content", {}).get("execution_state") == "idle"
             ):
-                return
+                return info
         if not await manager.is_alive():
             raise RuntimeError("the kernel died before answering")
         if time.monotonic() >= deadline:

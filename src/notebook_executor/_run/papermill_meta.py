@@ -11,7 +11,7 @@ the cells' ``duration`` from there. The meanings are papermill's:
 - the notebook's ``exception`` is null for a run that succeeded and true for one that failed;
 - a cell is ``completed`` (``exception`` false), ``failed`` (``exception`` true) or
   ``pending`` (never ran: no times, ``exception`` null); markdown and raw cells before the
-  point where a run stopped are ``completed`` with no times, as papermill marks them;
+  point where a run stopped (an error, or ``sys.exit()``) are ``completed`` with no times;
 - ``parameters`` are the values the caller gave (not the defaults), ``default_parameters``
   the notebook's declared literal defaults, ``environment_variables`` stays empty (papermill
   records none; neither do we record environment values).
@@ -95,8 +95,11 @@ def annotate_papermill_cells(nb: NotebookNode, outcome: EngineOutcome | None) ->
     """Write papermill's metadata into every cell of ``nb``, which ran with ``outcome``."""
     failed_at = None if outcome is None or outcome.failure is None else outcome.failure.index
     completed = set() if outcome is None else set(outcome.completed)
-    # Papermill marks every cell before the one that failed (or all, on success) completed.
+    # Papermill marks every cell before the one that failed (or all, on success) completed;
+    # after a clean exit (``sys.exit()``) nothing past the exit ran.
     stop = len(nb.cells) if outcome is None or failed_at is None else failed_at
+    if outcome is not None and outcome.exited is not None:
+        stop = min(stop, outcome.exited + 1)
     for index, cell in enumerate(nb.cells):
         info: dict[str, Any] = {
             "exception": None,

@@ -56,11 +56,31 @@ _MARKUP_MIMES = (
 )
 
 
+#: What a terminal overwrites: a character before a backspace, and a line's text before a
+#: carriage return that is not part of a line end (nbclient's ``coalesce_streams`` rules).
+_BACKSPACE = re.compile(r"[^\n]\x08")
+_CARRIAGE_RETURN = re.compile(r".*\r(?=[^\n])")
+
+
+def settle_stream_text(text: str) -> str:
+    """``text`` as a terminal leaves it: each ``\b`` erases the character before it, and the
+    text a ``\r`` returns over is gone (a progress bar keeps its last frame); ``\r\n`` stays."""
+    if "\x08" in text:
+        shorter = _BACKSPACE.sub("", text)
+        while len(shorter) < len(text):
+            text, shorter = shorter, _BACKSPACE.sub("", shorter)
+    return _CARRIAGE_RETURN.sub("", text) if "\r" in text else text
+
+
 def coalesce_streams(notebook: NotebookNode) -> None:
-    """Merge each cell's consecutive stream outputs of one name into one, in place."""
+    """Merge each cell's consecutive stream outputs of one name into one, in place, their
+    text settled as a terminal shows it (:func:`settle_stream_text`)."""
     for cell in notebook.cells:
         outputs = cell.get("outputs")
-        if not outputs or len(outputs) < 2:
+        if not outputs:
+            continue
+        if len(outputs) < 2:
+            _settle(outputs)
             continue
         merged: list[Any] = []
         texts: list[list[str]] = []
@@ -80,11 +100,20 @@ def coalesce_streams(notebook: NotebookNode) -> None:
             merged.append(output)
             texts.append([text] if output.get("output_type") == "stream" else [])
         if len(merged) == len(outputs):
+            _settle(outputs)
             continue
         for output, parts in zip(merged, texts, strict=True):
             if output.get("output_type") == "stream" and len(parts) > 1:
                 output["text"] = "".join(parts)
+        _settle(merged)
         cell["outputs"] = merged
+
+
+def _settle(outputs: list[Any]) -> None:
+    for output in outputs:
+        text = output.get("text") if output.get("output_type") == "stream" else None
+        if isinstance(text, str) and ("\r" in text or "\x08" in text):
+            output["text"] = settle_stream_text(text)
 
 
 def scrub_notebook(notebook: NotebookNode, secrets: Mapping[str, str]) -> NotebookNode:

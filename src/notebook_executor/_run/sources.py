@@ -1,7 +1,8 @@
 """Read and write notebook sources in any supported format.
 
-The formats are data (:data:`FORMATS`): ``.ipynb`` (nbformat 4), jupytext percent scripts
-(``.py``) and markdown notebooks (``.md``, jupytext markdown or MyST). Markdown "logbook"
+The formats are data (:data:`FORMATS`): ``.ipynb`` (nbformat 4), Python scripts (``.py``:
+read in the format jupytext detects, percent, light, sphinx-gallery...; written as percent) and
+markdown notebooks (``.md``, jupytext markdown or MyST). Markdown "logbook"
 templates declare their parameters in a YAML front matter; jupytext reads that front matter as a
 raw cell, which :func:`load_source` turns into a code cell tagged ``parameters`` so the rest of the
 package sees one shape of notebook whatever the source format.
@@ -227,7 +228,7 @@ def _parse_ipynb(notebook: str, text: str) -> NotebookNode:
         from nbformat.v4.rwbase import rejoin_lines
 
         nb: NotebookNode = rejoin_lines(from_dict(raw))
-        nbformat.validate(nb)
+        nbformat.validate(_with_whole_kernelspec(nb))
     except nbformat.ValidationError as exc:
         raise NotebookSourceError(notebook, f"invalid notebook: {_first_line(exc)}") from None
     except Exception as exc:  # a malformed document can break nbformat in many ways
@@ -277,6 +278,17 @@ def _parse_failure(exc: BaseException) -> str:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def _with_whole_kernelspec(nb: NotebookNode) -> NotebookNode:
+    """``nb`` to validate: a kernelspec naming only its language (``{"language": "python"}``)
+    is one nbclient and papermill run (on the default kernel), so the schema's required
+    ``name`` and ``display_name`` are lent to a shallow copy; ``nb`` itself keeps its own."""
+    spec = nb.get("metadata", {}).get("kernelspec")
+    if not isinstance(spec, dict) or ("name" in spec and "display_name" in spec):
+        return nb
+    whole = {"name": "", "display_name": "", **spec}
+    return type(nb)({**nb, "metadata": type(nb)({**nb.metadata, "kernelspec": whole})})
+
+
 def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
     from .._notebook import from_dict
 
@@ -288,6 +300,10 @@ def _parse_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
     jupytext_format = fmt.jupytext_format
     assert jupytext_format is not None
+    if fmt.extension == ".py":
+        # As ``jupytext.read`` does: the script's own format, detected (percent, light,
+        # sphinx-gallery, hydrogen...), never a light script read as one percent cell.
+        jupytext_format = "py"
     mixed_lexers = False
     if fmt.extension == ".md" and "```{code-cell}" in text:
         jupytext_format = "md:myst"
@@ -508,8 +524,11 @@ def write_notebook(nb: NotebookNode, path: str | os.PathLike[str]) -> Path:
     problem = missing_folder(target)
     if problem:
         raise NotebookSourceError(os.fspath(path), f"cannot write: {problem}")
+    text = notebook_to_text(nb, fmt)
+    # A final newline, as ``nbformat.write`` and ``jupytext.write`` end a file.
+    text = text if text.endswith("\n") else text + "\n"
     try:
-        atomic_write_text(target, notebook_to_text(nb, fmt), private=False)
+        atomic_write_text(target, text, private=False)
     except (OSError, ValueError) as exc:
         raise NotebookSourceError(os.fspath(path), f"cannot write: {_first_line(exc)}") from None
     return target
