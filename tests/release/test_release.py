@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*command: str | os.PathLike[str], **options: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    done: subprocess.CompletedProcess[str] = subprocess.run(
         [os.fspath(part) for part in command],
         capture_output=True,
         text=True,
         timeout=900,
         **options,  # type: ignore[call-overload]
     )
+    return done
 
 
 @pytest.fixture(scope="module")

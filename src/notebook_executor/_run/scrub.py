@@ -28,6 +28,7 @@ import base64
 import binascii
 import io
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
