@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,8 +58,9 @@ ROOT_PREFIX = "notebook-executor-"
 #: A kernel folder's full name, as :func:`tempfile.mkdtemp` makes it with :data:`PREFIX`.
 _KERNEL_FOLDER = re.compile(r"k-[A-Za-z0-9_]{8}")
 
-#: Longest socket path (in bytes, without the final NUL) every POSIX system here accepts.
-MAX_SOCKET_PATH = 103
+#: Longest socket path in bytes, without the final NUL: ``sun_path`` holds 108 bytes on Linux,
+#: 104 on macOS and the BSDs.
+MAX_SOCKET_PATH = 107 if sys.platform.startswith("linux") else 103
 
 #: What a kernel adds below the kernel root: its folder, then a socket named after a port.
 _SOCKET_TAIL = len("/k-XXXXXXXX/k-65535")
