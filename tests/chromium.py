@@ -149,9 +149,11 @@ class Chromium:
 
     def open(self, url: str) -> None:
         """Opens ``url`` and waits for its load event (and a moment for timers to fire)."""
-        self.events.clear()
-        self.send("Page.navigate", {"url": url}, session=True)
-        self.wait_for("Page.loadEventFired")
+        # From a blank page, so that a change of fragment alone is a full load too.
+        for address in ("about:blank", url):
+            self.events.clear()
+            self.send("Page.navigate", {"url": address}, session=True)
+            self.wait_for("Page.loadEventFired")
         time.sleep(0.3)
 
     def evaluate(self, expression: str) -> Any:
