@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import Chromium, find_chromium
 
+from chromium import Chromium, find_chromium
 from notebook_executor import NotebookExecutor
 
 pytestmark = pytest.mark.kernel
@@ -68,9 +68,11 @@ import pandas as pd
 import scrapbook as sb
 from IPython.display import HTML, SVG, Image, Latex, display
 
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9a"
+       "wAAAABJRU5ErkJggg==")
 display(Image(base64.b64decode(PNG)))
-display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20"><rect width="30" height="10"/></svg>'))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">'
+            '<rect width="30" height="10"/></svg>'))
 display(Latex(r"$$\\frac{1}{3}$$"))
 display(HTML(PAYLOAD_TEXT))
 frame = pd.DataFrame({"x": range(4), "squares": [i * i for i in range(4)]})
@@ -250,7 +252,8 @@ def test_filters_and_sorting_work_in_the_browser(site: dict[str, Any]) -> None:
         "(() => { const s = document.querySelector('section[data-notebook$=\"sweep.py\"]');"
         " const at = [...s.querySelectorAll('thead tr:last-child th')]"
         ".findIndex(th => th.dataset.key === 'parameters.x');"
-        " return [...s.querySelectorAll('tr.run')].map(r => parseFloat(r.cells[at].dataset.v)); })()"
+        " return [...s.querySelectorAll('tr.run')]"
+        ".map(r => parseFloat(r.cells[at].dataset.v)); })()"
     )
     assert len(xs) == 14 and xs == sorted(xs, reverse=True) and xs[0] == 6.0
 

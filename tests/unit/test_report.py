@@ -6,6 +6,7 @@ files hold, escaping, charts, incremental rebuilds, and the commands' errors.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,7 +208,7 @@ def test_export_of_an_unknown_run_is_a_usage_error(
 
 PAYLOADS = (
     "<script>document.title='pwned'</script>"
-    "<img src=\"x\" onerror=\"document.title='pwned'\">"
+    '<img src="x" onerror="document.title=\'pwned\'">'
     "<a href=\"javascript:document.title='pwned'\">hostile link</a>"
     "<iframe src=\"javascript:document.title='pwned'\"></iframe>"
     "<svg onload=\"document.title='pwned'\"></svg>"
@@ -225,10 +226,12 @@ MARKDOWN = """\
 print("hello")
 """.replace("PAYLOADS", PAYLOADS)
 
-PNG = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+#: A PNG of one pixel.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="  # noqa: E501
+SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20">'
+    '<rect width="9" height="9"/></svg>'
 )
-SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20"><rect width="9" height="9"/></svg>'
 
 
 def _add_outputs(workdir: Path, run_id: str) -> None:
@@ -442,7 +445,7 @@ def test_chart_axes_have_round_ticks_and_labels_that_fit() -> None:
     )
     assert len(labels) >= 3
     values = [float(text.replace(",", "")) for _, text in labels]
-    steps = {round(b - a, 6) for a, b in zip(values, values[1:])}
+    steps = {round(b - a, 6) for a, b in itertools.pairwise(values)}
     assert len(steps) == 1  # evenly spaced, round values
     for x, text in labels:  # right-aligned at x: about 6.5 px a character must fit before it
         assert float(x) - 6.5 * len(text) >= 0, (x, text)
@@ -473,9 +476,9 @@ def test_pages_are_built_from_packaged_templates_and_assets(
     package = resources.files("notebook_executor._faces.report")
     for name in ("base.html.j2", "index.html.j2", "notebook.html.j2", "run.html.j2",
                  "macros.html.j2", "chart.svg.j2"):  # fmt: skip
-        assert package.joinpath("templates", name).is_file(), name
-    css = package.joinpath("static", "report.css").read_text(encoding="utf-8")
-    js = package.joinpath("static", "report.js").read_text(encoding="utf-8")
+        assert package.joinpath("templates").joinpath(name).is_file(), name
+    css = package.joinpath("static").joinpath("report.css").read_text(encoding="utf-8")
+    js = package.joinpath("static").joinpath("report.js").read_text(encoding="utf-8")
     build_report(runs, Path("runs"), Path("site"))
     index = (workdir / "site" / "index.html").read_text(encoding="utf-8")
     assert f"<style>{css}</style>" in index and f"<script>{js}</script>" in index

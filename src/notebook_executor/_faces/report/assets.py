@@ -27,7 +27,7 @@ _PACKAGE = __name__.rsplit(".", 1)[0]
 @functools.cache
 def static_text(name: str) -> str:
     """The text of ``static/<name>`` (read once per process)."""
-    return resources.files(_PACKAGE).joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files(_PACKAGE).joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 @functools.cache
@@ -50,7 +50,9 @@ def render(template: str, **context: Any) -> str:
 
 
 def _digest(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+    return (
+        "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+    )
 
 
 def content_policy(style: str, script: str | None) -> str:

@@ -186,8 +186,8 @@ def _layout(chart: Chart) -> dict[str, Any]:
         "bottom": bottom,
         "middle": round(left + inner_w / 2),
         "count": len(points),
-        "x_ticks": [_Tick(round(px(t), 1), s) for t, s in zip(x_ticks, x_labels)],
-        "y_ticks": [_Tick(round(py(t), 1), s) for t, s in zip(y_ticks, y_labels)],
+        "x_ticks": [_Tick(round(px(t), 1), s) for t, s in zip(x_ticks, x_labels, strict=True)],
+        "y_ticks": [_Tick(round(py(t), 1), s) for t, s in zip(y_ticks, y_labels, strict=True)],
         "path": " ".join(f"{x},{y}" for x, y in placed),
         "dots": placed,
     }

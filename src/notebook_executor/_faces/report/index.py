@@ -171,9 +171,7 @@ def group_runs(runs: Sequence[Mapping[str, Any]]) -> list[Group]:
     return groups
 
 
-def _row(
-    run: Mapping[str, Any], group: Group, prefix: str, frames: Mapping[str, Any]
-) -> Row:
+def _row(run: Mapping[str, Any], group: Group, prefix: str, frames: Mapping[str, Any]) -> Row:
     status = str(run.get("status") or "")
     kind = f" ({run['error_kind']})" if run.get("error_kind") else ""
     duration = run.get("duration_seconds")

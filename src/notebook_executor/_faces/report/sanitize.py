@@ -14,10 +14,12 @@ from __future__ import annotations
 __all__ = ["clean_html"]
 
 _TAGS = frozenset(
-    """a abbr b bdi bdo blockquote br caption cite code col colgroup dd del details dfn div dl
-    dt em figcaption figure h1 h2 h3 h4 h5 h6 hr i img ins kbd li mark ol p pre q s samp small
-    span strike strong sub summary sup table tbody td tfoot th thead time tr tt u ul var wbr""".split()
-)
+    ("a", "abbr", "b", "bdi", "bdo", "blockquote", "br", "caption", "cite", "code", "col",
+     "colgroup", "dd", "del", "details", "dfn", "div", "dl", "dt", "em", "figcaption", "figure",
+     "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p",
+     "pre", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "summary", "sup",
+     "table", "tbody", "td", "tfoot", "th", "thead", "time", "tr", "tt", "u", "ul", "var", "wbr")
+)  # fmt: skip
 
 _ATTRIBUTES: dict[str, set[str]] = {
     "*": {"class", "title", "lang", "dir"},
@@ -34,8 +36,13 @@ _ATTRIBUTES: dict[str, set[str]] = {
     "div": {"id"},
 }
 
-_IMAGE_DATA = ("data:image/png;", "data:image/jpeg;", "data:image/gif;", "data:image/webp;",
-               "data:image/svg+xml;")  # fmt: skip
+_IMAGE_DATA = (
+    "data:image/png;",
+    "data:image/jpeg;",
+    "data:image/gif;",
+    "data:image/webp;",
+    "data:image/svg+xml;",
+)
 
 
 def _attribute(tag: str, name: str, value: str) -> str | None:
