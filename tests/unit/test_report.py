@@ -412,6 +412,8 @@ def test_the_index_stays_small_and_notebooks_are_paged(
         body = page.read_text(encoding="utf-8")
         listed += re.findall(r'<td class="run-id"><a href="\.\./runs/([^"]+)\.html">', body)
         assert 'href="../index.html"' in body
+        assert 'href="runs/' not in body  # links from notebooks/ go up to runs/
+        assert re.search(r'last error in <a href="\.\./runs/[^"]+\.html">', body)
     assert listed == [run["run_id"] for run in runs]  # every run once, newest first
 
 
