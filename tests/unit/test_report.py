@@ -491,3 +491,11 @@ def test_pages_are_built_from_packaged_templates_and_assets(
             assert not re.search(r"<(?:table|tr|td|th|div|section|style|svg|dl)\b", source), (
                 module.name
             )
+
+
+def test_a_chart_of_many_points_draws_dots_without_a_line() -> None:
+    many = tuple((float(i), float(i % 3)) for i in range(500))
+    svg = render_svg(Chart("nb.py", "v", "run (oldest first)", many))
+    assert "<polyline" not in svg and svg.count("<circle") == 400  # thinned, no scribble
+    few = render_svg(Chart("nb.py", "v", "run (oldest first)", many[:20]))
+    assert few.count("<polyline") == 1

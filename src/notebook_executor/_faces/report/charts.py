@@ -17,6 +17,8 @@ __all__ = ["Chart", "charts_for", "nice_ticks", "render_svg", "tick_labels"]
 
 #: At most this many charts per notebook: one per scrap (and swept parameter), most data first.
 MAX_CHARTS = 6
+#: A line joins the points of a chart of at most this many points.
+MAX_LINE_POINTS = 60
 #: Points drawn per chart at most; longer series are thinned evenly (the extremes are kept).
 MAX_POINTS = 400
 
@@ -188,7 +190,8 @@ def _layout(chart: Chart) -> dict[str, Any]:
         "count": len(points),
         "x_ticks": [_Tick(round(px(t), 1), s) for t, s in zip(x_ticks, x_labels, strict=True)],
         "y_ticks": [_Tick(round(py(t), 1), s) for t, s in zip(y_ticks, y_labels, strict=True)],
-        "path": " ".join(f"{x},{y}" for x, y in placed),
+        # Past this many points a line joining them in run order is a scribble: dots only.
+        "path": " ".join(f"{x},{y}" for x, y in placed) if len(placed) <= MAX_LINE_POINTS else "",
         "dots": placed,
     }
 
