@@ -1,19 +1,19 @@
 """The report in a real browser: real runs on real kernels, rendered by headless Chromium.
 
-Chromium is Debian's ``chromium`` package (``.ci/run`` installs it). Each test starts the
-browser on a file it reads from disk, with networking off and a fresh profile, and the browser
-exits by itself once it has printed the DOM or written the screenshot.
+Chromium is Debian's ``chromium`` package (``.ci/run`` installs it). Each test drives one
+browser over the DevTools protocol (``tests/chromium.py``), started with networking off and a
+fresh profile on ``file://`` pages, and stopped after. Payloads that would rename the page or
+write to its storage come in through markdown, outputs, parameters and requests; the tests click
+the links and buttons they left and prove that none of them ran.
 """
 
 from __future__ import annotations
 
-import html
 import os
-import re
-import shutil
 import struct
 import subprocess
 import sys
+import time
 import urllib.parse
 import zlib
 from collections.abc import Iterator
@@ -22,11 +22,21 @@ from typing import Any
 
 import pytest
 
+from chromium import Chromium, find_chromium
 from notebook_executor import NotebookExecutor
 
 pytestmark = pytest.mark.kernel
 
-HOSTILE = "<script>document.title='pwned'</script>"
+#: What every payload runs, if anything lets it: a changed title and a stored marker.
+JS = "document.title='pwned';localStorage.setItem('pwned','1')"
+PAYLOADS = (
+    f"<script>{JS}</script>"
+    f'<img src="x" onerror="{JS}">'
+    f'<a href="javascript:{JS}">hostile link</a>'
+    f'<iframe src="javascript:{JS}"></iframe>'
+    f'<svg><image href="x" onerror="{JS}"/></svg>'
+    f'<form action="javascript:{JS}"><button>hostile button</button></form>'
+)
 
 SWEEP = """\
 # %% tags=["parameters"]
@@ -36,49 +46,47 @@ label: str = "a"
 # %%
 import scrapbook as sb
 print("label is", label)
-sb.glue("loss", (x - 3) ** 2 + 1)
+sb.glue("loss", 16430 + (x - 3) ** 2)
 
 # %%
 if x > 5:
     raise ValueError("x too large")
 """
 
+RICH = """\
+# %% [markdown]
+# # A table of squares
+#
+# Some *text*, and math: $e^{i\\pi} + 1 = 0$.
+#
+# PAYLOADS
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    if os.environ.get("CI"):
-        pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
-    pytest.skip("chromium is not installed here (.ci/run installs it on CI)")
+# %%
+import base64
 
+import pandas as pd
+import scrapbook as sb
+from IPython.display import HTML, SVG, Image, Latex, display
 
-def _browse(tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    command = [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        f"--user-data-dir={profile}",
-        "--virtual-time-budget=3000",
-        *extra,
-        url,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9a"
+       "wAAAABJRU5ErkJggg==")
+display(Image(base64.b64decode(PNG)))
+display(SVG('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">'
+            '<rect width="30" height="10"/></svg>'))
+display(Latex(r"$$\\frac{1}{3}$$"))
+display(HTML(PAYLOAD_TEXT))
+frame = pd.DataFrame({"x": range(4), "squares": [i * i for i in range(4)]})
+sb.glue("table", frame)
+frame
+""".replace("PAYLOADS", PAYLOADS).replace("PAYLOAD_TEXT", repr(PAYLOADS))
 
 
-def _dom(tmp: Path, page: Path, fragment: str = "") -> str:
-    return _browse(tmp, page.as_uri() + fragment, "--dump-dom").stdout
+def _browser(tmp: Path) -> Chromium:
+    if find_chromium() is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
+        pytest.skip("chromium is not installed here (.ci/run installs it on CI)")
+    return Chromium(tmp / f"profile-{time.monotonic_ns()}")
 
 
 def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
@@ -144,101 +152,197 @@ def _assert_not_blank(path: Path) -> None:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("report")
     (root / "sweep.py").write_text(SWEEP, encoding="utf-8")
-    sets: list[dict[str, Any]] = [{"x": x / 2} for x in range(0, 13)]
-    sets.append({"x": 2.0, "label": HOSTILE})
+    (root / "rich.py").write_text(RICH, encoding="utf-8")
     (root / "other.py").write_text("# %%\nprint('another notebook')\n", encoding="utf-8")
+    sets: list[dict[str, Any]] = [{"x": x / 2} for x in range(0, 13)]
+    sets.append({"x": 2.0, "label": PAYLOADS})
     with NotebookExecutor(runs_dir=root / "runs") as ex:
         results = ex.execute_many(root / "sweep.py", sets)
+        rich = ex.execute(root / "rich.py", request=PAYLOADS)
         other = ex.execute(root / "other.py")
-    done = subprocess.run(
-        [sys.executable, "-m", "notebook_executor", "report", "--runs-dir", str(root / "runs"),
-         "--out", str(root / "site")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    yield {
-        "root": root,
-        "results": results,
-        "other": other,
-        "index": root / "site" / "index.html",
-    }
+    assert rich["status"] == "success", rich
+    cli = [sys.executable, "-m", "notebook_executor"]
+    runs = ["--runs-dir", str(root / "runs")]
+    for command in (
+        [*cli, "report", *runs, "--out", str(root / "site")],
+        [*cli, "export", rich["run_id"], "--to", "html", "--out", str(root / "export.html"), *runs],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+    with _browser(root) as browser:
+        yield {
+            "root": root,
+            "browser": browser,
+            "results": results,
+            "rich": rich,
+            "other": other,
+            "index": root / "site" / "index.html",
+        }
 
 
-def _rows(dom: str) -> list[str]:
-    return re.findall(r'<tr class="run [^"]*"[^>]*>.*?</tr>', dom, flags=re.S)
+def _open(site: dict[str, Any], page: Path, fragment: str = "") -> Chromium:
+    browser: Chromium = site["browser"]
+    browser.open(page.as_uri() + fragment)
+    return browser
 
 
-def test_index_shows_every_run_a_chart_and_marks_failures(site: dict[str, Any]) -> None:
-    results = site["results"]
-    failed = [r for r in results if r["status"] == "error"]
-    assert len(results) == 14 and len(failed) == 2  # x = 5.5 and 6.0
-    dom = _dom(site["root"], site["index"])
-    assert 'data-ready="1"' in dom  # the page's script ran
-    rows = _rows(dom)
-    assert len(rows) == 15
-    listed = sorted(re.findall(r'<a href="runs/([^"]+)\.html">', "".join(rows)))
-    assert listed == sorted([r["run_id"] for r in results] + [site["other"]["run_id"]])
-    assert not any(" hidden" in row.split(">", 1)[0] for row in rows)
-    marked = [row for row in rows if row.startswith('<tr class="run error"')]
-    assert len(marked) == 2
-    assert all("ValueError: x too large" in row for row in marked)
-    charts = re.findall(r'<svg class="chart"[^>]*data-points="(\d+)"', dom)
-    assert len(charts) == 2 and all(int(points) == 14 for points in charts)  # sweep.py only
+def _run_page(site: dict[str, Any], run: dict[str, Any]) -> Path:
+    return Path(site["root"]) / "site" / "runs" / f"{run['run_id']}.html"
+
+
+SHOWN_ROWS = "[...document.querySelectorAll('tr.run')].filter(r => !r.hidden"
+
+
+def test_index_has_a_section_per_notebook_and_marks_failures(site: dict[str, Any]) -> None:
+    browser = _open(site, site["index"])
+    assert browser.evaluate("document.body.dataset.ready") == "1"  # the page's script ran
+    sections = browser.evaluate(
+        "[...document.querySelectorAll('section.notebook-runs')].map(s => [s.dataset.notebook,"
+        " s.querySelectorAll('tr.run').length,"
+        " [...s.querySelectorAll('thead tr:last-child th')].map(th => th.dataset.key)])"
+    )
+    by_name = {Path(name).name: (rows, keys) for name, rows, keys in sections}
+    assert set(by_name) == {"sweep.py", "rich.py", "other.py"}
+    assert by_name["sweep.py"][0] == 14 and by_name["other.py"][0] == 1
+    sweep_keys = by_name["sweep.py"][1]
+    assert sorted(k for k in sweep_keys if "." in k) == [
+        "parameters.label", "parameters.x", "scraps.loss"
+    ]  # fmt: skip
+    assert [k for k in by_name["other.py"][1] if "." in k] == []
+    failed = browser.evaluate(
+        "[...document.querySelectorAll('tr.run.error')].map(r => r.textContent)"
+    )
+    assert len(failed) == 2 and all("ValueError: x too large" in row for row in failed)
+    summary = browser.evaluate(
+        "document.querySelector('section[data-notebook$=\"sweep.py\"] p.summary').textContent"
+    )
+    assert "14 runs" in summary and "2 failed" in summary and "ValueError" in summary
+    charts = browser.evaluate(
+        "[...document.querySelectorAll('svg.chart')].map(s => [s.dataset.scrap, s.dataset.points,"
+        " [...s.querySelectorAll('text.tick.y')].map(t => t.textContent)])"
+    )
+    loss = [c for c in charts if c[0] == "loss"]
+    assert len(loss) == 2 and all(points == "14" for _, points, _ in loss)
+    assert all("e+" not in label for _, _, labels in loss for label in labels)
+    # Every y label is drawn inside the picture, none cut at the left edge.
+    assert browser.evaluate(
+        "[...document.querySelectorAll('svg.chart text.tick.y')].every(t => t.getBBox().x >= 0)"
+    )
+    preview = browser.evaluate("document.querySelector('details.frame table.preview').outerHTML")
+    assert "<th>squares</th>" in preview
 
 
 def test_filters_and_sorting_work_in_the_browser(site: dict[str, Any]) -> None:
-    dom = _dom(site["root"], site["index"], "#status=error")
-    rows = _rows(dom)
-    shown = [row for row in rows if " hidden" not in row.split(">", 1)[0]]
-    assert len(rows) == 15 and len(shown) == 2
-    assert all('data-status="error"' in row for row in shown)
-    assert '<span id="shown-count">2</span>' in dom
+    browser = _open(site, site["index"], "#status=error")
+    assert browser.evaluate(SHOWN_ROWS + ").length") == 2
+    assert browser.evaluate(SHOWN_ROWS + " && r.dataset.status !== 'error').length") == 0
+    assert browser.evaluate("document.getElementById('shown-count').textContent") == "2"
 
     other = site["other"]["notebook"]
-    dom = _dom(site["root"], site["index"], "#notebook=" + urllib.parse.quote(other, safe=""))
-    shown = [row for row in _rows(dom) if " hidden" not in row.split(">", 1)[0]]
-    assert [row.count(site["other"]["run_id"]) for row in shown] == [2]  # link text and href
-    assert '<span id="shown-count">1</span>' in dom
-    # The sweep's charts are hidden with its runs.
-    assert re.findall(r'<div class="chart-box"[^>]*?( hidden="")?>', dom) == [' hidden=""'] * 2
+    browser = _open(site, site["index"], "#notebook=" + urllib.parse.quote(other, safe=""))
+    shown = browser.evaluate(
+        "[...document.querySelectorAll('section.notebook-runs')].filter(s => !s.hidden)"
+        ".map(s => s.dataset.notebook)"
+    )
+    assert shown == [other]
+    assert browser.evaluate("document.getElementById('shown-count').textContent") == "1"
 
-    dom = _dom(site["root"], site["index"], "#sort=parameters.x&dir=desc")
-    xs = [
-        float(re.findall(r'<td class="num" data-v="([^"]+)"', row)[1])
-        for row in _rows(dom)
-        if 'data-notebook="' + html.escape(site["other"]["notebook"]) not in row
-    ]  # columns: seconds, then x
+    browser = _open(site, site["index"], "#sort=parameters.x&dir=desc")
+    xs = browser.evaluate(
+        "(() => { const s = document.querySelector('section[data-notebook$=\"sweep.py\"]');"
+        " const at = [...s.querySelectorAll('thead tr:last-child th')]"
+        ".findIndex(th => th.dataset.key === 'parameters.x');"
+        " return [...s.querySelectorAll('tr.run')]"
+        ".map(r => parseFloat(r.cells[at].dataset.v)); })()"
+    )
     assert len(xs) == 14 and xs == sorted(xs, reverse=True) and xs[0] == 6.0
 
 
-def test_run_values_show_as_text_and_never_run(site: dict[str, Any]) -> None:
-    dom = _dom(site["root"], site["index"])
-    assert "<title>Notebook runs</title>" in dom  # the hostile script did not rename the page
-    assert html.escape(HOSTILE, quote=False) in dom
-    hostile = next(r for r in site["results"] if r["parameters"]["label"] == HOSTILE)
-    page = site["root"] / "site" / "runs" / f"{hostile['run_id']}.html"
-    dom = _dom(site["root"], page)
-    assert f"<title>{hostile['run_id']}</title>" in dom
-    assert "label is " + html.escape(HOSTILE, quote=False) in dom
+def _assert_rendered(browser: Chromium) -> None:
+    heading = browser.evaluate("document.querySelector('.notebook h1').textContent")
+    assert heading.startswith("A table of squares")
+    assert browser.evaluate("document.querySelectorAll('.notebook em').length") >= 1
+    heads = browser.evaluate(
+        "[...document.querySelectorAll('.notebook table.dataframe thead th')]"
+        ".map(th => th.textContent)"
+    )
+    assert heads == ["", "x", "squares"]
+    drawn = browser.evaluate(
+        "[...document.querySelectorAll('.notebook img')]"
+        ".filter(i => i.complete && i.naturalWidth > 0).map(i => i.src.slice(0, 20))"
+    )
+    assert "data:image/png;base6" in drawn and "data:image/svg+xml;b" in drawn
+    assert "\\frac{1}{3}" in browser.evaluate("document.body.innerText")
 
 
-def test_run_page_is_headed_by_its_result(site: dict[str, Any]) -> None:
-    failed = next(r for r in site["results"] if r["status"] == "error")
-    page = site["root"] / "site" / "runs" / f"{failed['run_id']}.html"
-    dom = _dom(site["root"], page)
-    assert re.search(r'<span class="badge error">error \(cell_error\)</span>', dom)
-    assert "Failed cell 2" in dom and "ValueError" in dom
-    assert "sweep.py" in dom and "python3" in dom  # provenance: source and kernel
-    assert "label is a" in dom  # the notebook's own output, rendered by nbconvert
-    assert "[scrap loss recorded]" in dom
+def _assert_nothing_ran(browser: Chromium, title: str) -> int:
+    """Clicks every hostile link and button, then checks that no payload ran; returns how many
+    it clicked."""
+    clicked = browser.evaluate(
+        "[...document.querySelectorAll('a, button')]"
+        ".filter(e => /hostile/.test(e.textContent)).map(e => (e.click(), 1)).length"
+    )
+    time.sleep(0.5)
+    assert browser.evaluate("document.title") == title
+    assert browser.evaluate("localStorage.getItem('pwned')") is None
+    return int(clicked)
+
+
+def test_run_page_renders_headings_tables_and_images(site: dict[str, Any]) -> None:
+    browser = _open(site, _run_page(site, site["rich"]))
+    _assert_rendered(browser)
+    assert browser.evaluate("document.querySelector('.result h1').textContent").startswith(
+        site["rich"]["run_id"]
+    )
+
+
+def test_export_html_renders_headings_tables_and_images(site: dict[str, Any]) -> None:
+    browser = _open(site, Path(site["root"]) / "export.html")
+    _assert_rendered(browser)
+
+
+def test_nothing_from_a_run_runs(site: dict[str, Any]) -> None:
+    hostile = next(r for r in site["results"] if r["parameters"]["label"] == PAYLOADS)
+    pages = [  # (page, its title, whether the payloads left links or buttons to click)
+        (site["index"], "Notebook runs", False),  # parameters and requests show as text
+        (_run_page(site, site["rich"]), site["rich"]["run_id"], True),  # markdown, outputs
+        (_run_page(site, hostile), hostile["run_id"], False),  # a parameter, and its output
+        (Path(site["root"]) / "export.html", site["rich"]["run_id"], True),
+        *(
+            (page, None, False)
+            for page in sorted((Path(site["root"]) / "site" / "notebooks").iterdir())
+        ),
+    ]
+    for page, title, links in pages:
+        browser = _open(site, page)
+        clicked = _assert_nothing_ran(browser, title or browser.evaluate("document.title"))
+        assert "pwned" not in browser.evaluate("document.title")
+        assert (clicked >= 2) == links, page
+    # The payloads are on the pages, as text or inert markup.
+    browser = _open(site, _run_page(site, hostile))
+    assert "label is <script>" in browser.evaluate("document.body.innerText")
+
+
+def test_the_content_policy_alone_stops_what_a_sanitiser_would_miss(
+    site: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sanitiser switched off, the payloads reach the page, and the policy still lets
+    none of them run: the two defences each hold on their own."""
+    from notebook_executor._faces.report import site as site_module
+
+    monkeypatch.setattr(site_module, "clean_html", lambda fragment: fragment)
+    run = dict(site["rich"])
+    page = Path(site["root"]) / "unsanitised.html"
+    page.write_text(site_module.render_run_page(run, Path(site["root"]) / "runs"), "utf-8")
+    browser = _open(site, page)
+    assert browser.evaluate("document.querySelectorAll('.notebook script').length") >= 2
+    assert browser.evaluate("document.querySelectorAll('.notebook iframe').length") >= 2
+    assert _assert_nothing_ran(browser, run["run_id"]) >= 2
 
 
 def test_screenshots_are_not_blank(site: dict[str, Any]) -> None:
-    root = site["root"]
-    shots = {"index": site["index"]}
-    first = site["results"][0]["run_id"]
-    shots["page"] = root / "site" / "runs" / f"{first}.html"
-    for name, page in shots.items():
+    root = Path(site["root"])
+    for name, page in {"index": site["index"], "page": _run_page(site, site["rich"])}.items():
         shot = root / f"{name}.png"
-        _browse(root, page.as_uri(), f"--screenshot={shot}", "--window-size=1280,900")
+        _open(site, page).screenshot(shot)
         _assert_not_blank(shot)

@@ -1,10 +1,12 @@
 """The report: a static site of the runs that opens from the file system.
 
-``index.html`` lists the runs newest first (filters by notebook and status, sorting by any
-column, one chart per numeric scrap) and links one page per run, rendered by nbconvert and headed
-by the run's result. Nothing is loaded from the network: the style and the one script are inlined,
-and charts are inline SVG. Every value that comes from a run is HTML-escaped (cell outputs are
-sanitised by nbconvert), so a parameter ``<script>...</script>`` shows as text.
+``index.html`` has one section per notebook (see :mod:`.index`), each notebook has pages of all
+its runs under ``notebooks/``, and each run a page under ``runs/``, rendered by nbconvert and
+headed by the run's result. Pages come from the Jinja2 templates in ``templates/`` (autoescape
+on); the style and the one script are package files inlined into the pages, so nothing is
+loaded from the network. A notebook's HTML (outputs, markdown) is cleaned to an allow-list by
+:mod:`.sanitize`, and every page carries a Content-Security-Policy that lets only the report's
+own style and script apply (see :mod:`.assets`): nothing from a run runs when a page is opened.
 
 The site is rebuilt incrementally: a run page whose run has not changed since it was written is
 kept as it is. Files the report did not write are never replaced: a folder holding another
@@ -13,9 +15,9 @@ kept as it is. Files the report did not write are never replaced: a folder holdi
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -27,8 +29,10 @@ from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundEr
 from ..._run import records as _records
 from ..._run.files import atomic_write_text
 from ..._run.scraps import SCRAP_PREFIX
-from .assets import INDEX_SCRIPT, PAGE_CSS, SITE_CSS
-from .charts import charts_for, render_svg
+from .assets import content_policy, render, static_text
+from .index import INDEX_ROWS, Group, chart_svgs, group_runs, page_name, table_for
+from .sanitize import clean_html
+from .values import cell_for, previews, shown
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -39,10 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: Marks every file the report writes; a file without it is never replaced.
 GENERATOR = "notebook-executor report"
-#: Longest text shown in one cell of the index (parameters, scraps, requests, errors).
-MAX_CELL_CHARS = 120
-#: At most this many parameter and scrap columns each; the rest are on the run pages.
-MAX_COLUMNS = 12
 
 _SCRIPT_EXTENSIONS = {"python": ".py", "r": ".r", "julia": ".jl", "bash": ".sh"}
 
@@ -58,32 +58,6 @@ class ReportSummary:
     pages_written: int
     pages_kept: int
     charts: int
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _clip(text: str, limit: int = MAX_CELL_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and "encoder" in value:
-        return f"[{value.get('encoder')}]"
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _sortable(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return repr(float(value))
-
-
-def _page_name(run_id: str) -> str:
-    return f"runs/{run_id}.html"
 
 
 def _stamp(run: Mapping[str, Any]) -> str:
@@ -102,6 +76,29 @@ def _check_ours(path: Path) -> bool:
     except OSError:
         return False
     return GENERATOR in head
+
+
+@functools.cache
+def _styles() -> tuple[str, str]:
+    """The style of list pages, and of run pages (with the code highlighting nbconvert uses)."""
+    from pygments.formatters import HtmlFormatter
+
+    site = static_text("report.css")
+    return site, site + str(HtmlFormatter(style="default").get_style_defs(".highlight"))
+
+
+def _html(template: str, *, run_page: bool, **context: Any) -> str:
+    """A page from ``template`` with the report's style, script (list pages only) and policy."""
+    style = _styles()[1 if run_page else 0]
+    script = None if run_page else static_text("report.js")
+    return render(
+        template,
+        generator=GENERATOR,
+        policy=content_policy(style, script),
+        style=style,
+        script=script,
+        **context,
+    )
 
 
 def build_report(
@@ -144,7 +141,7 @@ def build_report(
     written = kept = 0
     for run in runs:
         run_id = str(run["run_id"])
-        page = out_dir / _page_name(run_id)
+        page = out_dir / page_name(run_id)
         if _page_is_current(page, run):
             kept += 1
         else:
@@ -159,9 +156,9 @@ def build_report(
             written += 1
         if progress is not None:
             progress.update()
-    charts = charts_for(runs)
-    _write(index, _index_html(runs, charts, title))
-    return ReportSummary(index, len(runs), written, kept, len(charts))
+    groups = group_runs(runs)
+    charts = _write_lists(groups, runs_dir, out_dir, title)
+    return ReportSummary(index, len(runs), written, kept, charts)
 
 
 def _write(path: Path, text: str) -> None:
@@ -183,136 +180,61 @@ def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
     return found is not None and html.unescape(found.group(1)) == _stamp(run)
 
 
-# -- index --------------------------------------------------------------------------------------
-
-
-def _columns(runs: Sequence[Mapping[str, Any]], key: str) -> list[str]:
-    seen: dict[str, None] = {}
-    for run in runs:
-        for name in run.get(key) or {}:
-            seen.setdefault(str(name), None)
-            if len(seen) >= MAX_COLUMNS:
-                return list(seen)
-    return list(seen)
-
-
-def _value_cell(value: Any, present: bool) -> str:
-    if not present:
-        return "<td></td>"
-    number = _sortable(value)
-    text = _esc(_clip(_shown(value)))
-    if number is not None:
-        return f'<td class="num" data-v="{number}">{text}</td>'
-    return f"<td>{text}</td>"
-
-
-def _error_text(run: Mapping[str, Any]) -> str:
-    failed = run.get("failed_cell")
-    if not isinstance(failed, Mapping):
-        return ""
-    return f"cell {failed.get('index')}: {failed.get('ename')}: {failed.get('evalue')}"
-
-
-def _row(run: Mapping[str, Any], parameters: list[str], scraps: list[str]) -> str:
-    status = str(run.get("status") or "")
-    kind = f" ({run['error_kind']})" if run.get("error_kind") else ""
-    duration = run.get("duration_seconds")
-    duration_cell = (
-        f'<td class="num" data-v="{float(duration)!r}">{float(duration):.2f}</td>'
-        if isinstance(duration, (int, float))
-        else "<td></td>"
+def _write_lists(groups: list[Group], runs_dir: Path, out_dir: Path, title: str) -> int:
+    """Writes the index and every notebook's pages; returns the number of charts drawn."""
+    charts = 0
+    for group in groups:
+        group.charts = chart_svgs(group)
+        charts += len(group.charts)
+        group.table = table_for(group, group.runs[:INDEX_ROWS], runs_dir=runs_dir)
+        for number in range(1, group.page_count + 1):
+            page = out_dir / group.page_href(number)
+            if not _check_ours(page):
+                raise NotebookExecutorError(f"{page} exists and was not written by a report")
+            start = (number - 1) * group.per_page
+            table = table_for(group, group.runs[start : start + group.per_page], prefix="../")
+            text = _html(
+                "notebook.html.j2",
+                run_page=False,
+                title=f"{group.notebook} ({number} of {group.page_count})",
+                group=group,
+                number=number,
+                table=table,
+                pages=group.pager(number, "../"),
+            )
+            page.parent.mkdir(parents=True, exist_ok=True)
+            _write(page, text)
+    _write(
+        out_dir / "index.html",
+        _html(
+            "index.html.j2",
+            run_page=False,
+            title=title,
+            groups=groups,
+            total=sum(group.count for group in groups),
+            failed=sum(group.failed for group in groups),
+            shown=sum(len(group.table.rows) for group in groups if group.table is not None),
+            shown_per_notebook=INDEX_ROWS,
+        ),
     )
-    params = run.get("parameters") or {}
-    values = run.get("scraps") or {}
-    run_id = str(run["run_id"])
-    cells = [
-        f'<td class="status">{_esc(status + kind)}</td>',
-        f'<td><a href="{_esc(_page_name(run_id))}">{_esc(run_id)}</a></td>',
-        f"<td>{_esc(run.get('notebook') or '')}</td>",
-        f"<td>{_esc(run.get('started_at') or '')}</td>",
-        duration_cell,
-        f"<td>{_esc(_clip(str(run.get('request') or '')))}</td>",
-        *(_value_cell(params.get(name), name in params) for name in parameters),
-        *(_value_cell(values.get(name), name in values) for name in scraps),
-        f'<td class="err">{_esc(_clip(_error_text(run), 200))}</td>',
-    ]
-    return (
-        f'<tr class="run {_esc(status)}" data-status="{_esc(status)}" '
-        f'data-notebook="{_esc(run.get("notebook") or "")}">' + "".join(cells) + "</tr>"
-    )
-
-
-def _index_html(runs: Sequence[Mapping[str, Any]], charts: Sequence[Any], title: str) -> str:
-    parameters = _columns(runs, "parameters")
-    scraps = _columns(runs, "scraps")
-    heads = [
-        ("status", "status"),
-        ("run_id", "run"),
-        ("notebook", "notebook"),
-        ("started_at", "started (UTC)"),
-        ("duration", "seconds"),
-        ("request", "request"),
-        *((f"parameters.{name}", name) for name in parameters),
-        *((f"scraps.{name}", name) for name in scraps),
-        ("error", "error"),
-    ]
-    header = "".join(
-        f'<th data-key="{_esc(key)}" title="{_esc(key)}">{_esc(label)}</th>' for key, label in heads
-    )
-    notebooks = sorted({str(run.get("notebook") or "") for run in runs})
-    notebook_options = "".join(f'<option value="{_esc(n)}">{_esc(n)}</option>' for n in notebooks)
-    failed = sum(1 for run in runs if run.get("status") == "error")
-    chart_boxes = "".join(
-        f'<div class="chart-box" data-notebook="{_esc(chart.notebook)}">'
-        f'<p class="nb">{_esc(chart.notebook)}</p>{render_svg(chart)}</div>'
-        for chart in charts
-    )
-    charts_section = (
-        f'<h2>Scraps across runs</h2><div class="charts">{chart_boxes}</div>' if charts else ""
-    )
-    rows = "\n".join(_row(run, parameters, scraps) for run in runs)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="generator" content="{GENERATOR}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_esc(title)}</title><style>{SITE_CSS}</style></head>
-<body><header class="top"><h1>{_esc(title)}</h1>
-<p class="muted">{len(runs)} runs, {failed} failed; newest first. Click a column to sort.</p>
-</header><main>
-<div class="controls">
-<label for="filter-notebook">Notebook</label>
-<select id="filter-notebook"><option value="">all</option>{notebook_options}</select>
-<label for="filter-status">Status</label>
-<select id="filter-status"><option value="">all</option><option value="success">success</option>
-<option value="error">error</option><option value="running">running</option></select>
-<span class="muted">showing <span id="shown-count">{len(runs)}</span></span>
-</div>
-{charts_section}
-<div class="table-wrap"><table id="runs"><thead><tr>{header}</tr></thead>
-<tbody>
-{rows}
-</tbody></table></div>
-</main><script>{INDEX_SCRIPT}</script></body></html>
-"""
+    return charts
 
 
 # -- run pages --------------------------------------------------------------------------------
-
-
-def _facts(pairs: Sequence[tuple[str, Any]]) -> str:
-    items = "".join(
-        f"<dt>{_esc(name)}</dt><dd>{_esc(value)}</dd>"
-        for name, value in pairs
-        if value not in (None, "")
-    )
-    return f'<dl class="facts">{items}</dl>' if items else '<p class="muted">none</p>'
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _result_header(run: Mapping[str, Any], record: Mapping[str, Any], back_link: str | None) -> str:
+def _present(pairs: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
+    return [(name, str(value)) for name, value in pairs if value not in (None, "")]
+
+
+def _run_context(
+    run: Mapping[str, Any], record: Mapping[str, Any], runs_dir: Path | None
+) -> dict[str, Any]:
+    """What ``run.html.j2`` shows above the notebook: the run's result and provenance."""
     status = str(run.get("status") or "")
     kind = f" ({run['error_kind']})" if run.get("error_kind") else ""
     source = _mapping(record.get("source"))
@@ -320,46 +242,42 @@ def _result_header(run: Mapping[str, Any], record: Mapping[str, Any], back_link:
     environment = _mapping(record.get("environment"))
     packages = _mapping(environment.get("packages"))
     failed = run.get("failed_cell")
-    failure = ""
+    failure = None
     if isinstance(failed, Mapping):
-        trace = "\n".join(str(line) for line in (failed.get("traceback") or [])[-20:])
-        failure = (
-            f"<h2>Failed cell {_esc(failed.get('index'))}</h2>"
-            f'<pre class="failure">{_esc(failed.get("ename"))}: {_esc(failed.get("evalue"))}'
-            f"{chr(10) + _esc(trace) if trace else ''}</pre>"
-        )
-    back = f'<p><a href="{_esc(back_link)}">\u2190 all runs</a></p>' if back_link else ""
-    scraps = {name: _shown(value) for name, value in (run.get("scraps") or {}).items()}
-    parameters = {name: _shown(value) for name, value in (run.get("parameters") or {}).items()}
-    return (
-        f'<section class="result">{back}'
-        f'<h1>{_esc(run.get("run_id"))} <span class="badge {_esc(status)}">'
-        f"{_esc(status + kind)}</span></h1>"
-        + _facts(
+        failure = {
+            "index": failed.get("index"),
+            "ename": failed.get("ename"),
+            "evalue": failed.get("evalue"),
+            "trace": "\n".join(str(line) for line in (failed.get("traceback") or [])[-20:]),
+        }
+    duration = run.get("duration_seconds")
+    scraps = run.get("scraps") or {}
+    frames = previews(run, runs_dir) if runs_dir is not None else {}
+    return {
+        "run_id": str(run.get("run_id")),
+        "title": str(run.get("run_id")),
+        "stamp": _stamp(run),
+        "status": status,
+        "status_text": status + kind,
+        "failed": failure,
+        "about": _present(
             [
                 ("notebook", run.get("notebook")),
                 ("request", run.get("request")),
                 ("started", run.get("started_at")),
                 ("finished", run.get("finished_at")),
-                (
-                    "duration",
-                    f"{run['duration_seconds']:.2f} s"
-                    if isinstance(run.get("duration_seconds"), (int, float))
-                    else None,
-                ),
+                ("duration", f"{duration:.2f} s" if isinstance(duration, (int, float)) else None),
                 (
                     "cells",
                     f"{run.get('cells_executed')} of {run.get('cells_total')} code cells ran",
                 ),
             ]
-        )
-        + failure
-        + "<h2>Parameters</h2>"
-        + _facts(sorted(parameters.items()))
-        + "<h2>Scraps</h2>"
-        + _facts(sorted(scraps.items()))
-        + "<h2>Provenance</h2>"
-        + _facts(
+        ),
+        "parameters": _present(
+            sorted((n, shown(v)) for n, v in (run.get("parameters") or {}).items())
+        ),
+        "scraps": [(name, cell_for(scraps, name, frames.get(name))) for name in sorted(scraps)],
+        "provenance": _present(
             [
                 ("source", source.get("path")),
                 ("sha256", source.get("sha256")),
@@ -368,9 +286,8 @@ def _result_header(run: Mapping[str, Any], record: Mapping[str, Any], back_link:
                 ("python", environment.get("python")),
                 *((f"{name}", version) for name, version in sorted(packages.items())),
             ]
-        )
-        + "</section>"
-    )
+        ),
+    }
 
 
 def _show_scraps_as_text(nb: NotebookNode) -> None:
@@ -387,20 +304,34 @@ def _show_scraps_as_text(nb: NotebookNode) -> None:
                 )
 
 
+def _svg_as_images(nb: NotebookNode) -> None:
+    """An SVG output becomes an ``<img>`` of a ``data:`` URI: drawn the same, but as an image,
+    which never runs script, instead of markup the sanitiser would have to take apart."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data") or {}
+            svg = data.get("image/svg+xml")
+            if isinstance(svg, str) and "text/html" not in data:
+                uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+                data["text/html"] = f'<img src="{uri}" alt="SVG image">'
+                del data["image/svg+xml"]
+
+
 @functools.cache
 def _html_exporter() -> Any:
     # Built once: an exporter compiles its templates on first use, which costs more than a page.
+    # Not nbconvert's sanitize_html: it escapes every tag of the bleach now found with it; the
+    # body is cleaned to an allow-list by clean_html instead.
     from nbconvert import HTMLExporter
 
-    return HTMLExporter(template_name="basic", sanitize_html=True)
+    return HTMLExporter(template_name="basic")
 
 
 def _notebook_body(nb: NotebookNode) -> str:
     _show_scraps_as_text(nb)
+    _svg_as_images(nb)
     body, _ = _html_exporter().from_notebook_node(nb)
-    # The basic template writes no script, and sanitising drops those of outputs; a page of a
-    # report must run nothing it was not written with, so any left is removed all the same.
-    return re.sub(r"<script\b[^>]*>.*?</script\s*>", "", body, flags=re.S | re.I)
+    return clean_html(body)
 
 
 def _read_run(runs_dir: Path, run_id: str) -> tuple[NotebookNode, dict[str, Any]]:
@@ -418,41 +349,17 @@ def _read_run(runs_dir: Path, run_id: str) -> tuple[NotebookNode, dict[str, Any]
 def render_run_page(run: Mapping[str, Any], runs_dir: Path, *, back_link: str | None = None) -> str:
     """One run as a self-contained HTML page: its result, then the notebook by nbconvert."""
     nb, record = _read_run(runs_dir, str(run["run_id"]))
-    return _page(
-        run,
-        _result_header(run, record, back_link)
-        + '<div class="notebook">'
-        + _notebook_body(nb)
-        + "</div>",
+    context = _run_context(run, record, runs_dir)
+    return _html(
+        "run.html.j2", run_page=True, back_link=back_link, body=_notebook_body(nb), **context
     )
 
 
 def _missing_page(run: Mapping[str, Any], why: str) -> str:
-    return _page(
-        run,
-        _result_header(run, {}, "../index.html")
-        + f'<p class="muted">The run file could not be read: {_esc(why)}</p>',
+    context = _run_context(run, {}, None)
+    return _html(
+        "run.html.j2", run_page=True, back_link="../index.html", body=None, missing=why, **context
     )
-
-
-@functools.cache
-def _highlight_css() -> str:
-    from pygments.formatters import HtmlFormatter
-
-    return str(HtmlFormatter(style="default").get_style_defs(".highlight"))
-
-
-def _page(run: Mapping[str, Any], body: str) -> str:
-    highlight = _highlight_css()
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="generator" content="{GENERATOR}">
-<meta name="notebook-executor-run" content="{_esc(_stamp(run))}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{_esc(run.get("run_id"))}</title>
-<style>{SITE_CSS}{PAGE_CSS}{highlight}</style></head>
-<body>{body}</body></html>
-"""
 
 
 def default_out(runs_dir: Path) -> Path:
