@@ -1040,3 +1040,101 @@ def test_execute_converts_text_given_to_a_typed_parameter_as_the_cli_does(
             assert "times" in refused.content[0].text  # type: ignore[union-attr]
 
     anyio.run(scenario)
+
+
+def test_lone_surrogates_in_a_request_are_tool_errors_before_any_run(tmp_path: Path) -> None:
+    """A hostile client writes JSON by hand: ``\\ud800`` escapes decode to lone surrogates,
+    which no text file or record can hold. The SDK's transport refuses such a message before
+    any tool sees it (on stdio it is logged and gets no answer); nothing runs, nothing is
+    written, and the server goes on answering."""
+    import subprocess
+
+    from mcp_client import SERVER
+
+    write(tmp_path, "hello.py", HELLO)
+    calls = [
+        {"path": "hello.py", "parameters": {"name": "Bob\ud800"}},
+        {"path": "hello.py", "request": "greet \udcff"},
+        {"path": "hello\udc80.py"},
+    ]
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {
+                "jsonrpc": "2.0",
+                "id": number,
+                "method": "tools/call",
+                "params": {"name": "execute", "arguments": arguments},
+            }
+            for number, arguments in enumerate(calls, start=1)
+        ),
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "list_notebooks", "arguments": {}},
+        },
+    ]
+    # ensure_ascii: the surrogates travel as escapes, as a hostile client would send them.
+    lines = "".join(json.dumps(message) + "\n" for message in messages)
+    with subprocess.Popen(
+        [*SERVER, "--root", str(tmp_path)],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(lines.encode("ascii"))
+        server.stdin.flush()
+        answers: dict[int, Any] = {}
+        deadline = time.monotonic() + 120
+        while 9 not in answers and time.monotonic() < deadline:
+            line = server.stdout.readline()
+            if not line:
+                break
+            answer = json.loads(line)
+            if "id" in answer:
+                answers[answer["id"]] = answer
+        server.stdin.close()
+        server.wait(timeout=60)
+    for number in range(1, len(calls) + 1):
+        if number in answers:  # refused as a tool error if it got through the transport
+            result = answers[number].get("result", {"isError": True, "content": [{"text": ""}]})
+            assert result["isError"], answers[number]
+            text = result["content"][0]["text"]
+            assert "Traceback" not in text and "UnicodeEncodeError" not in text, text
+    listed = answers[9]["result"]["structuredContent"]
+    assert listed["notebooks"] == ["hello.py"]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ipynb"))
+
+
+def test_a_file_name_that_is_not_utf8_is_not_listed_and_breaks_nothing(tmp_path: Path) -> None:
+    write(tmp_path, "hello.py", HELLO)
+    (Path(os.fsdecode(bytes(tmp_path))) / os.fsdecode(b"caf\xe9.py")).write_text(HELLO)
+
+    async def scenario() -> None:
+        # Before, the server's writer died on the name and no answer ever came.
+        with anyio.fail_after(120):
+            await listing()
+
+    async def listing() -> None:
+        async with stdio_session(tmp_path) as session:
+            listed = structured(await session.call_tool("list_notebooks", {"folder": "."}))
+            assert listed["notebooks"] == ["hello.py"]
+            assert "1 notebook(s) whose file names are not UTF-8 text" in listed["note"]
+            ran = structured(await session.call_tool("execute", {"path": "hello.py"}))
+            assert ran["status"] == "success"
+
+    anyio.run(scenario)

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..._errors import NotebookExecutorError, ParameterError
+from ..._run.bounded import unencodable
 from ..._run.parameters import declared_parameters
 from ..._run.sources import load_source
 from ...engine import RunCancelled
@@ -89,17 +90,32 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         def scan() -> dict[str, Any]:
             found: list[str] = []
             more = False
+            unnamed = 0
             runs = ex.runs_dir.resolve()
             for path in root.notebooks(base, runs):
                 if not _looks_like_notebook(path):
                     continue
+                shown = root.relative(path)
+                if unencodable(shown) is not None:
+                    # A name that is not UTF-8 text cannot be sent, nor run (the record names
+                    # its source as text): counted, not listed.
+                    unnamed += 1
+                    continue
                 if len(found) == _MAX_LISTED:
                     more = True
                     break
-                found.append(root.relative(path))
+                found.append(shown)
             answer: dict[str, Any] = {"folder": root.relative(base), "notebooks": found}
+            notes = []
             if more:
-                answer["note"] = f"only the first {_MAX_LISTED} are listed; list a subfolder"
+                notes.append(f"only the first {_MAX_LISTED} are listed; list a subfolder")
+            if unnamed:
+                notes.append(
+                    f"{unnamed} notebook(s) whose file names are not UTF-8 text are not listed: "
+                    "rename them to use them"
+                )
+            if notes:
+                answer["note"] = "; ".join(notes)
             return answer
 
         return ws.answer(await ws.call(scan))

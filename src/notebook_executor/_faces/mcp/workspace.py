@@ -148,7 +148,7 @@ class Workspace:
         """``payload`` redacted and cut to the budget, as structured content and JSON text."""
         with self._lock:
             known = dict(self._secrets)
-        return tool_result(redact(payload, known))
+        return tool_result(_sendable(redact(payload, known)))
 
     def present(self, result: dict[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
@@ -206,3 +206,23 @@ def tool_result(payload: dict[str, Any]) -> CallToolResult:
         if len(result.model_dump_json(by_alias=True, exclude_none=True)) <= _ROOM:
             return result
         limit = limit * 3 // 4
+
+
+def _sendable(value: Any) -> Any:
+    """``value`` with any lone surrogate (a file name's byte that was not UTF-8) shown as a
+    backslash escape: the transport writes UTF-8, and one such character would break it."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        return _escaped(value)
+    return value
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {_escaped(key): _escaped(item) for key, item in value.items()}
+    return value
