@@ -31,10 +31,27 @@ def find_chromium() -> str | None:
     return None
 
 
+def _browser_environment() -> dict[str, str]:
+    """This environment, but with a short ``TMPDIR``: Chromium keeps sockets there too."""
+    env = dict(os.environ)
+    if len(env.get("TMPDIR", "")) > 60:
+        env["TMPDIR"] = "/tmp"
+    return env
+
+
 class Chromium:
     """One headless browser with one page; a context manager that stops it on exit."""
 
-    def __init__(self, profile: Path, *, width: int = 1400, height: int = 1000) -> None:
+    def __init__(
+        self,
+        profile: Path,
+        *,
+        width: int = 1400,
+        height: int = 1000,
+        remove_after: Path | None = None,
+    ) -> None:
+        #: A folder of the caller's to remove once the browser has stopped.
+        self._remove_after = remove_after
         binary = find_chromium()
         if binary is None:
             raise RuntimeError("chromium is not installed")
@@ -55,7 +72,7 @@ class Chromium:
              f"--user-data-dir={profile}", f"--window-size={width},{height}",
              "--remote-debugging-pipe", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False, preexec_fn=_fds,
+            close_fds=False, preexec_fn=_fds, env=_browser_environment(),
         )  # fmt: skip
         os.close(to_child_r)
         os.close(from_child_w)
@@ -98,6 +115,8 @@ class Chromium:
             self._process.wait()
         os.close(self._to_child)
         os.close(self._from_child)
+        if self._remove_after is not None:
+            shutil.rmtree(self._remove_after, ignore_errors=True)
 
     def _read(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buffer:

@@ -8,8 +8,11 @@ catches orphans reparented to init: a notebook's daemon, a kernel whose host was
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: Folders for sockets (a kernel's, Chromium's) must be short: a socket path holds 107 bytes.
+_SHORT_ENOUGH = 40
+
+
+@pytest.fixture
+def short_tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path``, or, when ``$TMPDIR`` makes it too long to hold sockets below it, a new
+    folder in ``/tmp`` removed after the test: the suite runs with any ``$TMPDIR``."""
+    if len(os.fsencode(tmp_path)) <= _SHORT_ENOUGH:
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="nx-", dir="/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

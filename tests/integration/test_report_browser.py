@@ -10,9 +10,11 @@ the links and buttons they left and prove that none of them ran.
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import zlib
@@ -86,7 +88,15 @@ def _browser(tmp: Path) -> Chromium:
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed: .ci/run installs Debian's chromium package")
         pytest.skip("chromium is not installed here (.ci/run installs it on CI)")
-    return Chromium(tmp / f"profile-{time.monotonic_ns()}")
+    # Chromium keeps a socket in its profile: a long $TMPDIR must not push it past its limit.
+    if len(os.fsencode(tmp)) <= 60:
+        return Chromium(tmp / f"profile-{time.monotonic_ns()}")
+    short = Path(tempfile.mkdtemp(prefix="nx-", dir="/tmp"))
+    try:
+        return Chromium(short / "profile", remove_after=short)
+    except BaseException:
+        shutil.rmtree(short, ignore_errors=True)
+        raise
 
 
 def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:

@@ -185,9 +185,9 @@ with NotebookExecutor(runs_dir=workdir / "runs") as ex:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG")
 def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
-    workdir: Path,
+    workdir: Path, short_tmp_path: Path
 ) -> None:
-    tmp = workdir / "tmp"
+    tmp = short_tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}
     # A folder of the user's own, named as older versions named kernel folders, holding data.

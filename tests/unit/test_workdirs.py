@@ -25,10 +25,10 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX locks")
 
 
 @pytest.fixture
-def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+def tmp_root(short_tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TMPDIR", str(short_tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
-    return tmp_path
+    return short_tmp_path
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -177,11 +177,11 @@ def test_a_workdir_of_a_killed_process_is_swept(tmp_root: Path) -> None:
 
 
 def test_a_tmpdir_too_long_for_sockets_gives_way_to_a_short_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, short_tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     long = tmp_path.joinpath(*(["t" * 50] * 3))
     long.mkdir(parents=True)
-    short = tmp_path / "s"
+    short = short_tmp_path / "s"
     short.mkdir()
     monkeypatch.setenv("TMPDIR", str(long))
     monkeypatch.setattr("tempfile.tempdir", None)
