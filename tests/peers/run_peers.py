@@ -60,6 +60,16 @@ NBCLIENT_EXCEPTIONS: dict[str, str] = {
     "Sleep1s.ipynb": "prints the wall-clock times of its run: no two runs print the same",
 }
 
+#: Cells whose execution count is a race on both sides, and why: the comparison leaves out
+#: their ``execution_count`` (and nothing else).
+NBCLIENT_RACY_COUNTS: dict[str, tuple[int, str]] = {
+    "Autokill.ipynb": (
+        0,
+        "the kernel SIGTERMs itself in this cell; whether its execute_input message leaves "
+        "the process before it dies is a race, so nbclient and we each record 1 or None",
+    ),
+}
+
 #: Options nbclient's own test_run_all_notebooks passes for these notebooks.
 NBCLIENT_OPTIONS: dict[str, dict[str, Any]] = {
     "Interrupt.ipynb": {"timeout": 3, "interrupt_on_timeout": True, "allow_errors": True},
@@ -165,7 +175,12 @@ def nbclient_suite(source: Path, work: Path, kernel: str) -> int:
                 continue
             theirs = _run_nbclient(path, kernel, work)
             ours = _run_ours(executor, path, work)
-            differences = _notebook_differences(theirs, ours, normalize_output)
+            racy = NBCLIENT_RACY_COUNTS.get(path.name)
+            if racy:
+                print(f"      (cell {racy[0]}'s execution_count not compared: {racy[1]})")
+            differences = _notebook_differences(
+                theirs, ours, normalize_output, racy_count=racy[0] if racy else None
+            )
             if not differences:
                 counts["same"] += 1
                 print(f"  nbclient  {path.name}: same")
@@ -267,12 +282,14 @@ def _run_ours(executor: Any, path: Path, work: Path) -> Any:
     return nbformat.read(output, as_version=4)
 
 
-def _notebook_differences(theirs: Any, ours: Any, normalize: Any) -> list[str]:
+def _notebook_differences(
+    theirs: Any, ours: Any, normalize: Any, racy_count: int | None = None
+) -> list[str]:
     differences: list[str] = []
     if len(theirs.cells) != len(ours.cells):
         return [f"{len(theirs.cells)} cells against {len(ours.cells)}"]
     for index, (a, b) in enumerate(zip(theirs.cells, ours.cells, strict=True)):
-        if a.get("execution_count") != b.get("execution_count"):
+        if index != racy_count and a.get("execution_count") != b.get("execution_count"):
             differences.append(
                 f"cell {index}: execution_count {a.get('execution_count')} against "
                 f"{b.get('execution_count')}"
