@@ -36,7 +36,7 @@ from typing import Any
 from notebook_executor import NotebookExecutor
 from notebook_executor._catalog import store as _store
 from notebook_executor._catalog.store import Catalog
-from notebook_executor._run import records as _records
+from notebook_executor._records import run_files as _records
 from notebook_executor._times import iso
 
 REPO = Path(__file__).resolve().parents[1]

@@ -190,7 +190,7 @@ def _check_rows(
     when: str,
 ) -> None:
     """Rows against their run files, what hosts saw, and which runs reached their last cell."""
-    from notebook_executor._run.records import run_notebook_path
+    from notebook_executor._records.run_files import run_notebook_path
 
     for row in rows:
         run_id, status = row["run_id"], row["status"]

@@ -17,7 +17,7 @@ from ._errors import (
     RunsDirError,
 )
 from ._executor import NotebookExecutor
-from ._run.sources import read_notebook, write_notebook
+from ._sources.formats import read_notebook, write_notebook
 from .engine import Engine, EngineOutcome, RunJob
 
 __version__ = "0.1.0"

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
 from ._notebook import from_dict
+from ._parameters.declared import declared_parameters
 from ._progress import cell_progress, output_printer, run_progress
-from ._run import records as _records
-from ._run.parameters import declared_parameters
+from ._records import run_files as _records
+from ._records.scraps import decode_scrap, find_scraps
 from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
-from ._run.remote import is_url
 from ._run.runner import run_plan
-from ._run.scraps import decode_scrap, find_scraps
-from ._run.sources import load_source
-from ._run.sources import read_notebook as _read_notebook
-from ._run.sources import write_notebook as _write_notebook
+from ._sources.formats import load_source
+from ._sources.formats import read_notebook as _read_notebook
+from ._sources.formats import write_notebook as _write_notebook
+from ._sources.remote import is_url
 from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._run.redaction import Redactor
-from ._run.text import strip_ansi
+from ._records.redaction import Redactor
+from ._records.text import strip_ansi
 
 __all__ = [
     "BAR_DELAY",

@@ -41,7 +41,7 @@ from notebook_executor import (
     write_notebook,
 )
 from notebook_executor._kernels.kernel_engine import KernelEngine
-from notebook_executor._run.bounded import MAX_SOURCE_BYTES
+from notebook_executor._sources.bounded import MAX_SOURCE_BYTES
 from support import report
 
 pytestmark = pytest.mark.filterwarnings("ignore::Warning:nbformat.validator")

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._run import records as _records
-from notebook_executor._run.records import RESULT_KEYS
+from notebook_executor._records import run_files as _records
+from notebook_executor._records.run_files import RESULT_KEYS
 
 NOTEBOOK = """# %% tags=["parameters"]
 x: int = 0

@@ -35,7 +35,7 @@ import nbformat
 import pytest
 
 from notebook_executor import CatalogError, NotebookExecutor, NotebookExecutorError, read_notebook
-from notebook_executor._run.records import MAX_STREAM_CHARS, run_notebook_path
+from notebook_executor._records.run_files import MAX_STREAM_CHARS, run_notebook_path
 from support import alive, descendants, report, wait_gone
 
 pytestmark = pytest.mark.kernel
@@ -101,7 +101,7 @@ FAULT_CASES: list[str] = []
 
 #: A result dict never holds cell outputs: with a 20 MB output it stays this small.
 RESULT_LIMIT = 40_000
-#: The marker :mod:`notebook_executor._run.records` leaves where it cut a stream.
+#: The marker :mod:`notebook_executor._records.run_files` leaves where it cut a stream.
 MARKER = "[notebook-executor: output truncated,"
 
 

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._run.records import run_notebook_path
+from notebook_executor._records.run_files import run_notebook_path
 from support import report
 
 pytestmark = pytest.mark.kernel

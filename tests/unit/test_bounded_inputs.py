@@ -24,7 +24,7 @@ from notebook_executor import (
     NotebookSourceError,
     ParameterError,
 )
-from notebook_executor._run.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
+from notebook_executor._sources.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
 from support import cli_on_engine, run_cli
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -341,7 +341,7 @@ def test_bytes_that_are_not_utf8_on_the_command_line_are_refused(
 
 
 def test_a_dotenv_starting_with_a_bom_keeps_its_first_key(tmp_path: Path) -> None:
-    from notebook_executor._run.declared_env import read_dotenv
+    from notebook_executor._parameters.environment import read_dotenv
 
     path = tmp_path / ".env"
     path.write_bytes(b"\xef\xbb\xbfNBX_FIRST=one\nNBX_SECOND=two\n")
@@ -494,7 +494,7 @@ def test_a_parameter_value_that_cannot_be_injected_says_why(
 def test_a_text_source_over_the_limit_is_refused_before_jupytext_reads_it(
     tmp_path: Path,
 ) -> None:
-    from notebook_executor._run.bounded import MAX_TEXT_SOURCE_BYTES
+    from notebook_executor._sources.bounded import MAX_TEXT_SOURCE_BYTES
 
     path = tmp_path / "big.py"
     path.write_text('# %%\ns = "' + "a" * (50 * 1024 * 1024) + '"\n', encoding="utf-8")

@@ -24,10 +24,10 @@ from notebook_executor._notebook import (
     new_notebook,
     new_output,
 )
-from notebook_executor._run.copying import copy_notebook
-from notebook_executor._run.nbjson import dumps_indented
-from notebook_executor._run.records import _bytes_as_base64, _split_lines
-from notebook_executor._run.sources import read_notebook
+from notebook_executor._records.run_files import _bytes_as_base64, _split_lines
+from notebook_executor._sources.copying import copy_notebook
+from notebook_executor._sources.formats import read_notebook
+from notebook_executor._sources.nbjson import dumps_indented
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NOTEBOOKS = sorted(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor._run.files import atomic_write_text
+from notebook_executor._sources.files import atomic_write_text
 
 
 def _names(folder: Path) -> list[str]:

@@ -21,14 +21,17 @@ RANKS: dict[str, int] = {
     "_times": 0,
     "_notebook": 0,  # notebooks as data, without nbformat
     "_kernels": 1,
-    "_run": 2,
-    "_catalog": 3,
-    "_review": 4,
-    "_cluster": 4,
-    "_executor": 5,
-    "__init__": 6,  # the public surface: re-exports the executor, errors and engine types
-    "_faces": 7,  # callers from outside Python: they may use the public surface
-    "__main__": 8,
+    "_sources": 1,
+    "_parameters": 2,
+    "_records": 3,
+    "_run": 4,
+    "_catalog": 5,
+    "_review": 6,
+    "_cluster": 6,
+    "_executor": 7,
+    "__init__": 8,  # the public surface: re-exports the executor, errors and engine types
+    "_faces": 9,  # callers from outside Python: they may use the public surface
+    "__main__": 10,
 }
 
 #: Top-level modules that belong to a group named after another module.
@@ -128,7 +131,7 @@ def test_the_layout_is_read_from_the_real_package() -> None:
     assert sum(len(targets) for targets in edges.values()) >= 60
     # Spot checks that the reader resolves relative, nested and lazy imports.
     assert "notebook_executor.engine" in edges["notebook_executor._kernels.kernel_engine"]
-    assert "notebook_executor._run.records" in edges["notebook_executor._catalog.rows"]
+    assert "notebook_executor._records.run_files" in edges["notebook_executor._catalog.rows"]
     assert "notebook_executor._run.runner" in edges["notebook_executor._executor"]
     assert "notebook_executor._catalog.store" in edges["notebook_executor._executor"]
     assert "notebook_executor._executor" in edges[PACKAGE]
@@ -158,10 +161,10 @@ def test_the_kernel_script_imports_nothing_of_the_package() -> None:
     ("edges", "expected"),
     [
         (
-            {"notebook_executor._run.sources": {"notebook_executor._catalog.store"}},
+            {"notebook_executor._sources.formats": {"notebook_executor._catalog.store"}},
             [
-                "notebook_executor._run.sources (_run) imports notebook_executor._catalog.store "
-                "(_catalog)"
+                "notebook_executor._sources.formats (_sources) imports "
+                "notebook_executor._catalog.store (_catalog)"
             ],
         ),
         (
@@ -171,7 +174,7 @@ def test_the_kernel_script_imports_nothing_of_the_package() -> None:
                 "(_cluster)"
             ],
         ),
-        ({"notebook_executor._catalog.store": {"notebook_executor._run.records"}}, []),
+        ({"notebook_executor._catalog.store": {"notebook_executor._records.run_files"}}, []),
     ],
 )
 def test_the_direction_check_catches_an_upward_import(

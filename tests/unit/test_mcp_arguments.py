@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from notebook_executor._faces.mcp.paths import Root
-from notebook_executor._run.parameters import parse_parameters
+from notebook_executor._parameters.declared import parse_parameters
 
 pytest.importorskip("mcp")
 

@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 from notebook_executor._notebook import NotebookNode, from_dict
-from notebook_executor._run.papermill_meta import annotate_papermill
-from notebook_executor._run.remote import is_url
+from notebook_executor._records.papermill_meta import annotate_papermill
+from notebook_executor._sources.remote import is_url
 from notebook_executor.engine import CellFailure, EngineOutcome
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import ParameterError
-from notebook_executor._run.literals import is_literal_value, to_literal
-from notebook_executor._run.parameters import (
+from notebook_executor._parameters.declared import (
     INJECTED_TAG,
     Parameter,
     convert_text_value,
@@ -23,6 +22,7 @@ from notebook_executor._run.parameters import (
     parse_parameters,
     validate_parameters,
 )
+from notebook_executor._sources.literals import is_literal_value, to_literal
 
 # -- parse_parameters ----------------------------------------------------------------------------
 

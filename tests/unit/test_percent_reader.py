@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notebook_executor._run.percent import read_plain_percent
+from notebook_executor._sources.percent import read_plain_percent
 
 #: Pieces of percent scripts: plain ones and every kind jupytext reads specially.
 MARKERS = [

@@ -12,8 +12,8 @@ import pytest
 from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
-from notebook_executor._run.declared_env import read_dotenv
-from notebook_executor._run.placeholders import substitute_in_code
+from notebook_executor._parameters.environment import read_dotenv
+from notebook_executor._parameters.placeholders import substitute_in_code
 
 INJECTION = '"); open("pwned","w").close(); print("'
 NASTY = [

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import RunNotFoundError
-from notebook_executor._run import records as _records
-from notebook_executor._run.records import (
+from notebook_executor._records import run_files as _records
+from notebook_executor._records.run_files import (
     cap_streams,
     display_path,
     new_run_id,

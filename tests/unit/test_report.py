@@ -241,7 +241,7 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
     import pandas as pd
 
-    from notebook_executor._run.records import run_notebook_path
+    from notebook_executor._records.run_files import run_notebook_path
 
     path = run_notebook_path(workdir / "runs", run_id)
     nb = json.loads(path.read_text(encoding="utf-8"))

@@ -10,14 +10,14 @@ import pytest
 from fake_engine import scrap_output
 
 from notebook_executor import EngineOutcome
-from notebook_executor._run.results import (
+from notebook_executor._records.results import (
     MAX_ERROR_CHARS,
     CellMap,
     annotate_cells,
     build_result,
     redact,
 )
-from notebook_executor._run.text import strip_ansi
+from notebook_executor._records.text import strip_ansi
 from notebook_executor.engine import CellFailure
 
 

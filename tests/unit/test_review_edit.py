@@ -20,7 +20,7 @@ from notebook_executor import (
     NotebookSourceError,
     read_notebook,
 )
-from notebook_executor._run.sources import format_for
+from notebook_executor._sources.formats import format_for
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 FORMATS = ["unit_basic.ipynb", "unit_basic.py", "unit_basic.md", "unit_myst.md", "unit_logbook.md"]

@@ -10,9 +10,9 @@ import nbformat
 import pytest
 
 from notebook_executor import NotebookSourceError, read_notebook, write_notebook
-from notebook_executor._run import sources as _sources
-from notebook_executor._run.parameters import declared_parameters
-from notebook_executor._run.sources import FORMATS, format_for, load_source
+from notebook_executor._parameters.declared import declared_parameters
+from notebook_executor._sources import formats as _sources
+from notebook_executor._sources.formats import FORMATS, format_for, load_source
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 BASIC = ["unit_basic.ipynb", "unit_basic.py", "unit_basic.md", "unit_myst.md"]

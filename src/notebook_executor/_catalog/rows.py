@@ -14,8 +14,8 @@ from datetime import timezone
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from .._run import records as _records
-from .._run.scraps import JSON_ENCODERS
+from .._records import run_files as _records
+from .._records.scraps import JSON_ENCODERS
 from .._times import iso, parse_time
 
 if TYPE_CHECKING:

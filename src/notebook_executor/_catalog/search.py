@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._errors import NotebookExecutorError
-from .._run.text import strip_ansi
+from .._records.text import strip_ansi
 
 __all__ = [
     "MAX_TEXT_CHARS",

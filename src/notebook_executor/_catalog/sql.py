@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
-from .._run import records as _records
+from .._records import run_files as _records
 from .._run.plan import check_path
 from .._times import iso, parse_time
 from . import search as _search

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
-from .._run import records as _records
+from .._records import run_files as _records
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts

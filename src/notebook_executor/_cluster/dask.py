@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NotebookExecutorError
-from .._run import records as _records
+from .._records import run_files as _records
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
 from .._times import iso, now_utc, parse_time

@@ -32,8 +32,8 @@ from distributed import WorkerPlugin, get_worker
 
 from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import kernel_environment
-from .._run.results import redact
-from .._run.scrub import scrub_notebook
+from .._records.results import redact
+from .._records.scrub import scrub_notebook
 from .._times import iso, now_utc
 from ..engine import EngineOutcome, KernelChoice, RunJob
 

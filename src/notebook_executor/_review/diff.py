@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._run.parameters import INJECTED_TAG
-from .._run.text import strip_ansi
+from .._parameters.declared import INJECTED_TAG
+from .._records.text import strip_ansi
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError
-from .._run.bounded import unencodable
-from .._run.sources import SourceFormat, format_for, load_source, parse_source_text
+from .._sources.bounded import unencodable
+from .._sources.formats import SourceFormat, format_for, load_source, parse_source_text
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
-    from .._run.sources import SourceFormat
+    from .._sources.formats import SourceFormat
 
 __all__ = ["Renderer", "myst_spans", "text_spans"]
 

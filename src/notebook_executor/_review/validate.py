@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
-from .._run.declared_env import declared_env_names, resolve_declared_env
-from .._run.parameters import (
+from .._parameters.declared import (
     INJECTED_TAG,
     PARAMETERS_TAG,
     declared_parameters,
@@ -40,7 +39,8 @@ from .._run.parameters import (
     parameters_cell_index,
     parse_python,
 )
-from .._run.sources import NESTED_TOO_DEEP
+from .._parameters.environment import declared_env_names, resolve_declared_env
+from .._sources.formats import NESTED_TOO_DEEP
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def validate_notebook(
     ``plan`` and ``engine`` are the executor's (needed with ``execute``); ``options`` are
     ``execute`` options (parameters, timeouts, env, secrets...).
     """
-    from .._run.sources import format_for, load_source
+    from .._sources.formats import format_for, load_source
 
     options = dict(options or {})
     if "output_path" in options:
@@ -280,8 +280,8 @@ def _run_problems(
     """Run the notebook with nbval's markers honoured; the problems its run shows."""
     import nbformat
 
+    from .._records.scrub import Redactor, scrub_notebook
     from .._run.runner import run_plan
-    from .._run.scrub import Redactor, scrub_notebook
 
     options = {k: v for k, v in options.items() if k != "kernel_name"}
     options.setdefault("parameters", None)

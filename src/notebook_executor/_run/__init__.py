@@ -1,1 +1,1 @@
-"""The run path: sources, parameters, results, scraps and run records of one run."""
+"""One run composed: every input check gives a plan (plan.py), and a plan is run (runner.py)."""

@@ -19,12 +19,7 @@ from urllib.parse import urlsplit
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
-from ..engine import RunJob
-from .bounded import unencodable
-from .declared_env import declared_env_names, resolve_declared_env
-from .files import missing_folder
-from .literals import is_literal_value
-from .parameters import (
+from .._parameters.declared import (
     INJECTED_TAG,
     check_parameters_cell,
     declared_parameters,
@@ -32,10 +27,15 @@ from .parameters import (
     unencodable_value,
     validate_parameters,
 )
-from .placeholders import substitute_placeholders
-from .remote import is_url
-from .results import CellMap, redact
-from .sources import load_source, write_notebook
+from .._parameters.environment import declared_env_names, resolve_declared_env
+from .._parameters.placeholders import substitute_placeholders
+from .._records.results import CellMap, redact
+from .._sources.bounded import unencodable
+from .._sources.files import missing_folder
+from .._sources.formats import load_source, write_notebook
+from .._sources.literals import is_literal_value
+from .._sources.remote import is_url
+from ..engine import RunJob
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode

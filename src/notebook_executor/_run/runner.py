@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, OutputWriteError
+from .._records import run_files as _records
+from .._records.papermill_meta import annotate_papermill
+from .._records.results import annotate_cells, build_result
+from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
+from .._sources.formats import write_notebook
+from .._sources.remote import is_url
 from .._times import iso, now_utc
 from ..engine import CellFailure, Engine, EngineOutcome
-from . import records as _records
-from .papermill_meta import annotate_papermill
 from .plan import Plan
-from .remote import is_url
-from .results import annotate_cells, build_result
-from .scrub import MIN_SECRET_CHARS, redact, scrub_notebook
-from .sources import write_notebook
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -143,7 +143,7 @@ def begin_run(
         "environment": _records.environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
-        # Too short to search for in outputs without damaging them (see _run/scrub.py).
+        # Too short to search for in outputs without damaging them (see _records/scrub.py).
         "secrets_not_searched": sorted(
             name for name, value in plan.secrets.items() if 0 < len(value) < MIN_SECRET_CHARS
         ),

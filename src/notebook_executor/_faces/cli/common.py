@@ -113,7 +113,7 @@ def executor(args: argparse.Namespace, **options: Any) -> Any:
 
 def read_text(path: str) -> str:
     """The text of a parameters file, read no further than the parameters limit allows."""
-    from ..._run.bounded import MAX_PARAMETERS_CHARS
+    from ..._sources.bounded import MAX_PARAMETERS_CHARS
 
     try:
         with Path(path).open(encoding="utf-8") as stream:
@@ -125,9 +125,9 @@ def read_text(path: str) -> str:
 
 def read_input(path: str, what: str) -> str:
     """The text of file ``path`` (``-``: standard input), at most
-    :data:`~notebook_executor._run.bounded.MAX_TEXT_SOURCE_BYTES` characters, or a
+    :data:`~notebook_executor._sources.bounded.MAX_TEXT_SOURCE_BYTES` characters, or a
     :class:`UsageError` naming ``what`` it was for."""
-    from ..._run.bounded import MAX_TEXT_SOURCE_BYTES
+    from ..._sources.bounded import MAX_TEXT_SOURCE_BYTES
 
     limit = MAX_TEXT_SOURCE_BYTES
     where = "standard input" if path == "-" else repr(path)
@@ -149,7 +149,7 @@ def yaml_document(text: str, origin: str) -> Any:
     """``text`` parsed as YAML within the bounds of :func:`load_yaml`; a usage error if not."""
     import yaml
 
-    from ..._run.bounded import YamlRefused, load_yaml
+    from ..._sources.bounded import YamlRefused, load_yaml
 
     try:
         return load_yaml(text)

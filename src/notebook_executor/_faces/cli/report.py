@@ -70,7 +70,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from ..._run.files import missing_folder
+    from ..._sources.files import missing_folder
     from ..report import export_run
 
     body, extension, extras = export_run(args.run_id, Path(args.runs_dir), args.to)

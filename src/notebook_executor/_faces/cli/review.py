@@ -219,7 +219,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         )
     failed = sum(1 for r in results if not r.valid)
     if args.junit_xml is not None:
-        from ..._run.files import atomic_write_text
+        from ..._sources.files import atomic_write_text
 
         atomic_write_text(Path(args.junit_xml), junit_xml(results))
     if args.json:

@@ -131,8 +131,8 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._run.parameters import convert_text_value, declared_parameters
-    from ..._run.sources import load_source
+    from ..._parameters.declared import convert_text_value, declared_parameters
+    from ..._sources.formats import load_source
 
     if args.output is not None and args.output_path is not None:
         raise UsageError("give the output once: OUT or --output")
@@ -207,10 +207,10 @@ def _prepare(
     ex: Any, args: argparse.Namespace, output: str, values: dict[str, Any], secrets: dict[str, str]
 ) -> str:
     """Papermill's ``--prepare-only``: check the run, write it with the parameters injected."""
-    from ..._run.papermill_meta import annotate_papermill
-    from ..._run.records import display_path
-    from ..._run.results import redact
-    from ..._run.sources import write_notebook
+    from ..._records.papermill_meta import annotate_papermill
+    from ..._records.results import redact
+    from ..._records.run_files import display_path
+    from ..._sources.formats import write_notebook
 
     plan = ex._plan(
         args.notebook,
@@ -237,8 +237,8 @@ def _prepare(
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ..._run.parameters import declared_parameters
-    from ..._run.sources import load_source
+    from ..._parameters.declared import declared_parameters
+    from ..._sources.formats import load_source
 
     declared = {
         name: parameter.as_dict()
@@ -258,7 +258,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from ..._run.sources import format_for, read_notebook, write_notebook
+    from ..._sources.formats import format_for, read_notebook, write_notebook
 
     format_for(args.dst)
     if Path(args.src).resolve() == Path(args.dst).resolve():

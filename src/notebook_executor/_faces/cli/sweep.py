@@ -77,8 +77,8 @@ def register(commands: Any) -> None:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from ..._cluster.grid import combine, parse_grid_option
-    from ..._run.parameters import declared_parameters
-    from ..._run.sources import load_source
+    from ..._parameters.declared import declared_parameters
+    from ..._sources.formats import load_source
 
     if args.retries and args.scheduler is None:
         raise UsageError("--retries applies to runs on a Dask cluster (--scheduler)")
@@ -129,7 +129,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _convert(parameter: Any, text: str, declared: Any) -> Any:
-    from ..._run.parameters import convert_text_value
+    from ..._parameters.declared import convert_text_value
 
     return convert_text_value(parameter, text, declared)
 

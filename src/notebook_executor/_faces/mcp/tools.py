@@ -26,9 +26,9 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..._errors import NotebookExecutorError, ParameterError
-from ..._run.bounded import unencodable
-from ..._run.parameters import declared_parameters
-from ..._run.sources import load_source
+from ..._parameters.declared import declared_parameters
+from ..._sources.bounded import unencodable
+from ..._sources.formats import load_source
 from ...engine import RunCancelled
 from .arguments import StrictTool, strict_tool, typed_values
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view

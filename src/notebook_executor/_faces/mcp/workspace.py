@@ -18,10 +18,10 @@ from mcp.types import CallToolResult, TextContent
 
 from ..._errors import NotebookExecutorError, ParameterError
 from ..._executor import NotebookExecutor
-from ..._run.declared_env import declared_env_names
-from ..._run.records import run_notebook_path
-from ..._run.results import redact
-from ..._run.sources import load_source
+from ..._parameters.environment import declared_env_names
+from ..._records.results import redact
+from ..._records.run_files import run_notebook_path
+from ..._sources.formats import load_source
 from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
 from .paths import Root
 

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
-from ..._run import records as _records
-from ..._run.files import atomic_write_text
-from ..._run.scraps import SCRAP_PREFIX
+from ..._records import run_files as _records
+from ..._records.scraps import SCRAP_PREFIX
+from ..._sources.files import atomic_write_text
 from .assets import content_policy, render, static_text
 from .index import INDEX_ROWS, Group, chart_svgs, group_runs, page_name, table_for
 from .sanitize import clean_html

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..._errors import NotebookExecutorError
-from ..._run import records as _records
-from ..._run.scraps import decode_scrap, find_scraps
+from ..._records import run_files as _records
+from ..._records.scraps import decode_scrap, find_scraps
 
 __all__ = ["Cell", "Preview", "cell_for", "clip", "previews", "shown"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError, RunsDirError
-from .files import atomic_write_text
-from .nbjson import dumps_indented
-from .remote import is_url
+from .._sources.files import atomic_write_text
+from .._sources.nbjson import dumps_indented
+from .._sources.remote import is_url
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ParameterError
-from .parameters import INJECTED_TAG, PARAMETERS_TAG
+from .declared import INJECTED_TAG, PARAMETERS_TAG
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, ParameterError
-from .bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
-from .literals import is_literal_value, to_literal
+from .._sources.bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
+from .._sources.literals import is_literal_value, to_literal
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode

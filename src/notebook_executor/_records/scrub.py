@@ -32,7 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .copying import copy_notebook
+from .._sources.copying import copy_notebook
 from .redaction import MIN_SECRET_CHARS, Redactor, redact
 from .scraps import PAPERMILL_PREFIX, SCRAP_PREFIX
 

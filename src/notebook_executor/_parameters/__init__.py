@@ -1,0 +1,1 @@
+"""Parameters: those a notebook declares, the values given, placeholders, declared environment."""

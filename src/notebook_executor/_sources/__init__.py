@@ -1,0 +1,1 @@
+"""Sources: notebooks read and written in every supported format, within bounds, or at URLs."""
