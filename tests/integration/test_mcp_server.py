@@ -10,6 +10,7 @@ import inspect
 import json
 import os
 import re
+import socket
 import struct
 import time
 import zlib
@@ -221,6 +222,24 @@ def test_cli_refuses_no_token_beyond_loopback_and_the_token_as_a_secret(
     assert "not a folder" in capsys.readouterr().err
     assert main(["mcp", "--http", "nohostport"]) == 2
     assert "HOST:PORT" in capsys.readouterr().err
+
+
+def test_cli_reports_a_taken_port_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port another process listens on: one line and exit status 2, not a traceback."""
+    from notebook_executor._faces.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        http = ["--http", f"127.0.0.1:{port}", "--no-token"]
+        assert main(["mcp", "--root", str(tmp_path), *http]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
 
 
 INITIALIZE = {

@@ -19,6 +19,7 @@ RANKS: dict[str, int] = {
     "engine": 0,  # the public engine seam
     "_errors": 0,
     "_times": 0,
+    "_extras": 0,
     "_notebook": 0,  # notebooks as data, without nbformat
     "_kernels": 1,
     "_sources": 1,

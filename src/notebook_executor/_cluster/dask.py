@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import NotebookExecutorError
+from .._extras import install_hint
 from .._records import run_files as _records
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
@@ -119,8 +120,7 @@ def _connect(client: Any) -> tuple[Any, bool]:
         from distributed import Client
     except ImportError:
         raise NotebookExecutorError(
-            "running on a Dask cluster needs dask.distributed: "
-            "pip install 'notebook-executor[dask]'"
+            f"running on a Dask cluster needs dask.distributed: {install_hint('dask')}"
         ) from None
     if isinstance(client, Client):
         if client.status not in ("running", "connecting"):

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from .._errors import NotebookSourceError
+from .._extras import install_hint
 
 __all__ = ["is_url", "read_url", "write_url"]
 
@@ -62,9 +63,6 @@ def _reason(action: str, url: str, exc: Exception) -> str:
     if isinstance(exc, PapermillOptionalDependencyException):
         scheme = url.split("://", 1)[0].lower()
         extra = _EXTRAS.get(scheme, scheme)
-        return (
-            f"{scheme}:// URLs need an optional dependency: "
-            f"pip install 'notebook-executor[{extra}]'"
-        )
+        return f"{scheme}:// URLs need an optional dependency: {install_hint(extra)}"
     text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
     return f"{action}: {type(exc).__name__}" + (f": {text}" if text else "")

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..._extras import install_hint
 from .common import EXIT_OK, UsageError
 
 __all__ = ["register"]
@@ -77,10 +78,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
         import mcp  # noqa: F401 - only to report a missing extra in one line
     except ImportError:
-        raise UsageError(
-            "the mcp command needs the mcp extra: pip install 'notebook-executor[mcp]'"
-        ) from None
-    from ..mcp.server import TOKEN_ENV, is_loopback, serve
+        raise UsageError(f"the mcp command needs the mcp extra: {install_hint('mcp')}") from None
+    from ..mcp.server import TOKEN_ENV, ListenError, is_loopback, serve
 
     if TOKEN_ENV in args.allow_secret:
         raise UsageError(f"--allow-secret {TOKEN_ENV}: the server's token never reaches a kernel")
@@ -99,13 +98,16 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
                 token, show_token = secrets.token_urlsafe(32), True
     elif args.no_token:
         raise UsageError("--no-token applies to --http only")
-    serve(
-        args.root,
-        args.runs_dir,
-        args.http,
-        args.allow_host,
-        allowed_secrets=args.allow_secret,
-        token=token,
-        show_token=show_token,
-    )
+    try:
+        serve(
+            args.root,
+            args.runs_dir,
+            args.http,
+            args.allow_host,
+            allowed_secrets=args.allow_secret,
+            token=token,
+            show_token=show_token,
+        )
+    except ListenError as exc:
+        raise UsageError(f"--http: {exc}") from None
     return EXIT_OK

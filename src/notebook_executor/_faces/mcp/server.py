@@ -174,8 +174,13 @@ async def _serve_http(
         app = BearerToken(app, token)
     # The socket is bound here, so that the address printed is the one listened on (port 0
     # picks a free one).
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    listener = socket.create_server((host, port), family=family)
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        listener = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise ListenError(
+            f"cannot listen on {_host_header(host)}:{port}: {exc.strerror or exc}"
+        ) from None
     url = f"http://{_host_header(host)}:{listener.getsockname()[1]}/mcp"
     print(f"notebook-executor mcp: listening on {url}", file=sys.stderr, flush=True)
     if token is None:
@@ -204,6 +209,10 @@ async def _serve_http(
 
 def _host_header(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+class ListenError(OSError):
+    """The HTTP address cannot be listened on (taken, not this machine's, not allowed)."""
 
 
 class BearerToken:
