@@ -131,7 +131,8 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import convert_text_value, declared_parameters
+    from ..._parameters.declared import declared_parameters
+    from ..._parameters.values import convert_text_value
     from ..._sources.formats import load_source
 
     if args.output is not None and args.output_path is not None:

@@ -129,7 +129,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _convert(parameter: Any, text: str, declared: Any) -> Any:
-    from ..._parameters.declared import convert_text_value
+    from ..._parameters.values import convert_text_value
 
     return convert_text_value(parameter, text, declared)
 
