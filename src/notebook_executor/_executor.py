@@ -23,8 +23,9 @@ from ._parameters.declared import declared_parameters
 from ._records import run_files as _records
 from ._records.scraps import decode_scrap, find_scraps
 from ._run.checks import PathLike, check_env, check_path, check_seconds
+from ._run.options import RunOptions
 from ._run.plan import Plan, plan_run
-from ._run.runner import run_plan
+from ._run.runner import prepared_notebook, run_plan
 from ._sources.formats import load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
@@ -240,14 +241,16 @@ class NotebookExecutor:
             )
         plan = self._plan(
             input_path,
-            output_path=output_path,
-            parameters=parameters,
-            timeout=timeout,
-            cell_timeout=cell_timeout,
-            request=request,
-            cwd=cwd,
-            env=env,
-            secrets=secrets,
+            RunOptions(
+                output_path=output_path,
+                parameters=parameters,
+                timeout=timeout,
+                cell_timeout=cell_timeout,
+                request=request,
+                cwd=cwd,
+                env=env,
+                secrets=secrets,
+            ),
         )
         # The kernel starts while the run files are written.
         self._announce([plan])
@@ -296,8 +299,11 @@ class NotebookExecutor:
             Bad input (before anything runs), or a scheduler that cannot be reached.
         """
         self._check_open()
-        if "output_path" in options:
+        given = RunOptions.from_keywords("execute_many", options)
+        if given.output_path is not None:
             raise NotebookExecutorError("execute_many does not take output_path")
+        if given.parameters is not None:
+            raise NotebookExecutorError("execute_many takes its parameters from parameter_sets")
         if max_workers is not None and (
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
@@ -315,16 +321,13 @@ class NotebookExecutor:
                 "parameter_sets must be an iterable of parameter mappings, "
                 f"got {type(parameter_sets).__name__}"
             ) from None
-        plans = [
-            self._plan(input_path, output_path=None, parameters=values, **options)
-            for values in all_sets
-        ]
+        plans = [self._plan(input_path, given.replace(parameters=values)) for values in all_sets]
         if client is not None:
             return run_on_dask(
                 input_path,
                 plans,
                 client,
-                cwd_given=options.get("cwd") is not None,
+                cwd_given=given.cwd is not None,
                 runs_dir=self.runs_dir,
                 on_record=self._catalog_call,
                 wanted=self.progress,
@@ -337,6 +340,34 @@ class NotebookExecutor:
         return run_all(
             self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)
         )
+
+    def prepare(
+        self, input_path: PathLike, output_path: PathLike | None = None, **options: Any
+    ) -> nbformat.NotebookNode:
+        """Make every check :meth:`execute` makes and prepare the run, but run nothing.
+
+        Papermill's ``prepare_only``: no kernel starts. The prepared notebook has the
+        parameters injected and papermill's metadata (with no times), secrets redacted; it is
+        written to ``output_path`` when one is given (``.ipynb``: a path or a URL), and
+        returned. ``options`` are those of :meth:`execute`. Nothing is recorded.
+
+        Raises
+        ------
+        NotebookSourceError, ParameterError, NotebookExecutorError
+            Bad input, as :meth:`execute` raises it.
+        """
+        import nbformat
+
+        self._check_open()
+        plan = self._plan(
+            input_path,
+            RunOptions.from_keywords("prepare", {"output_path": output_path, **options}),
+        )
+        prepared = prepared_notebook(plan)
+        if plan.output_path is not None:
+            _write_notebook(prepared, plan.output_path)
+        nb: nbformat.NotebookNode = nbformat.from_dict(prepared)
+        return nb
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -451,7 +482,13 @@ class NotebookExecutor:
         if self.kernel_name is not None:
             execute_options.setdefault("kernel_name", self.kernel_name)
         return validate_notebook(
-            path, execute=execute, plan=self._plan, engine=self._engine, options=execute_options
+            path,
+            execute=execute,
+            plan=lambda path, **given: self._plan(
+                path, RunOptions.from_keywords("validate", given)
+            ),
+            engine=self._engine,
+            options=execute_options,
         )
 
     def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
@@ -590,16 +627,20 @@ class NotebookExecutor:
     def _run(self, plan: Plan) -> dict[str, Any]:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
-    def _plan(self, input_path: PathLike, **options: Any) -> Plan:
+    def _plan(self, input_path: PathLike, options: RunOptions) -> Plan:
         return plan_run(
             input_path,
+            options,
             kernel_name=self.kernel_name,
             default_timeout=self.timeout,
             default_cell_timeout=self.cell_timeout,
             base_env=self.base_env,
             dotenv_root=self.dotenv_root,
-            **options,
         )
+
+    def _plan_keywords(self, input_path: PathLike, **given: Any) -> Plan:
+        """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
+        return self._plan(input_path, RunOptions.from_keywords("validate", given))
 
     def _catalog_call(self, method: str, record: Mapping[str, Any]) -> None:
         # The files are the truth; a catalog that cannot be written is rebuilt by reindex.

@@ -32,6 +32,7 @@ from .checks import (
     check_seconds,
     check_unicode,
 )
+from .options import RunOptions
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -74,15 +75,8 @@ class Plan:
 
 def plan_run(
     input_path: PathLike,
+    options: RunOptions,
     *,
-    output_path: PathLike | None,
-    parameters: Mapping[str, Any] | None,
-    timeout: float | None = None,
-    cell_timeout: float | None = None,
-    request: str | None = None,
-    cwd: PathLike | None = None,
-    env: Mapping[str, str] | None = None,
-    secrets: Mapping[str, str] | None = None,
     kernel_name: str | None = None,
     default_timeout: float | None = None,
     default_cell_timeout: float | None = None,
@@ -92,10 +86,13 @@ def plan_run(
     """Check everything about a run and prepare it; start nothing.
 
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
-    starts. ``kernel_name``, the ``default_*`` limits, ``base_env`` (the environment the
-    kernel starts from, default this process's) and ``dotenv_root`` (the folder ``.env``
-    files are confined to) are the executor's own settings.
+    starts. ``options`` are the caller's; ``kernel_name``, the ``default_*`` limits,
+    ``base_env`` (the environment the kernel starts from, default this process's) and
+    ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
     """
+    output_path, parameters, request = options.output_path, options.parameters, options.request
+    timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
+    env, secrets = options.env, options.secrets
     check_path("input_path", input_path)
     if output_path is not None:
         check_path("output_path", output_path)
