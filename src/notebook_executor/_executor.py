@@ -22,7 +22,7 @@ from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
 from ._records import run_files as _records
 from ._records.scraps import decode_scrap, find_scraps
-from ._run.checks import PathLike, check_env, check_path, check_seconds
+from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
 from ._run.options import RunOptions
 from ._run.plan import Plan, plan_run
 from ._run.runner import prepared_notebook, run_plan
@@ -115,10 +115,7 @@ class NotebookExecutor:
         self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
         if engine is not None and warm_kernels is not None:
             raise NotebookExecutorError("warm_kernels applies to the default engine only")
-        if warm_kernels is not None and (
-            isinstance(warm_kernels, bool) or not isinstance(warm_kernels, int) or warm_kernels < 0
-        ):
-            raise NotebookExecutorError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
+        check_count("warm_kernels", warm_kernels, minimum=0)
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
@@ -304,14 +301,10 @@ class NotebookExecutor:
             raise NotebookExecutorError("execute_many does not take output_path")
         if given.parameters is not None:
             raise NotebookExecutorError("execute_many takes its parameters from parameter_sets")
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
+        check_count("max_workers", max_workers, minimum=1)
         if client is not None and max_workers is not None:
             raise NotebookExecutorError("max_workers applies to local runs, not with client")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise NotebookExecutorError(f"retries must be an int >= 0, got {retries!r}")
+        check_count("retries", retries, minimum=0)
         if retries and client is None:
             raise NotebookExecutorError("retries applies to runs on a Dask cluster (client=)")
         try:

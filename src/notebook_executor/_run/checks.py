@@ -21,6 +21,7 @@ from .._sources.remote import is_url
 
 __all__ = [
     "PathLike",
+    "check_count",
     "check_env",
     "check_output_path",
     "check_path",
@@ -43,6 +44,22 @@ def check_seconds(name: str, value: float | None) -> float | None:
     if math.isinf(seconds):
         return None
     return seconds
+
+
+def check_count(name: str, value: int | None, *, minimum: int) -> int | None:
+    """``value`` when it is None or an int of at least ``minimum`` (0 or 1).
+
+    Raises
+    ------
+    NotebookExecutorError
+        It is not.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        wanted = "a positive int" if minimum == 1 else f"an int >= {minimum}"
+        raise NotebookExecutorError(f"{name} must be {wanted}, got {value!r}")
+    return value
 
 
 def check_path(name: str, value: object) -> None:
