@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._dispatch.cluster import run_on_dask
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
@@ -316,6 +315,8 @@ class NotebookExecutor:
             ) from None
         plans = [self._plan(input_path, given.replace(parameters=values)) for values in all_sets]
         if client is not None:
+            from ._dispatch.cluster import run_on_dask
+
             return run_on_dask(
                 input_path,
                 plans,

@@ -476,7 +476,9 @@ class KernelPool:
 
     def _spawn_template(self, *, data_modules: bool) -> Template | None:
         """A spawned template, or None where kernels cannot be forked."""
-        if not self._fork:
+        from .forkserver import fork_supported
+
+        if not self._fork or not fork_supported():
             return None
         try:
             return spawn_template(data_modules=data_modules)

@@ -65,17 +65,15 @@ class Template:
 
 def spawn_template(*, data_modules: bool) -> Template:
     """Spawn a template (``data_modules``: importing the common data modules too), from the
-    running loop's thread.
+    running loop's thread, where kernels can be forked (``forkserver.fork_supported()``).
 
     Raises
     ------
     TemplateUnavailable
-        Kernels cannot be forked here, or the template could not be spawned.
+        The template could not be spawned.
     """
-    from .forkserver import ForkServer, ForkServerError, fork_supported
+    from .forkserver import ForkServer, ForkServerError
 
-    if not fork_supported():
-        raise TemplateUnavailable("forking is not supported here")
     server = ForkServer(kernel_environment(None), data_modules=data_modules)
     # Spawned from the loop thread, which lives as long as the engine: the template's
     # parent-death signal is tied to the thread that created it.
