@@ -33,6 +33,8 @@ PathLike = str | os.PathLike[str]
 
 
 def check_seconds(name: str, value: float | None) -> float | None:
+    """A limit ``name`` in seconds: None (no limit), or a positive number as a float (an
+    infinite or overflowing one is no limit)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -63,6 +65,7 @@ def check_count(name: str, value: int | None, *, minimum: int) -> int | None:
 
 
 def check_path(name: str, value: object) -> None:
+    """Refuse an argument ``name`` that is not a path (a ``str`` or ``os.PathLike``)."""
     if isinstance(value, (str, os.PathLike)):
         return
     hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
@@ -70,6 +73,8 @@ def check_path(name: str, value: object) -> None:
 
 
 def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
+    """An environment given as ``kind`` (``env``, ``secrets``, ``base_env``), as a dict of
+    valid names to strings; a secret's value must also be valid Unicode."""
     if values is None:
         return {}
     if not isinstance(values, Mapping):
