@@ -13,19 +13,21 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._dispatch.foreground import run_in_foreground
+from ._dispatch.threads import run_all
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
 from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
-from ._progress import cell_progress, output_printer, run_progress
 from ._records import run_files as _records
 from ._records.scraps import decode_scrap, find_scraps
-from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
-from ._run.runner import run_plan
+from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
+from ._run.options import RunOptions
+from ._run.plan import Plan, plan_run
+from ._run.runner import prepared_notebook, run_plan
 from ._sources.formats import load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
-from ._sources.remote import is_url
 from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
@@ -112,10 +114,7 @@ class NotebookExecutor:
         self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
         if engine is not None and warm_kernels is not None:
             raise NotebookExecutorError("warm_kernels applies to the default engine only")
-        if warm_kernels is not None and (
-            isinstance(warm_kernels, bool) or not isinstance(warm_kernels, int) or warm_kernels < 0
-        ):
-            raise NotebookExecutorError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
+        check_count("warm_kernels", warm_kernels, minimum=0)
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
@@ -238,33 +237,27 @@ class NotebookExecutor:
             )
         plan = self._plan(
             input_path,
-            output_path=output_path,
-            parameters=parameters,
-            timeout=timeout,
-            cell_timeout=cell_timeout,
-            request=request,
-            cwd=cwd,
-            env=env,
-            secrets=secrets,
+            RunOptions(
+                output_path=output_path,
+                parameters=parameters,
+                timeout=timeout,
+                cell_timeout=cell_timeout,
+                request=request,
+                cwd=cwd,
+                env=env,
+                secrets=secrets,
+            ),
         )
-        _records.prepare_runs_dir(self.runs_dir)
         # The kernel starts while the run files are written.
-        if isinstance(self._engine, SupportsPrestart):
-            self._engine.prestart(plan.job)
-        cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
-        plan.job.cancel = cancel
-        progress = self.progress
-        printer = None
-        if self.log_output:
-            printer = plan.job.on_output = output_printer(plan.secrets)
-            progress = progress or False  # a bar between outputs helps nobody
-        with cell_progress(cells, Path(plan.notebook).name, progress) as bar:
-            plan.job.on_cell = _cell_hook(bar, on_cell, cells)
-            try:
-                return self._run(plan)
-            finally:
-                if printer is not None:
-                    printer.flush()
+        self._announce([plan])
+        return run_in_foreground(
+            plan,
+            self._run,
+            progress=self.progress,
+            log_output=self.log_output,
+            on_cell=on_cell,
+            cancel=cancel,
+        )
 
     def execute_many(
         self,
@@ -302,16 +295,15 @@ class NotebookExecutor:
             Bad input (before anything runs), or a scheduler that cannot be reached.
         """
         self._check_open()
-        if "output_path" in options:
+        given = RunOptions.from_keywords("execute_many", options)
+        if given.output_path is not None:
             raise NotebookExecutorError("execute_many does not take output_path")
-        if max_workers is not None and (
-            isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
-        ):
-            raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
+        if given.parameters is not None:
+            raise NotebookExecutorError("execute_many takes its parameters from parameter_sets")
+        check_count("max_workers", max_workers, minimum=1)
         if client is not None and max_workers is not None:
             raise NotebookExecutorError("max_workers applies to local runs, not with client")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise NotebookExecutorError(f"retries must be an int >= 0, got {retries!r}")
+        check_count("retries", retries, minimum=0)
         if retries and client is None:
             raise NotebookExecutorError("retries applies to runs on a Dask cluster (client=)")
         try:
@@ -321,43 +313,55 @@ class NotebookExecutor:
                 "parameter_sets must be an iterable of parameter mappings, "
                 f"got {type(parameter_sets).__name__}"
             ) from None
-        plans = [
-            self._plan(input_path, output_path=None, parameters=values, **options)
-            for values in all_sets
-        ]
+        plans = [self._plan(input_path, given.replace(parameters=values)) for values in all_sets]
         if client is not None:
-            from ._cluster.dask import run_on_cluster
+            from ._dispatch.cluster import run_on_dask
 
-            if options.get("cwd") is None and is_url(input_path):
-                raise NotebookExecutorError(
-                    "a notebook at a URL has no folder to ship to the workers: "
-                    "pass cwd= a path that exists on every worker"
-                )
-            folder = None if options.get("cwd") is not None else Path(input_path).resolve().parent
-            progress = run_progress(len(plans), self.progress)
-            try:
-                return run_on_cluster(
-                    plans,
-                    client,
-                    runs_dir=self.runs_dir,
-                    on_record=self._catalog_call,
-                    folder=folder,
-                    progress=progress,
-                    retries=retries,
-                )
-            finally:
-                if progress is not None:
-                    progress.close()
-        _records.prepare_runs_dir(self.runs_dir)
+            return run_on_dask(
+                input_path,
+                plans,
+                client,
+                cwd_given=given.cwd is not None,
+                runs_dir=self.runs_dir,
+                on_record=self._catalog_call,
+                wanted=self.progress,
+                retries=retries,
+            )
         # Every run is checked: announce them all, so the engine knows a sweep is coming
         # (the default engine then readies its kernels for many runs, not one).
-        if isinstance(self._engine, SupportsPrestart):
-            for plan in plans:
-                self._engine.prestart(plan.job)
+        self._announce(plans)
         workers = min(len(plans), max_workers or os.cpu_count() or 1)
-        return _run_all(
+        return run_all(
             self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)
         )
+
+    def prepare(
+        self, input_path: PathLike, output_path: PathLike | None = None, **options: Any
+    ) -> nbformat.NotebookNode:
+        """Make every check :meth:`execute` makes and prepare the run, but run nothing.
+
+        Papermill's ``prepare_only``: no kernel starts. The prepared notebook has the
+        parameters injected and papermill's metadata (with no times), secrets redacted; it is
+        written to ``output_path`` when one is given (``.ipynb``: a path or a URL), and
+        returned. ``options`` are those of :meth:`execute`. Nothing is recorded.
+
+        Raises
+        ------
+        NotebookSourceError, ParameterError, NotebookExecutorError
+            Bad input, as :meth:`execute` raises it.
+        """
+        import nbformat
+
+        self._check_open()
+        plan = self._plan(
+            input_path,
+            RunOptions.from_keywords("prepare", {"output_path": output_path, **options}),
+        )
+        prepared = prepared_notebook(plan)
+        if plan.output_path is not None:
+            _write_notebook(prepared, plan.output_path)
+        nb: nbformat.NotebookNode = nbformat.from_dict(prepared)
+        return nb
 
     # -- parameters and sources --------------------------------------------------------------
 
@@ -472,7 +476,13 @@ class NotebookExecutor:
         if self.kernel_name is not None:
             execute_options.setdefault("kernel_name", self.kernel_name)
         return validate_notebook(
-            path, execute=execute, plan=self._plan, engine=self._engine, options=execute_options
+            path,
+            execute=execute,
+            plan=lambda path, **given: self._plan(
+                path, RunOptions.from_keywords("validate", given)
+            ),
+            engine=self._engine,
+            options=execute_options,
         )
 
     def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
@@ -600,19 +610,31 @@ class NotebookExecutor:
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
 
+    def _announce(self, plans: list[Plan]) -> None:
+        """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
+        engine can) while its run files are written."""
+        _records.prepare_runs_dir(self.runs_dir)
+        if isinstance(self._engine, SupportsPrestart):
+            for plan in plans:
+                self._engine.prestart(plan.job)
+
     def _run(self, plan: Plan) -> dict[str, Any]:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
-    def _plan(self, input_path: PathLike, **options: Any) -> Plan:
+    def _plan(self, input_path: PathLike, options: RunOptions) -> Plan:
         return plan_run(
             input_path,
+            options,
             kernel_name=self.kernel_name,
             default_timeout=self.timeout,
             default_cell_timeout=self.cell_timeout,
             base_env=self.base_env,
             dotenv_root=self.dotenv_root,
-            **options,
         )
+
+    def _plan_keywords(self, input_path: PathLike, **given: Any) -> Plan:
+        """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
+        return self._plan(input_path, RunOptions.from_keywords("validate", given))
 
     def _catalog_call(self, method: str, record: Mapping[str, Any]) -> None:
         # The files are the truth; a catalog that cannot be written is rebuilt by reindex.
@@ -620,71 +642,3 @@ class NotebookExecutor:
             getattr(self._open_catalog(), method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
-
-
-def _cell_hook(
-    bar: Callable[[int], None] | None,
-    hook: Callable[[int, int], None] | None,
-    total: int,
-) -> Callable[[int], None] | None:
-    """The engine's per-cell callback: the progress bar's and the caller's ``(done, total)``,
-    whichever are given."""
-    if hook is None:
-        return bar
-    done = 0
-
-    def on_cell(index: int) -> None:
-        nonlocal done
-        done += 1
-        if bar is not None:
-            bar(index)
-        hook(done, total)
-
-    return on_cell
-
-
-def _run_all(
-    run: Callable[[Plan], dict[str, Any]],
-    plans: list[Plan],
-    workers: int,
-    wanted: bool | None,
-    cancel: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
-    """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar.
-
-    On Ctrl-C, runs not started yet never start, and ``cancel`` (the engine's, if it has one)
-    stops those running at once: each is recorded as cancelled, then the interrupt goes on.
-    """
-    progress = run_progress(len(plans), wanted)
-    try:
-        if workers <= 1:
-            results = []
-            for plan in plans:
-                results.append(run(plan))
-                if progress is not None:
-                    progress.update()
-            return results
-        from concurrent.futures import ThreadPoolExecutor, wait
-
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-run")
-        futures = []
-        try:
-            futures = [pool.submit(run, plan) for plan in plans]
-            if progress is not None:
-                for future in futures:
-                    future.add_done_callback(lambda _: progress.update())
-            return [future.result() for future in futures]
-        except KeyboardInterrupt:
-            for future in futures:
-                future.cancel()
-            # A run may reach its engine after the first call: cancel until all have ended.
-            while not all(future.done() for future in futures):
-                if cancel is not None:
-                    cancel()
-                wait(futures, timeout=0.1)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        if progress is not None:
-            progress.close()

@@ -29,14 +29,15 @@ RANKS: dict[str, int] = {
     "_catalog": 5,
     "_review": 6,
     "_cluster": 6,
-    "_executor": 7,
-    "__init__": 8,  # the public surface: re-exports the executor, errors and engine types
-    "_faces": 9,  # callers from outside Python: they may use the public surface
-    "__main__": 10,
+    "_dispatch": 7,  # where checked runs go: this thread, a pool of threads, a Dask cluster
+    "_executor": 8,
+    "__init__": 9,  # the public surface: re-exports the executor, errors and engine types
+    "_faces": 10,  # callers from outside Python: they may use the public surface
+    "__main__": 11,
 }
 
 #: Top-level modules that belong to a group named after another module.
-MEMBERS = {"_progress": "_executor"}
+MEMBERS: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:

@@ -16,10 +16,12 @@ from notebook_executor import ParameterError
 from notebook_executor._parameters.declared import (
     INJECTED_TAG,
     Parameter,
-    convert_text_value,
     declared_parameters,
-    inject_parameters,
     parse_parameters,
+)
+from notebook_executor._parameters.values import (
+    convert_text_value,
+    inject_parameters,
     validate_parameters,
 )
 from notebook_executor._sources.literals import is_literal_value, to_literal

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from leaks import traces
+from notebook_executor._dispatch.live_output import OutputPrinter
 from notebook_executor._notebook import NotebookNode, new_code_cell, new_notebook, new_output
-from notebook_executor._progress import OutputPrinter
 from notebook_executor._records.results import CellMap, build_result
 from notebook_executor._records.scrub import (
     MIN_SECRET_CHARS,

@@ -21,7 +21,7 @@ from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
 from .._records import run_files as _records
-from .._run.plan import check_path
+from .._run.checks import check_path
 from .._times import iso, parse_time
 from . import search as _search
 from .rows import STATUSES

@@ -26,7 +26,8 @@ from .launch import RunningKernel
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from .cells import Displays
-    from .pool import KernelLoop, KernelPool
+    from .loop import KernelLoop
+    from .pool import KernelPool
     from .widgets import Widgets
 
 __all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
@@ -164,7 +165,8 @@ class KernelEngine:
         return self._pool
 
     def _kernel_loop(self) -> tuple[KernelLoop, KernelPool]:
-        from .pool import KernelLoop, KernelPool
+        from .loop import KernelLoop
+        from .pool import KernelPool
 
         with self._lock:
             if self._closed:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunningKernel",
     "choose_kernel",
+    "kernel_context",
     "kernel_environment",
     "start_kernel",
     "wait_until_ready",
@@ -183,6 +184,20 @@ class RunningKernel:
                 self._stderr.close()
             self.workdir.remove()
         return exited
+
+
+def kernel_context() -> Any:
+    """A ``zmq.asyncio.Context`` for the sockets of kernels this process talks to."""
+    import zmq
+    import zmq.asyncio
+
+    context = zmq.asyncio.Context()
+    # Kernels bind their IPC sockets a moment after we connect: retry quickly.
+    context.setsockopt(zmq.RECONNECT_IVL, 10)
+    context.setsockopt(zmq.LINGER, 0)
+    # No high-water mark on our side of IOPub either: a queue that fills drops output.
+    context.setsockopt(zmq.RCVHWM, 0)
+    return context
 
 
 async def start_kernel(

@@ -30,29 +30,26 @@ in :class:`KernelPool`):
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import enum
 import logging
-import threading
 from collections import OrderedDict, deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
-from .launch import RunningKernel, kernel_environment, start_kernel
+from .launch import RunningKernel, kernel_context, start_kernel
+from .templates import Template, TemplateUnavailable, spawn_template
 from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
 
-__all__ = ["DEFAULT_WARM_KERNELS", "KernelLoop", "KernelPool", "PoolState"]
+__all__ = ["DEFAULT_WARM_KERNELS", "KernelPool", "PoolState"]
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 #: Ready kernels an engine keeps by default.
 DEFAULT_WARM_KERNELS = 2
@@ -68,53 +65,6 @@ SETTLE_DELAY = 0.05
 POOL_READY_TIMEOUT = 120.0
 
 
-class KernelLoop:
-    """An asyncio event loop running in a thread of its own, started on first use."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def started(self) -> bool:
-        """True while the loop thread runs."""
-        return self._thread is not None
-
-    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Schedule ``coroutine`` on the loop; return a future for its result."""
-        with self._lock:
-            if self._loop is None:
-                ready = threading.Event()
-                loop = asyncio.new_event_loop()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(
-                    target=serve, name="notebook-executor-kernels", daemon=True
-                )
-                self._thread.start()
-                ready.wait()
-                self._loop = loop
-            return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-
-    def stop(self) -> None:
-        """Stop the loop and join its thread; the loop must have no work left."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(loop.shutdown_default_executor())
-        loop.close()
-
-
 @dataclass(frozen=True)
 class _Key:
     name: str
@@ -125,18 +75,6 @@ class _Key:
 
 def _key(choice: KernelChoice, cwd: Path, env: dict[str, str]) -> _Key:
     return _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
-
-
-@dataclass(frozen=True)
-class _Template:
-    """A spawned fork server and the task that waits until it has imported its modules."""
-
-    server: ForkServer
-    ready: asyncio.Task[None]
-
-    @property
-    def pid(self) -> int | None:
-        return self.server.pid
 
 
 class PoolState(enum.Enum):
@@ -230,9 +168,9 @@ class KernelPool:
         self._launching: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         #: ipykernel alone, spawned by :meth:`prepare` for the kernels before WARM.
-        self._first_template: _Template | None = None
+        self._first_template: Template | None = None
         #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
-        self._full_template: _Template | None = None
+        self._full_template: Template | None = None
         self._context: Any = None
         self._swept = False
         #: How the kernels of this pool were started, for tests and benchmarks.
@@ -504,15 +442,7 @@ class KernelPool:
             self._launching.add(task)
             task.add_done_callback(self._launching.discard)
         if self._context is None:
-            import zmq
-            import zmq.asyncio
-
-            self._context = zmq.asyncio.Context()
-            # Kernels bind their IPC sockets a moment after we connect: retry quickly.
-            self._context.setsockopt(zmq.RECONNECT_IVL, 10)
-            self._context.setsockopt(zmq.LINGER, 0)
-            # No high-water mark on our side of IOPub either: a queue that fills drops output.
-            self._context.setsockopt(zmq.RCVHWM, 0)
+            self._context = kernel_context()
         kernel = await start_kernel(
             choice,
             cwd=cwd,
@@ -544,48 +474,31 @@ class KernelPool:
         # In a sweep, nothing is launched meanwhile: the template serves every run.
         return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
 
-    def _spawn_template(self, *, data_modules: bool) -> _Template | None:
+    def _spawn_template(self, *, data_modules: bool) -> Template | None:
         """A spawned template, or None where kernels cannot be forked."""
-        from .forkserver import ForkServer, ForkServerError, fork_supported
+        from .forkserver import fork_supported
 
         if not self._fork or not fork_supported():
             return None
-        server = ForkServer(kernel_environment(None), data_modules=data_modules)
-        # Spawned from the loop thread, which lives as long as the engine: the template's
-        # parent-death signal is tied to the thread that created it.
         try:
-            server.spawn()
-        except (OSError, ForkServerError) as exc:
+            return spawn_template(data_modules=data_modules)
+        except TemplateUnavailable as exc:
             logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
-        ready = asyncio.get_running_loop().create_task(asyncio.to_thread(server.wait_ready))
-        return _Template(server, ready)
 
     async def _usable(
-        self, template: _Template, env: dict[str, str], cwd: Path, *, wait: bool
+        self, template: Template, env: dict[str, str], cwd: Path, *, wait: bool
     ) -> ForkServer | None:
         """``template``'s server if it is ready (after waiting, with ``wait``) and can fork for
         ``env``."""
-        ready = template.ready
-        if not ready.done() and wait:
-            try:
-                await asyncio.shield(ready)
-            except asyncio.CancelledError:
-                # The template's start was cancelled (seen below); the waiting run was not,
-                # unless it is this task that is cancelled: then it ends here.
-                if not ready.cancelled():
-                    raise
-            except Exception:
-                pass  # the template failed to start: seen below
-        if not ready.done():
-            return None
-        if ready.cancelled() or ready.exception() is not None:
+        try:
+            return await template.usable(env, cwd, wait=wait)
+        except TemplateUnavailable as exc:
             if self._fork:
-                logger.info("kernels will be launched, not forked: %s", ready)
+                logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
-        return template.server if template.server.compatible(env, cwd) else None
 
 
 def _ignore_result(task: asyncio.Task[Any]) -> None:

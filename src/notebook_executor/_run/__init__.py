@@ -1,1 +1,2 @@
-"""One run composed: every input check gives a plan (plan.py), and a plan is run (runner.py)."""
+"""One run composed: the caller's options (options.py) and arguments (checks.py) checked into
+a plan (plan.py), and a plan run (runner.py)."""

@@ -7,55 +7,42 @@ started. Everything that can be wrong with the input is found here, before any k
 from __future__ import annotations
 
 import logging
-import math
 import os
-import posixpath
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
-from .._parameters.declared import (
-    INJECTED_TAG,
-    check_parameters_cell,
-    declared_parameters,
-    inject_parameters,
-    unencodable_value,
-    validate_parameters,
-)
+from .._parameters.declared import INJECTED_TAG, check_parameters_cell, declared_parameters
 from .._parameters.environment import declared_env_names, resolve_declared_env
 from .._parameters.placeholders import substitute_placeholders
+from .._parameters.values import inject_parameters, unencodable_value, validate_parameters
 from .._records.results import CellMap, redact
-from .._sources.bounded import unencodable
-from .._sources.files import missing_folder
 from .._sources.formats import load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
 from ..engine import RunJob
+from .checks import (
+    PathLike,
+    check_env,
+    check_output_path,
+    check_path,
+    check_seconds,
+    check_unicode,
+)
+from .options import RunOptions
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = [
-    "PathLike",
-    "Plan",
-    "check_env",
-    "check_path",
-    "check_seconds",
-    "parses_parameters",
-    "plan_run",
-]
+__all__ = ["Plan", "parses_parameters", "plan_run"]
 
 logger = logging.getLogger(__name__)
 
 #: Kernel languages whose parameters cell this package parses (and so checks).
 CHECKED_LANGUAGES = frozenset({"python", "python3", "ipython", "ipython3"})
-
-PathLike = str | os.PathLike[str]
 
 
 @dataclass
@@ -88,15 +75,8 @@ class Plan:
 
 def plan_run(
     input_path: PathLike,
+    options: RunOptions,
     *,
-    output_path: PathLike | None,
-    parameters: Mapping[str, Any] | None,
-    timeout: float | None = None,
-    cell_timeout: float | None = None,
-    request: str | None = None,
-    cwd: PathLike | None = None,
-    env: Mapping[str, str] | None = None,
-    secrets: Mapping[str, str] | None = None,
     kernel_name: str | None = None,
     default_timeout: float | None = None,
     default_cell_timeout: float | None = None,
@@ -106,10 +86,13 @@ def plan_run(
     """Check everything about a run and prepare it; start nothing.
 
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
-    starts. ``kernel_name``, the ``default_*`` limits, ``base_env`` (the environment the
-    kernel starts from, default this process's) and ``dotenv_root`` (the folder ``.env``
-    files are confined to) are the executor's own settings.
+    starts. ``options`` are the caller's; ``kernel_name``, the ``default_*`` limits,
+    ``base_env`` (the environment the kernel starts from, default this process's) and
+    ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
     """
+    output_path, parameters, request = options.output_path, options.parameters, options.request
+    timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
+    env, secrets = options.env, options.secrets
     check_path("input_path", input_path)
     if output_path is not None:
         check_path("output_path", output_path)
@@ -122,11 +105,11 @@ def plan_run(
         )
     if request is not None and not isinstance(request, str):
         raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
-    _check_unicode(notebook, output_path, request)
+    check_unicode(notebook, output_path, request)
     extra_env = check_env("env", env)
     secret_env = check_env("secrets", secrets)
     if output_path is not None:
-        _check_output_path(input_path, output_path)
+        check_output_path(input_path, output_path)
     run_timeout = check_seconds("timeout", timeout if timeout is not None else default_timeout)
     per_cell = check_seconds(
         "cell_timeout", cell_timeout if cell_timeout is not None else default_cell_timeout
@@ -232,124 +215,6 @@ def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str,
             ", ".join(sorted(given)),
         )
     return dict(given)
-
-
-def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
-    """Refuse an ``output_path`` that cannot take the copy, or that is the source itself.
-
-    A local path's folder must exist (it is not created) and be writable: a uniquely named
-    probe file is created there (``O_EXCL``: never an existing file) and removed at once, so
-    a bad path is found before any kernel starts.
-    """
-    target = Path(output_path)
-    if target.suffix.lower() != ".ipynb":
-        raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
-    if is_url(output_path):
-        # A store's object, written by papermill's I/O; it must not be the source's URL.
-        if is_url(input_path) and _url_key(os.fspath(input_path)) == _url_key(
-            os.fspath(output_path)
-        ):
-            raise NotebookExecutorError(
-                f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
-                "give another path (the source is never overwritten)"
-            )
-        return
-    shown = os.fspath(output_path)
-    if target.is_dir():
-        raise NotebookExecutorError(f"output_path {shown!r} is a directory")
-    same = target.resolve() == Path(input_path).resolve()
-    if not same and target.exists():
-        try:
-            same = target.samefile(input_path)
-        except OSError:
-            same = False
-    if same:
-        raise NotebookExecutorError(
-            f"output_path {shown!r} is the source notebook itself; "
-            "give another path (the source is never overwritten)"
-        )
-    _check_writable_folder(shown, target.parent)
-
-
-def _url_key(url: str) -> tuple[str, str, str, str]:
-    """What names a store's object: scheme, host and normalised path (``/x/../`` folded)."""
-    parts = urlsplit(url)
-    path = posixpath.normpath(parts.path or "/")
-    return parts.scheme.lower(), parts.netloc, path.lstrip("/"), parts.query
-
-
-def _check_writable_folder(shown: str, folder: Path) -> None:
-    """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
-    problem = missing_folder(folder / "probe")
-    if problem:
-        raise NotebookExecutorError(f"output_path {shown!r}: {problem}")
-    probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
-    try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as exc:
-        raise NotebookExecutorError(
-            f"output_path {shown!r}: the folder {os.fspath(folder)!r} is not writable "
-            f"({exc.strerror or type(exc).__name__})"
-        ) from None
-    os.close(fd)
-    probe.unlink()
-
-
-def check_seconds(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise NotebookExecutorError(f"{name} must be a positive number of seconds, got {value!r}")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int beyond any float: no limit, as infinity
-        return None
-    if math.isinf(seconds):
-        return None
-    return seconds
-
-
-def check_path(name: str, value: object) -> None:
-    if isinstance(value, (str, os.PathLike)):
-        return
-    hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
-    raise NotebookExecutorError(f"{name} must be a path, got {type(value).__name__}{hint}")
-
-
-def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
-    if values is None:
-        return {}
-    if not isinstance(values, Mapping):
-        raise NotebookExecutorError(f"{kind} must be a mapping of names to strings")
-    checked: dict[str, str] = {}
-    for name, value in values.items():
-        if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise NotebookExecutorError(f"{kind}: {name!r} is not a valid environment name")
-        if not isinstance(value, str) or "\x00" in value:
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
-        if kind == "secrets" and unencodable(value):
-            # Searched for in outputs as UTF-8 text (an env value may hold any bytes).
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} is not valid Unicode")
-        checked[name] = value
-    return checked
-
-
-def _check_unicode(notebook: str, output_path: PathLike | None, request: str | None) -> None:
-    """Refuse text that the run records (UTF-8 files, the catalog) could not hold.
-
-    A file name with bytes that are not UTF-8 reaches Python as lone surrogates
-    (``surrogateescape``); it is refused rather than recorded under another name.
-    """
-    problem = unencodable(notebook)
-    if problem:
-        raise NotebookSourceError(notebook, f"the file name is not UTF-8 ({problem}); rename it")
-    if output_path is not None and unencodable(os.fspath(output_path)):
-        raise NotebookExecutorError(
-            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it"
-        )
-    problem = unencodable(request) if request is not None else None
-    if problem:
-        raise NotebookExecutorError(f"request: {problem}")
 
 
 def _substitutes(notebook: str, nb: NotebookNode) -> bool:

@@ -33,7 +33,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunStart", "begin_run", "finish_run", "first_unfinished_cell", "run_plan"]
+__all__ = [
+    "RunStart",
+    "begin_run",
+    "finish_run",
+    "first_unfinished_cell",
+    "prepared_notebook",
+    "run_plan",
+]
 
 
 @dataclass
@@ -235,6 +242,23 @@ def finish_run(
     if copy_failed is not None:
         raise copy_failed
     return result
+
+
+def prepared_notebook(plan: Plan) -> NotebookNode:
+    """The notebook ``plan`` would execute, as papermill's ``--prepare-only`` writes it: the
+    parameters injected, papermill's metadata (no times: nothing ran), secrets redacted."""
+    annotate_papermill(
+        plan.nb,
+        None,
+        parameters=plan.given,
+        default_parameters=plan.defaults,
+        input_path=_records.display_path(plan.notebook),
+        output_path=None if plan.output_path is None else _records.display_path(plan.output_path),
+        started=None,
+        finished=None,
+    )
+    prepared: NotebookNode = redact(plan.nb, plan.secrets)
+    return prepared
 
 
 def first_unfinished_cell(nb: NotebookNode, completed: Iterable[int]) -> int:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from ..._run.options import RunOptions
 
 __all__ = [
     "EXIT_FAILED",
@@ -26,6 +30,7 @@ __all__ = [
     "print_result",
     "read_input",
     "read_text",
+    "run_options",
     "runs_dir_arg",
     "seconds",
     "yaml_document",
@@ -109,6 +114,29 @@ def executor(args: argparse.Namespace, **options: Any) -> Any:
     from ..._executor import NotebookExecutor
 
     return NotebookExecutor(runs_dir=args.runs_dir, **options)
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The options of a run that a command's flags give (of ``--timeout``, ``--cell-timeout``,
+    ``--request``, ``--cwd`` and ``--secret NAME``, those the command has).
+
+    A secret's value is read from this process's environment; a name that is not set there
+    is a :class:`UsageError`.
+    """
+    from ..._run.options import RunOptions
+
+    secrets: dict[str, str] = {}
+    for name in getattr(args, "secret", None) or ():
+        if name not in os.environ:
+            raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
+        secrets[name] = os.environ[name]
+    return RunOptions(
+        timeout=getattr(args, "timeout", None),
+        cell_timeout=getattr(args, "cell_timeout", None),
+        request=getattr(args, "request", None),
+        cwd=getattr(args, "cwd", None),
+        secrets=secrets or None,
+    )
 
 
 def read_text(path: str) -> str:

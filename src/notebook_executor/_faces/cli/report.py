@@ -46,7 +46,7 @@ def register(commands: Any) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..._progress import run_progress
+    from ..._dispatch.progress import run_progress
     from ..report import build_report, default_out
 
     runs_dir = Path(args.runs_dir)

@@ -195,11 +195,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not notebooks:
         raise UsageError(f"no notebooks found in {', '.join(map(repr, paths))}")
     workers = args.jobs or os.cpu_count() or 1
-    options: dict[str, Any] = {}
-    if args.timeout is not None:
-        options["timeout"] = args.timeout
-    if args.cell_timeout is not None:
-        options["cell_timeout"] = args.cell_timeout
+    options = common.run_options(args).given()
     colour = _colour(sys.stdout) and not args.json
 
     def show(result: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,8 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import convert_text_value, declared_parameters
+    from ..._parameters.declared import declared_parameters
+    from ..._parameters.values import convert_text_value
     from ..._sources.formats import load_source
 
     if args.output is not None and args.output_path is not None:
@@ -160,26 +160,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             values[name] = convert_text_value(declared.get(name), text, declared)
         for name, text in args.parameters_raw:
             values[name] = text
-        secrets: dict[str, str] = {}
-        for name in args.secret:
-            if name not in os.environ:
-                raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
-            secrets[name] = os.environ[name]
+        options = common.run_options(args).replace(output_path=output, parameters=values)
         if args.prepare_only:
-            written = _prepare(ex, args, output, values, secrets)
-            print(f"wrote {written} (parameters injected, not run)", file=sys.stderr)
+            ex.prepare(args.notebook, **options.given())
+            print(f"wrote {output} (parameters injected, not run)", file=sys.stderr)
             return EXIT_OK
         try:
-            result = ex.execute(
-                args.notebook,
-                output_path=output,
-                parameters=values,
-                timeout=args.timeout,
-                cell_timeout=args.cell_timeout,
-                request=args.request,
-                cwd=args.cwd,
-                secrets=secrets or None,
-            )
+            result = ex.execute(args.notebook, **options.given())
         except KeyboardInterrupt as exc:
             # The run is recorded as cancelled: --json still prints its one document.
             cancelled = getattr(exc, "result", None)
@@ -201,39 +188,6 @@ def _base64_text(text: str) -> str:
         return base64.b64decode(text, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         raise UsageError("-b: not base64-encoded UTF-8 text") from None
-
-
-def _prepare(
-    ex: Any, args: argparse.Namespace, output: str, values: dict[str, Any], secrets: dict[str, str]
-) -> str:
-    """Papermill's ``--prepare-only``: check the run, write it with the parameters injected."""
-    from ..._records.papermill_meta import annotate_papermill
-    from ..._records.results import redact
-    from ..._records.run_files import display_path
-    from ..._sources.formats import write_notebook
-
-    plan = ex._plan(
-        args.notebook,
-        output_path=output,
-        parameters=values,
-        timeout=args.timeout,
-        cell_timeout=args.cell_timeout,
-        request=args.request,
-        cwd=args.cwd,
-        secrets=secrets or None,
-    )
-    annotate_papermill(
-        plan.nb,
-        None,
-        parameters=plan.given,
-        default_parameters=plan.defaults,
-        input_path=display_path(plan.notebook),
-        output_path=display_path(output),
-        started=None,
-        finished=None,
-    )
-    write_notebook(redact(plan.nb, plan.secrets), output)
-    return output
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

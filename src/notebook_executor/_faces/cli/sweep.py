@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -96,18 +95,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     parameter_sets = combine(sets, grid)
     if not parameter_sets:
         raise UsageError(f"{args.sets_file}: no parameter sets")
-    secrets: dict[str, str] = {}
-    for name in args.secret:
-        if name not in os.environ:
-            raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
-        secrets[name] = os.environ[name]
-    options: dict[str, Any] = {
-        "timeout": args.timeout,
-        "cell_timeout": args.cell_timeout,
-        "request": args.request,
-        "cwd": args.cwd,
-        "secrets": secrets or None,
-    }
+    options = common.run_options(args).given()
     with common.executor(args, kernel_name=args.kernel) as ex:
         if args.scheduler is not None:
             results = ex.execute_many(
@@ -129,7 +117,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _convert(parameter: Any, text: str, declared: Any) -> Any:
-    from ..._parameters.declared import convert_text_value
+    from ..._parameters.values import convert_text_value
 
     return convert_text_value(parameter, text, declared)
 

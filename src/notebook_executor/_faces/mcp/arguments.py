@@ -19,7 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from ..._parameters.declared import Parameter, convert_text_value
+from ..._parameters.declared import Parameter
+from ..._parameters.values import convert_text_value
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from ..._errors import NotebookExecutorError, ParameterError
 from ..._parameters.declared import declared_parameters
+from ..._run.options import option_help
 from ..._sources.bounded import unencodable
 from ..._sources.formats import load_source
 from ...engine import RunCancelled
@@ -34,7 +35,7 @@ from .arguments import StrictTool, strict_tool, typed_values
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
 
-__all__ = ["add_resources", "server_tools"]
+__all__ = ["EXECUTE_OPTIONS", "add_resources", "server_tools"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,12 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_w
 _EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
+
+#: The run options (:data:`~notebook_executor._run.options.RUN_OPTIONS`) the ``execute`` tool
+#: offers, described by their help there. The others are the operator's, not a client's: an
+#: ``output_path`` or a ``cwd`` would reach outside the root, ``env`` into the kernel's
+#: environment. ``secrets`` are names of the server's variables the operator allows.
+EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets")
 
 #: The filters the run-listing tools share.
 NotebookFilter = Annotated[
@@ -223,15 +230,10 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
         ctx: Context,
         parameters: Annotated[
-            dict[str, Any] | None,
-            Field(description="Values for the notebook's declared parameters."),
+            dict[str, Any] | None, Field(description=option_help("parameters"))
         ] = None,
-        timeout: Annotated[
-            float | None, Field(gt=0, description="Limit in seconds for the whole run.")
-        ] = None,
-        request: Annotated[
-            str | None, Field(description="Why the run is made; kept in the run record.")
-        ] = None,
+        timeout: Annotated[float | None, Field(gt=0, description=option_help("timeout"))] = None,
+        request: Annotated[str | None, Field(description=option_help("request"))] = None,
         secrets: Annotated[
             list[str] | None,
             Field(

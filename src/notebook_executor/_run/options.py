@@ -1,0 +1,106 @@
+"""The options of one run, named once: what ``execute`` takes, and every face passes on.
+
+:class:`RunOptions` is the one list. The planner reads it; ``execute_many`` and ``validate``
+accept its names as keywords (anything else is refused); the command line builds one from its
+flags; the MCP server's ``execute`` tool describes its arguments with :func:`option_help`.
+``NotebookExecutor.execute`` spells the names out as keywords, because its signature is the
+public contract: a test checks that it takes every one. A new option is a field here (with
+its help), a keyword of ``execute``, and what the planner does with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .._errors import NotebookExecutorError
+from .checks import PathLike
+
+__all__ = ["RUN_OPTIONS", "RunOptions", "option_help"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a caller says about one run; every field defaults to None (not given).
+
+    The values are checked when the run is planned, not here: a bad one raises the typed
+    error of bad input before any kernel starts.
+    """
+
+    output_path: PathLike | None = field(
+        default=None,
+        metadata={
+            "help": "Also write the executed notebook here (.ipynb); the run record is kept "
+            "either way."
+        },
+    )
+    parameters: Mapping[str, Any] | None = field(
+        default=None, metadata={"help": "Values for the notebook's declared parameters."}
+    )
+    timeout: float | None = field(
+        default=None, metadata={"help": "Limit in seconds for the whole run."}
+    )
+    cell_timeout: float | None = field(
+        default=None, metadata={"help": "Limit in seconds for each cell."}
+    )
+    request: str | None = field(
+        default=None, metadata={"help": "Why the run is made; kept in the run record."}
+    )
+    cwd: PathLike | None = field(
+        default=None,
+        metadata={"help": "Working directory of the kernel (default: the notebook's)."},
+    )
+    env: Mapping[str, str] | None = field(
+        default=None,
+        metadata={
+            "help": "Extra environment variables for the kernel (their names are recorded, "
+            "not their values)."
+        },
+    )
+    secrets: Mapping[str, str] | None = field(
+        default=None,
+        metadata={
+            "help": "Environment variables for the kernel whose values are never written anywhere."
+        },
+    )
+
+    @classmethod
+    def from_keywords(cls, where: str, given: Mapping[str, Any]) -> RunOptions:
+        """The options given as keywords to ``where`` (a method's name, for the error).
+
+        Raises
+        ------
+        NotebookExecutorError
+            A name that is not an option.
+        """
+        unknown = sorted(set(given) - set(RUN_OPTIONS))
+        if unknown:
+            raise NotebookExecutorError(
+                f"{where} got an unknown option {unknown[0]!r} (options: {', '.join(RUN_OPTIONS)})"
+            )
+        return cls(**given)
+
+    def given(self) -> dict[str, Any]:
+        """The options given (those not None), as keywords for ``execute``."""
+        return {
+            option.name: getattr(self, option.name)
+            for option in fields(self)
+            if getattr(self, option.name) is not None
+        }
+
+    def replace(self, **changes: Any) -> RunOptions:
+        """A copy with ``changes`` made."""
+        return replace(self, **changes)
+
+
+#: Every option's name, in the order of ``execute``'s keywords.
+RUN_OPTIONS: tuple[str, ...] = tuple(option.name for option in fields(RunOptions))
+
+
+def option_help(name: str) -> str:
+    """The one-line help of option ``name``, for a face that offers it."""
+    for option in fields(RunOptions):
+        if option.name == name:
+            return str(option.metadata["help"])
+    raise KeyError(name)
