@@ -22,7 +22,7 @@ from ._records import run_files as _records
 from ._records.scraps import decode_scrap, find_scraps
 from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
 from ._run.runner import run_plan
-from ._sources.formats import load_source
+from ._sources.formats import find_format, load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
 from ._sources.remote import is_url
@@ -483,7 +483,7 @@ class NotebookExecutor:
         try:
             return self._run_notebook(os.fspath(reference))
         except RunNotFoundError:
-            if candidate.suffix.lower() in (".ipynb", ".py", ".md"):
+            if find_format(candidate) is not None:
                 raise NotebookSourceError(os.fspath(reference), "no such file") from None
             raise
 
