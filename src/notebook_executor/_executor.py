@@ -5,21 +5,21 @@ Data flows one way: source -> parameters -> engine -> results -> run files and c
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
 from ._kernels.kernel_engine import KernelEngine
 from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
 from ._progress import cell_progress, output_printer, run_progress
-from ._records import run_files as _records
+from ._records.run_files import RESULT_KEYS
 from ._records.scraps import decode_scrap, find_scraps
+from ._records.store import RunStore, executed_cells
 from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
 from ._run.runner import run_plan
 from ._sources.formats import find_format, load_source
@@ -103,6 +103,7 @@ class NotebookExecutor:
         dotenv_root: PathLike | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self._store = RunStore(self.runs_dir)
         self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
         self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
         self.progress = progress
@@ -247,7 +248,7 @@ class NotebookExecutor:
             env=env,
             secrets=secrets,
         )
-        _records.prepare_runs_dir(self.runs_dir)
+        self._store.prepare()
         # The kernel starts while the run files are written.
         if isinstance(self._engine, SupportsPrestart):
             self._engine.prestart(plan.job)
@@ -348,7 +349,7 @@ class NotebookExecutor:
             finally:
                 if progress is not None:
                     progress.close()
-        _records.prepare_runs_dir(self.runs_dir)
+        self._store.prepare()
         # Every run is checked: announce them all, so the engine knows a sweep is coming
         # (the default engine then readies its kernels for many runs, not one).
         if isinstance(self._engine, SupportsPrestart):
@@ -488,19 +489,10 @@ class NotebookExecutor:
             raise
 
     def _run_notebook(self, run_id: str) -> NotebookNode:
-        import nbformat
-
-        try:
-            path = _records.run_notebook_path(self.runs_dir, run_id)
-        except NotebookExecutorError:
-            raise RunNotFoundError(run_id) from None
-        if not path.is_file():
-            raise RunNotFoundError(run_id)
-        try:
-            nb: NotebookNode = nbformat.read(path, as_version=4)
-        except Exception as exc:  # a damaged run file can break nbformat in many ways
-            raise NotebookSourceError(str(path), f"unreadable run notebook: {exc}") from None
-        return nb
+        if not isinstance(run_id, str) or not self._store.exists(run_id):
+            raise RunNotFoundError(str(run_id))
+        # nbformat's node, as nbformat.read gives it; it is a dict like the package's own.
+        return cast("NotebookNode", self._store.read(run_id).notebook())
 
     # -- records ---------------------------------------------------------------------------
 
@@ -508,16 +500,15 @@ class NotebookExecutor:
         """Every scrap of an executed notebook (a path) or of a past run (a run id), decoded."""
         check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
-        if candidate.suffix == ".ipynb" and candidate.exists():
-            path = candidate
+        fmt = find_format(candidate)
+        if fmt is not None and not fmt.is_text and candidate.is_file():
+            # An executed notebook named by its path (a run's output_path, papermill's output).
+            cells = executed_cells(candidate)
         else:
-            path = _records.run_notebook_path(self.runs_dir, os.fspath(notebook_path_or_run_id))
-            if not path.exists():
-                raise RunNotFoundError(os.fspath(notebook_path_or_run_id))
-        try:
-            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-        except (OSError, ValueError, UnicodeDecodeError, AttributeError) as exc:
-            raise NotebookSourceError(str(path), f"unreadable notebook: {exc}") from None
+            run_id = os.fspath(notebook_path_or_run_id)
+            if not self._store.exists(run_id):
+                raise RunNotFoundError(run_id)
+            cells = self._store.read(run_id).cells
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
     def get_run(self, run_id: str) -> dict[str, Any]:
@@ -530,8 +521,8 @@ class NotebookExecutor:
             return self._open_catalog().get_run(run_id)
         except CatalogError:
             # The files are the truth: an unusable catalog does not hide a run.
-            record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
-            return {key: record.get(key) for key in _records.RESULT_KEYS}
+            record = self._store.record(run_id)
+            return {key: record.get(key) for key in RESULT_KEYS}
 
     def runs(
         self,

@@ -208,8 +208,8 @@ def _prepare(
 ) -> str:
     """Papermill's ``--prepare-only``: check the run, write it with the parameters injected."""
     from ..._records.papermill_meta import annotate_papermill
+    from ..._records.provenance import display_path
     from ..._records.results import redact
-    from ..._records.run_files import display_path
     from ..._sources.formats import write_notebook
 
     plan = ex._plan(
