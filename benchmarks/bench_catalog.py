@@ -37,6 +37,7 @@ from notebook_executor import NotebookExecutor
 from notebook_executor._catalog import store as _store
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._records import run_files as _records
+from notebook_executor._records.store import RunStore
 from notebook_executor._times import iso
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def real_runs(workdir: Path) -> list[Path]:
     for result in results:
         if result["status"] != "success":
             raise SystemExit(f"the template run failed: {json.dumps(result)[:2000]}")
-    return [_records.run_notebook_path(workdir / "real", r["run_id"]) for r in results]
+    return [RunStore(workdir / "real").path(r["run_id"]) for r in results]
 
 
 def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
@@ -88,7 +89,7 @@ def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
         record = notebook["metadata"][_records.RECORD_KEY]
         started = start + index * step
         run_id = f"{started:%Y%m%dT%H%M%S}Z-dataframe-{index:08x}"
-        path = _records.run_notebook_path(runs_dir, run_id)
+        path = RunStore(runs_dir).path(run_id)
         station = f"KX-{index % 100}"
         clone = {
             **record,
@@ -171,7 +172,7 @@ def indexing_cost(runs_dir: Path, template: Path, samples: int, tag: str) -> lis
         for index in range(samples):
             run_id = f"20270101T000000Z-indexing{tag}-{index:08x}"
             final = {**record, "run_id": run_id, "uuid": str(uuid.uuid4())}
-            path = _records.run_notebook_path(runs_dir, run_id)
+            path = RunStore(runs_dir).path(run_id)
             path.parent.mkdir(parents=True, exist_ok=True)
             with_record = {**notebook["metadata"], "notebook_executor": final}
             path.write_text(json.dumps({**notebook, "metadata": with_record}), encoding="utf-8")
@@ -285,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         cold_best, _ = best_of(3, cold)
         open_best, open_median = best_of(20, lambda: Catalog(runs_dir).runs(limit=1))
 
-        subset_paths = [
-            _records.run_notebook_path(runs_dir, run_id) for run_id in ours.index[: args.subset]
-        ]
+        subset_paths = [RunStore(runs_dir).path(run_id) for run_id in ours.index[: args.subset]]
         print(f"scrapbook reading {len(subset_paths)} run files ...", flush=True)
         sb_seconds, theirs = timed(lambda: scrapbook_frame(subset_paths))
         sb_scaled = sb_seconds * args.runs / len(subset_paths)

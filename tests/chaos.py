@@ -190,12 +190,12 @@ def _check_rows(
     when: str,
 ) -> None:
     """Rows against their run files, what hosts saw, and which runs reached their last cell."""
-    from notebook_executor._records.run_files import run_notebook_path
+    from notebook_executor._records.store import RunStore
 
     for row in rows:
         run_id, status = row["run_id"], row["status"]
         try:
-            record = json.loads(run_notebook_path(runs_dir, run_id).read_text(encoding="utf-8"))
+            record = json.loads(RunStore(runs_dir).path(run_id).read_text(encoding="utf-8"))
             in_file = record["metadata"]["notebook_executor"]
         except (OSError, ValueError, KeyError) as exc:
             failures.append(f"{when}: row {run_id} has no readable run file: {exc!r:.120}")

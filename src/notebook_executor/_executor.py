@@ -5,13 +5,12 @@ Data flows one way: source -> parameters -> engine -> results -> run files and c
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
@@ -19,13 +18,14 @@ from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, R
 from ._kernels.kernel_engine import KernelEngine
 from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
-from ._records import run_files as _records
+from ._records.run_files import RESULT_KEYS
 from ._records.scraps import decode_scrap, find_scraps
+from ._records.store import RunStore, executed_cells
 from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
 from ._run.options import RunOptions
 from ._run.plan import Plan, plan_run
 from ._run.runner import prepared_notebook, run_plan
-from ._sources.formats import load_source
+from ._sources.formats import find_format, load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
 from .engine import Engine, SupportsPrepare, SupportsPrestart
@@ -105,6 +105,7 @@ class NotebookExecutor:
         dotenv_root: PathLike | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self._store = RunStore(self.runs_dir)
         self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
         self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
         self.progress = progress
@@ -493,24 +494,15 @@ class NotebookExecutor:
         try:
             return self._run_notebook(os.fspath(reference))
         except RunNotFoundError:
-            if candidate.suffix.lower() in (".ipynb", ".py", ".md"):
+            if find_format(candidate) is not None:
                 raise NotebookSourceError(os.fspath(reference), "no such file") from None
             raise
 
     def _run_notebook(self, run_id: str) -> NotebookNode:
-        import nbformat
-
-        try:
-            path = _records.run_notebook_path(self.runs_dir, run_id)
-        except NotebookExecutorError:
-            raise RunNotFoundError(run_id) from None
-        if not path.is_file():
-            raise RunNotFoundError(run_id)
-        try:
-            nb: NotebookNode = nbformat.read(path, as_version=4)
-        except Exception as exc:  # a damaged run file can break nbformat in many ways
-            raise NotebookSourceError(str(path), f"unreadable run notebook: {exc}") from None
-        return nb
+        if not isinstance(run_id, str) or not self._store.exists(run_id):
+            raise RunNotFoundError(str(run_id))
+        # nbformat's node, as nbformat.read gives it; it is a dict like the package's own.
+        return cast("NotebookNode", self._store.read(run_id).notebook())
 
     # -- records ---------------------------------------------------------------------------
 
@@ -518,16 +510,15 @@ class NotebookExecutor:
         """Every scrap of an executed notebook (a path) or of a past run (a run id), decoded."""
         check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
-        if candidate.suffix == ".ipynb" and candidate.exists():
-            path = candidate
+        fmt = find_format(candidate)
+        if fmt is not None and not fmt.is_text and candidate.is_file():
+            # An executed notebook named by its path (a run's output_path, papermill's output).
+            cells = executed_cells(candidate)
         else:
-            path = _records.run_notebook_path(self.runs_dir, os.fspath(notebook_path_or_run_id))
-            if not path.exists():
-                raise RunNotFoundError(os.fspath(notebook_path_or_run_id))
-        try:
-            cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-        except (OSError, ValueError, UnicodeDecodeError, AttributeError) as exc:
-            raise NotebookSourceError(str(path), f"unreadable notebook: {exc}") from None
+            run_id = os.fspath(notebook_path_or_run_id)
+            if not self._store.exists(run_id):
+                raise RunNotFoundError(run_id)
+            cells = self._store.read(run_id).cells
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
     def get_run(self, run_id: str) -> dict[str, Any]:
@@ -540,8 +531,8 @@ class NotebookExecutor:
             return self._open_catalog().get_run(run_id)
         except CatalogError:
             # The files are the truth: an unusable catalog does not hide a run.
-            record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
-            return {key: record.get(key) for key in _records.RESULT_KEYS}
+            record = self._store.record(run_id)
+            return {key: record.get(key) for key in RESULT_KEYS}
 
     def runs(
         self,
@@ -613,7 +604,7 @@ class NotebookExecutor:
     def _announce(self, plans: list[Plan]) -> None:
         """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
         engine can) while its run files are written."""
-        _records.prepare_runs_dir(self.runs_dir)
+        self._store.prepare()
         if isinstance(self._engine, SupportsPrestart):
             for plan in plans:
                 self._engine.prestart(plan.job)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._records import run_files as _records
 from notebook_executor._records.run_files import RESULT_KEYS
+from notebook_executor._records.store import RunStore, read_run_file
 
 NOTEBOOK = """# %% tags=["parameters"]
 x: int = 0
@@ -135,7 +135,7 @@ def _script(tmp_path: Path, name: str, text: str) -> str:
 
 
 def _stored(runs_dir: Path, run_id: str) -> dict[str, Any]:
-    record = _records.read_record(_records.run_notebook_path(runs_dir, run_id))
+    record = read_run_file(RunStore(runs_dir).path(run_id)).record
     return {key: record.get(key) for key in RESULT_KEYS}
 
 

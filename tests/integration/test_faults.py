@@ -35,7 +35,8 @@ import nbformat
 import pytest
 
 from notebook_executor import CatalogError, NotebookExecutor, NotebookExecutorError, read_notebook
-from notebook_executor._records.run_files import MAX_STREAM_CHARS, run_notebook_path
+from notebook_executor._records.store import RunStore
+from notebook_executor._records.streams import MAX_STREAM_CHARS
 from support import alive, descendants, report, wait_gone
 
 pytestmark = pytest.mark.kernel
@@ -390,7 +391,7 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
         assert after.get_run(row["run_id"])["error_kind"] == "interrupted"
         assert after.scraps().loc[row["run_id"], "status"] == "error"
         # The run notebook is the one saved when the run began: valid, and nothing marked run.
-        nb, cells = _executed_source_cells(run_notebook_path(runs_dir, row["run_id"]))
+        nb, cells = _executed_source_cells(RunStore(runs_dir).path(row["run_id"]))
         assert nb.metadata["notebook_executor"]["status"] == "running"
         assert all(c.get("execution_count") is None for c in cells if c.cell_type == "code")
         listed = _cli("runs", "--notebook", "killed.py", runs_dir=runs_dir)
@@ -589,7 +590,7 @@ def test_a_damaged_run_file_never_raises_a_raw_error(
     runs_dir = tmp_path / "runs"
     shutil.copytree(sample, runs_dir)
     broken = ids[1]
-    RUN_FILE_DAMAGE[damage](run_notebook_path(runs_dir, broken))
+    RUN_FILE_DAMAGE[damage](RunStore(runs_dir).path(broken))
     FAULT_CASES.append(f"run-file-{damage}")
 
     def queries(reader: NotebookExecutor) -> list[Any]:

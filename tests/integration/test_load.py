@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._records.run_files import run_notebook_path
+from notebook_executor._records.store import RunStore
 from support import report
 
 pytestmark = pytest.mark.kernel
@@ -193,7 +193,7 @@ def test_processes_share_one_runs_dir_and_lose_nothing(
 
         # Every run file is whole, valid and final, and says what the catalog says.
         for row in rows:
-            path = run_notebook_path(runs_dir, row["run_id"])
+            path = RunStore(runs_dir).path(row["run_id"])
             nb = nbformat.read(path, as_version=4)
             nbformat.validate(nb)
             record = nb.metadata["notebook_executor"]

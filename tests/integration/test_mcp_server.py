@@ -1139,6 +1139,36 @@ def test_lone_surrogates_in_a_request_are_tool_errors_before_any_run(tmp_path: P
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("*.ipynb"))
 
 
+def test_the_listing_finds_the_notebooks_check_finds(tmp_path: Path) -> None:
+    # Before, the server sniffed files by its own rules: it listed a page whose front matter
+    # opens with '---' and a README with a ```python block, and missed a '#%%' script, a light
+    # script with a jupytext header and an upper-case .IPYNB, all of which check runs.
+    from notebook_executor._review.check import find_notebooks
+
+    write(tmp_path, "hello.py", HELLO)
+    write(tmp_path, "tight.py", "#%%\nx = 1\n")
+    write(
+        tmp_path,
+        "light.py",
+        "# ---\n# jupyter:\n#   jupytext:\n#     formats: py:light\n# ---\n\nx = 1\n",
+    )
+    write(tmp_path, "module.py", "print('a module')\n")
+    write(tmp_path, "page.md", "---\ntitle: A page\n---\n\nSome prose.\n")
+    write(tmp_path, "readme.md", "# Readme\n\n```python\nx = 1\n```\n")
+    write(tmp_path, "logbook.md", "---\nparameters:\n  x: 1\n---\n\n```python\nprint(x)\n```\n")
+    upper = tmp_path / "UPPER.IPYNB"
+    upper.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    found = [Path(p).relative_to(tmp_path).as_posix() for p in find_notebooks([str(tmp_path)])]
+    assert sorted(found) == ["UPPER.IPYNB", "hello.py", "light.py", "logbook.md", "tight.py"]
+
+    async def scenario() -> None:
+        async with stdio_session(tmp_path) as session:
+            listed = structured(await session.call_tool("list_notebooks", {"folder": "."}))
+            assert listed["notebooks"] == found
+
+    anyio.run(scenario)
+
+
 def test_a_file_name_that_is_not_utf8_is_not_listed_and_breaks_nothing(tmp_path: Path) -> None:
     write(tmp_path, "hello.py", HELLO)
     (Path(os.fsdecode(bytes(tmp_path))) / os.fsdecode(b"caf\xe9.py")).write_text(HELLO)

@@ -38,6 +38,7 @@ from notebook_executor._catalog import store as _catalog
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._faces.cli import main
 from notebook_executor._records import run_files as _records
+from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._times import iso, now_utc
 from notebook_executor.engine import CellFailure
 
@@ -145,7 +146,7 @@ def _ids(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def _stored(run_id: str) -> dict[str, Any]:
-    record = _records.read_record(_records.run_notebook_path(Path("runs"), run_id))
+    record = read_run_file(RunStore(Path("runs")).path(run_id)).record
     return {key: record.get(key) for key in _records.RESULT_KEYS}
 
 
@@ -181,7 +182,7 @@ def _record(
 
 def _write_run_file(runs_dir: Path, record: dict[str, Any]) -> Path:
     notebook = nbformat.v4.new_notebook()
-    return _records.write_run_files(runs_dir, record["run_id"], notebook, record, final=False)
+    return RunStore(runs_dir).write(record["run_id"], notebook, record, final=False)
 
 
 def _dead_pid() -> int:
@@ -485,7 +486,7 @@ def test_reindex_drops_runs_whose_files_are_gone(
     ex: NotebookExecutor, history: list[dict[str, Any]]
 ) -> None:
     gone = history[2]["run_id"]
-    _records.run_notebook_path(Path("runs"), gone).unlink()
+    RunStore(Path("runs")).path(gone).unlink()
     assert ex.reindex() == len(history) - 1
     assert gone not in _ids(ex.runs())
 
@@ -493,7 +494,7 @@ def test_reindex_drops_runs_whose_files_are_gone(
 def test_reindex_skips_an_unreadable_file_with_a_warning(
     ex: NotebookExecutor, history: list[dict[str, Any]], caplog: pytest.LogCaptureFixture
 ) -> None:
-    broken = _records.run_notebook_path(Path("runs"), history[1]["run_id"])
+    broken = RunStore(Path("runs")).path(history[1]["run_id"])
     broken.write_text('{"cells": [')
     stranger = broken.with_name("20260101T000000Z-stranger-00000000.ipynb")
     stranger.write_text(json.dumps(nbformat.v4.new_notebook()))
@@ -606,7 +607,7 @@ def _running_file(runs_dir: Path, run_id: str, **extra: Any) -> None:
     _write_run_file(runs_dir, _record(run_id, iso(now_utc()), status="running"))
     if extra:
         record = {
-            **_records.read_record(_records.run_notebook_path(runs_dir, run_id)),
+            **read_run_file(RunStore(runs_dir).path(run_id)).record,
             **extra,
         }
         _write_run_file(runs_dir, record)

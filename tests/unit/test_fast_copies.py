@@ -24,7 +24,7 @@ from notebook_executor._notebook import (
     new_notebook,
     new_output,
 )
-from notebook_executor._records.run_files import _bytes_as_base64, _split_lines
+from notebook_executor._records.layout import bytes_as_base64, split_lines
 from notebook_executor._sources.copying import copy_notebook
 from notebook_executor._sources.formats import read_notebook
 from notebook_executor._sources.nbjson import dumps_indented
@@ -52,7 +52,7 @@ def _reference_json(document: Any) -> str:
         sort_keys=True,
         ensure_ascii=False,
         separators=(",", ": "),
-        default=_bytes_as_base64,
+        default=bytes_as_base64,
     )
 
 
@@ -115,15 +115,15 @@ def test_copy_notebook_hands_other_types_to_deepcopy() -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_dumps_indented_is_json_dumps_on_every_test_notebook(path: Path) -> None:
-    document = _split_lines(read_notebook(path))
-    text = dumps_indented(document, default=_bytes_as_base64)
+    document = split_lines(read_notebook(path))
+    text = dumps_indented(document, default=bytes_as_base64)
     assert text == _reference_json(document)
     assert '\n "cells": [\n' in text
 
 
 def test_dumps_indented_is_json_dumps_on_an_executed_notebook() -> None:
-    document = _split_lines(_executed())
-    assert dumps_indented(document, default=_bytes_as_base64) == _reference_json(document)
+    document = split_lines(_executed())
+    assert dumps_indented(document, default=bytes_as_base64) == _reference_json(document)
 
 
 class _Level(enum.IntEnum):
@@ -164,7 +164,7 @@ class _Text(str):
     ],
 )
 def test_dumps_indented_is_json_dumps_on_odd_values(document: Any) -> None:
-    assert dumps_indented(document, default=_bytes_as_base64) == _reference_json(document)
+    assert dumps_indented(document, default=bytes_as_base64) == _reference_json(document)
 
 
 def test_dumps_indented_raises_as_json_dumps_does() -> None:
@@ -194,4 +194,4 @@ JSON = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(JSON)
 def test_dumps_indented_is_json_dumps_on_any_json_value(document: Any) -> None:
-    assert dumps_indented(document, default=_bytes_as_base64) == _reference_json(document)
+    assert dumps_indented(document, default=bytes_as_base64) == _reference_json(document)

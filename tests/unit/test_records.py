@@ -18,16 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from notebook_executor import RunNotFoundError
-from notebook_executor._records import run_files as _records
-from notebook_executor._records.run_files import (
-    cap_streams,
-    display_path,
-    new_run_id,
-    read_record,
-    render_markdown,
-    run_notebook_path,
-    write_run_files,
-)
+from notebook_executor._records import provenance
+from notebook_executor._records import streams as _streams
+from notebook_executor._records.ids import new_run_id
+from notebook_executor._records.provenance import display_path
+from notebook_executor._records.run_files import render_markdown
+from notebook_executor._records.store import RunStore, read_run_file
+from notebook_executor._records.streams import cap_streams
 
 STARTED = datetime(2024, 3, 9, 17, 26, 45, 123456, tzinfo=timezone.utc)
 SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -49,7 +46,7 @@ def test_run_id_format(stem: str, slug: str) -> None:
     run_id = new_run_id(Path(f"/x/{stem}.py"), STARTED)
     assert re.fullmatch(rf"20240309T172645Z-{re.escape(slug)}-[0-9a-f]{{8}}", run_id), run_id
     assert SAFE.match(run_id)
-    assert run_notebook_path(Path("runs"), run_id) == Path(f"runs/2024-03-09/{run_id}.ipynb")
+    assert RunStore(Path("runs")).path(run_id) == Path(f"runs/2024-03-09/{run_id}.ipynb")
 
 
 @settings(max_examples=200, deadline=None, database=None)
@@ -58,7 +55,7 @@ def test_any_stem_gives_a_safe_run_id(stem: str) -> None:
     run_id = new_run_id(Path(stem + ".py"), STARTED)
     assert SAFE.match(run_id)
     assert len(run_id) < 100
-    assert run_notebook_path(Path("runs"), run_id).parent == Path("runs/2024-03-09")
+    assert RunStore(Path("runs")).path(run_id).parent == Path("runs/2024-03-09")
 
 
 def test_run_ids_are_unique_and_sort_by_time() -> None:
@@ -85,13 +82,13 @@ def test_run_ids_are_unique_and_sort_by_time() -> None:
 )
 def test_run_paths_refuse_anything_but_a_run_id(run_id: str) -> None:
     with pytest.raises(RunNotFoundError) as info:
-        run_notebook_path(Path("runs"), run_id)
+        RunStore(Path("runs")).path(run_id)
     assert info.value.run_id == run_id
 
 
 def test_read_record_of_a_missing_run(tmp_path: Path) -> None:
     with pytest.raises(RunNotFoundError):
-        read_record(run_notebook_path(tmp_path, "20240101T000000Z-x-00000000"))
+        read_run_file(RunStore(tmp_path).path("20240101T000000Z-x-00000000"))
 
 
 @pytest.fixture
@@ -209,7 +206,7 @@ def test_markdown_record_body() -> None:
 
 
 def test_run_files_cap_long_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_records, "MAX_STREAM_CHARS", 100)
+    monkeypatch.setattr(_streams, "MAX_STREAM_CHARS", 100)
     nb = _run_notebook()
     nb.cells[3].outputs[0].text = "x" * 250
     nb.cells[3].outputs.append(nbformat.v4.new_output("stream", name="stderr", text=["y"] * 50))
@@ -217,18 +214,18 @@ def test_run_files_cap_long_streams(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert cut == [3]
     assert nb.cells[3].outputs[0].text == "x" * 250  # the notebook given is not changed
     record = {"run_id": RECORD["run_id"]}
-    path = write_run_files(tmp_path, RECORD["run_id"], capped, record, final=True)
+    path = RunStore(tmp_path).write(RECORD["run_id"], capped, record, final=True)
     assert path == tmp_path / "2024-03-09" / f"{RECORD['run_id']}.ipynb"
     stored = nbformat.read(path, as_version=4)
     streams = [o for o in stored.cells[3].outputs if o.output_type == "stream"]
     assert streams[0].text.startswith("x" * 100 + "\n[notebook-executor: output truncated, 150 ")
     assert streams[1].text == "y" * 50
     assert path.with_suffix(".md").exists()
-    assert read_record(path) == {"run_id": RECORD["run_id"]}
+    assert read_run_file(path).record == {"run_id": RECORD["run_id"]}
 
 
 def test_write_run_files_not_final_writes_no_markdown(tmp_path: Path) -> None:
-    path = write_run_files(tmp_path, RECORD["run_id"], _run_notebook(), {"a": 1}, final=False)
+    path = RunStore(tmp_path).write(RECORD["run_id"], _run_notebook(), {"a": 1}, final=False)
     assert not path.with_suffix(".md").exists()
     assert json.loads(path.read_text())["metadata"]["notebook_executor"] == {"a": 1}
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
@@ -262,7 +259,7 @@ def test_final_run_file_has_nbformats_own_layout(tmp_path: Path) -> None:
     notebook = _layout_notebook()
     expected = copy.deepcopy(notebook)
     expected.metadata["notebook_executor"] = {"a": 1}
-    path = write_run_files(tmp_path, RECORD["run_id"], notebook, {"a": 1}, final=True)
+    path = RunStore(tmp_path).write(RECORD["run_id"], notebook, {"a": 1}, final=True)
     assert path.read_text(encoding="utf-8") == writes(expected) + "\n"
     stored = nbformat.read(path, as_version=4)
     nbformat.validate(stored)
@@ -272,17 +269,17 @@ def test_final_run_file_has_nbformats_own_layout(tmp_path: Path) -> None:
 def test_running_run_file_is_the_same_notebook_compact(tmp_path: Path) -> None:
     notebook = _layout_notebook()
     again = copy.deepcopy(notebook)
-    path = write_run_files(tmp_path, RECORD["run_id"], notebook, {"a": 1}, final=False)
+    path = RunStore(tmp_path).write(RECORD["run_id"], notebook, {"a": 1}, final=False)
     text = path.read_text(encoding="utf-8")
     assert "\n" not in text
     stored = nbformat.reads(text, as_version=4)
     nbformat.validate(stored)
-    final = write_run_files(tmp_path, RECORD["run_id"], again, {"a": 1}, final=True)
+    final = RunStore(tmp_path).write(RECORD["run_id"], again, {"a": 1}, final=True)
     assert stored == nbformat.read(final, as_version=4)
 
 
 def test_environment_record_has_versions_and_no_values() -> None:
-    record = _records.environment_record()
+    record = provenance.environment_record()
     assert set(record) == {"python", "implementation", "platform", "packages"}
     assert "nbformat" in record["packages"]
     text = json.dumps(record)

@@ -7,7 +7,9 @@ files hold, escaping, charts, incremental rebuilds, and the commands' errors.
 from __future__ import annotations
 
 import itertools
+import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -241,9 +243,9 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
     import pandas as pd
 
-    from notebook_executor._records.run_files import run_notebook_path
+    from notebook_executor._records.store import RunStore
 
-    path = run_notebook_path(workdir / "runs", run_id)
+    path = RunStore(workdir / "runs").path(run_id)
     nb = json.loads(path.read_text(encoding="utf-8"))
     frame = pd.DataFrame({"x": [1, 2], "squares": [1, 4]})
     code = next(cell for cell in nb["cells"] if cell["cell_type"] == "code")
@@ -437,6 +439,36 @@ def test_dataframe_scraps_show_a_bounded_preview(workdir: Path) -> None:
         assert preview.group(0).count("<tr>") == 1 + 5  # header and the first five rows
         assert "<th>c5</th>" in preview.group(0) and "<th>c6</th>" not in preview.group(0)
     assert "[pandas]" not in (workdir / "site" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_report_parses_each_run_file_once(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before, a run page parsed its run file twice (record, then notebook), its DataFrame
+    # previews a third time, and the index a fourth.
+    (workdir / "frame.py").write_text(
+        "# %%\nimport pandas as pd\nimport scrapbook as sb\n"
+        "sb.glue('table', pd.DataFrame({'a': [1, 2]}))\n",
+        encoding="utf-8",
+    )
+    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
+        ids = [ex.execute("frame.py")["run_id"] for _ in range(2)]
+    runs = _runs_of(workdir)
+    parses: Counter[str] = Counter()
+    loads = json.loads
+
+    def counting(text: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(text, (str, bytes)) and b'"cells"' in (
+            text if isinstance(text, bytes) else text.encode()
+        ):
+            parses.update(run_id for run_id in ids if run_id in str(text))
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting)
+    build_report(runs, Path("runs"), Path("site"))
+    assert parses == dict.fromkeys(ids, 1)
+    text = (workdir / "site" / "index.html").read_text(encoding="utf-8")
+    assert text.count("DataFrame 2 × 1") == 2
 
 
 def test_chart_axes_have_round_ticks_and_labels_that_fit() -> None:

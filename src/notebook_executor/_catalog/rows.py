@@ -14,7 +14,7 @@ from datetime import timezone
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from .._records import run_files as _records
+from .._records.run_files import RESULT_KEYS
 from .._records.scraps import JSON_ENCODERS
 from .._times import iso, parse_time
 
@@ -79,7 +79,7 @@ def result(row: Mapping[str, Any]) -> dict[str, Any]:
     """The result dict (SPEC section 4) of a catalog row."""
     return {
         key: (None if row[key] is None else json.loads(row[key])) if key in _JSON_KEYS else row[key]
-        for key in _records.RESULT_KEYS
+        for key in RESULT_KEYS
     }
 
 

@@ -20,7 +20,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .._errors import CatalogError, NotebookExecutorError
-from .._records import run_files as _records
+from .._records.provenance import display_path
+from .._records.run_files import RESULT_KEYS
 from .._run.checks import check_path
 from .._times import iso, parse_time
 from . import search as _search
@@ -51,7 +52,7 @@ _OURS = ("runs", "run_text", "run_text_keys")
 _OURS_PREFIXES = ("runs_by_", "run_text_", "sqlite_")
 
 _COLUMNS = (
-    *_records.RESULT_KEYS,
+    *RESULT_KEYS,
     "notebook_name",
     "scrap_values",
     "source_path",
@@ -101,7 +102,7 @@ UPSERT = (
     + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
     + " WHERE excluded.status != 'running' OR runs.status = 'running'"
 )
-SELECT_RESULT = f"SELECT {', '.join(_records.RESULT_KEYS)} FROM runs"
+SELECT_RESULT = f"SELECT {', '.join(RESULT_KEYS)} FROM runs"
 NEWEST_FIRST = " ORDER BY started_at DESC, run_id DESC"
 
 
@@ -275,7 +276,7 @@ def filters(
     values: list[Any] = []
     if notebook is not None:
         check_path("notebook", notebook)
-        given = _records.display_path(os.fspath(notebook))
+        given = display_path(os.fspath(notebook))
         clauses.append("notebook_name = ? AND path_matches(notebook, ?)")
         values += [PurePosixPath(given).name, given]
     if status is not None:

@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
-from .._records import run_files as _records
+from .._records.run_files import RESULT_KEYS
+from .._records.store import RunStore, unwritable
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -118,6 +119,7 @@ class Catalog:
         self, runs_dir: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_SECONDS
     ) -> None:
         self.runs_dir = Path(runs_dir)
+        self.store = RunStore(self.runs_dir)
         self.path = self.runs_dir / CATALOG_NAME
         self.busy_timeout = busy_timeout
         self._mutex = threading.RLock()
@@ -172,7 +174,7 @@ class Catalog:
         RunsDirError
             The runs folder cannot be written, so the catalog cannot be rebuilt in it.
         """
-        problem = _records.unwritable(self.runs_dir) if self.runs_dir.is_dir() else None
+        problem = unwritable(self.runs_dir) if self.runs_dir.is_dir() else None
         if problem is not None:
             raise RunsDirError(
                 os.fspath(self.runs_dir),
@@ -222,7 +224,7 @@ class Catalog:
             values.append(check_limit(limit))
         rows = self._query(lambda conn: conn.execute(sql, values).fetchall())
         try:
-            return [result(dict(zip(_records.RESULT_KEYS, row, strict=True))) for row in rows or ()]
+            return [result(dict(zip(RESULT_KEYS, row, strict=True))) for row in rows or ()]
         except ValueError as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
 
@@ -238,10 +240,10 @@ class Catalog:
             lambda conn: conn.execute(SELECT_RESULT + " WHERE run_id = ?", (run_id,)).fetchone()
         )
         if found:
-            return result(dict(zip(_records.RESULT_KEYS, found, strict=True)))
-        path = _records.run_notebook_path(self.runs_dir, str(run_id))
-        record, cells = _records.read_run(path)
-        row = row_from_record({**record, "run_id": path.stem})
+            return result(dict(zip(RESULT_KEYS, found, strict=True)))
+        run_file = self.store.read(str(run_id))
+        record, cells = run_file.record, run_file.cells
+        row = row_from_record({**record, "run_id": run_file.run_id})
         if row["status"] == "running" and not self._locks.is_alive(row):
             mark_interrupted(row)
             self._locks.forget(row["run_id"])
@@ -356,7 +358,7 @@ class Catalog:
             if not create:
                 return None
             self.runs_dir.mkdir(parents=True, exist_ok=True)
-        read_only = _records.unwritable(self.runs_dir) is not None
+        read_only = unwritable(self.runs_dir) is not None
         conn, created = connect(self.path, self.busy_timeout, in_memory=read_only)
         self._conn = conn
         if created:
@@ -400,9 +402,10 @@ class Catalog:
     def _reindex(self, conn: sqlite3.Connection) -> int:
         rows = []
         texts = []
-        for path in _records.iter_run_notebooks(self.runs_dir):
+        for path in self.store.paths():
             try:
-                record, cells = _records.read_run(path)
+                run_file = self.store.read_path(path)
+                record, cells = run_file.record, run_file.cells
                 row = row_from_record({**record, "run_id": path.stem})
                 texts.append((path.stem, run_texts(record, cells)))
             except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
@@ -418,11 +421,7 @@ class Catalog:
             clear_index(conn)
             index_runs(conn, texts)
             indexed = [r for (r,) in conn.execute("SELECT run_id FROM runs")]
-            gone = [
-                (r,)
-                for r in indexed
-                if r not in seen and not _records.run_notebook_path(self.runs_dir, r).exists()
-            ]
+            gone = [(r,) for r in indexed if r not in seen and not self.store.path(r).exists()]
             conn.executemany("DELETE FROM runs WHERE run_id = ?", gone)
             clear_index(conn, (r for (r,) in gone))
         logger.info("indexed %d runs in %s", len(rows), self.path)
@@ -431,7 +430,7 @@ class Catalog:
     def _run_cells(self, run_id: str) -> list[Any]:
         """The cells of a run's file as written (redacted); none when it cannot be read."""
         try:
-            return _records.read_run(_records.run_notebook_path(self.runs_dir, run_id))[1]
+            return self.store.read(run_id).cells
         except NotebookExecutorError:
             return []
 
@@ -449,8 +448,8 @@ class Catalog:
     def _settle(self, conn: sqlite3.Connection, run_id: str) -> None:
         # The run file may know better (the run finished but its catalog write failed).
         try:
-            path = _records.run_notebook_path(self.runs_dir, run_id)
-            record, cells = _records.read_run(path)
+            run_file = self.store.read(run_id)
+            record, cells = run_file.record, run_file.cells
             final = row_from_record({**record, "run_id": run_id})
             texts = run_texts(record, cells)
         except (NotebookExecutorError, TypeError, ValueError, AttributeError):

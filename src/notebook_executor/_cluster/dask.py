@@ -57,7 +57,7 @@ from typing import Any
 
 from .._errors import NotebookExecutorError
 from .._extras import install_hint
-from .._records import run_files as _records
+from .._records.store import RunStore
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
 from .._times import iso, now_utc, parse_time
@@ -106,7 +106,7 @@ def run_on_cluster(
         return []
     dask_client, owned = _connect(client)
     try:
-        _records.prepare_runs_dir(runs_dir)
+        RunStore(runs_dir).prepare()
         sweep = _Sweep(dask_client, plans, runs_dir, on_record, archive, retries)
         return sweep.run(progress)
     finally:

@@ -1,11 +1,10 @@
 """The CI gate: find the notebooks under some paths, validate each, write a JUnit report.
 
-A folder expands to the notebooks in it, recursively: ``.ipynb`` files, ``.py`` files that are
-percent scripts (a ``# %%`` cell marker or a jupytext header) and ``.md`` files that are
-notebooks (a jupytext/MyST header, ```` ```{code-cell} ```` cells, or a logbook front matter
-declaring ``parameters:``). Hidden folders, ``.ipynb_checkpoints``, ``__pycache__``,
-``node_modules``, virtual environments and run-record folders (holding ``catalog.sqlite``) are
-skipped. A file named explicitly is always checked.
+A folder expands to the notebooks in it, recursively, as the format table's sniffers tell them
+(:func:`~notebook_executor._sources.discover.walk_notebooks`: ``.ipynb`` files, ``.py`` files
+with a ``# %%`` cell marker or a jupytext header, ``.md`` files with a jupytext header, MyST
+cells or a logbook front matter). Hidden folders, caches, virtual environments and run-record
+folders are skipped. A file named explicitly is always checked.
 """
 
 from __future__ import annotations
@@ -19,12 +18,9 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-__all__ = ["CheckResult", "find_notebooks", "junit_xml", "run_checks"]
+from .._sources.discover import walk_notebooks
 
-_SKIPPED_DIRS = frozenset({".ipynb_checkpoints", "__pycache__", "node_modules", "site-packages"})
-_PERCENT = re.compile(r"^#\s*%%", re.MULTILINE)
-_JUPYTEXT_HEADER = re.compile(r"^(# )?---\s*$\n(?:.*\n)*?(# )?\s*(jupyter|jupytext)\s*:", re.M)
-_LOGBOOK = re.compile(r"\A---\s*\n(?:.*\n)*?parameters\s*:", re.MULTILINE)
+__all__ = ["CheckResult", "find_notebooks", "junit_xml", "run_checks"]
 
 
 @dataclass
@@ -45,33 +41,6 @@ class CheckResult:
         first = next(p for p in self.problems if p["severity"] == "error")
         where = f"cell {first['cell']}: " if first["cell"] is not None else ""
         return f"FAIL  {self.path}: {where}{first['message']}"
-
-
-def is_notebook(path: Path) -> bool:
-    """Whether ``path`` (found in a folder) is a notebook source."""
-    suffix = path.suffix.lower()
-    if suffix == ".ipynb":
-        return True
-    if suffix not in (".py", ".md"):
-        return False
-    try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(64 * 1024)
-    except OSError:
-        return False
-    if suffix == ".py":
-        return bool(_PERCENT.search(head) or _JUPYTEXT_HEADER.match(head))
-    return bool(_JUPYTEXT_HEADER.match(head) or "```{code-cell}" in head or _LOGBOOK.match(head))
-
-
-def _skipped_dir(folder: Path) -> bool:
-    name = folder.name
-    return (
-        name.startswith(".")
-        or name in _SKIPPED_DIRS
-        or (folder / "catalog.sqlite").exists()
-        or (folder / "pyvenv.cfg").exists()
-    )
 
 
 def find_notebooks(paths: Iterable[str]) -> list[str]:
@@ -96,12 +65,8 @@ def find_notebooks(paths: Iterable[str]) -> list[str]:
         if path.is_file():
             add(path)
         elif path.is_dir():
-            for root, dirs, files in os.walk(path):
-                here = Path(root)
-                dirs[:] = sorted(d for d in dirs if not _skipped_dir(here / d))
-                for name in sorted(files):
-                    if not name.startswith(".") and is_notebook(here / name):
-                        add(here / name)
+            for found_path in walk_notebooks(path):
+                add(found_path)
         else:
             raise FileNotFoundError(given)
     return found

@@ -135,7 +135,7 @@ def _change(
             f"{shown}: cell {index} changed since it was read (its source is not the expected "
             "one); read the notebook again before editing"
         )
-    if source is not None and fmt.jupytext_format is not None:
+    if source is not None and fmt.is_text:
         # A text format ends a cell's source at its last line: the line breaks after it are
         # the gap to the next cell, and reading the file back drops them. The edit keeps the
         # source as the file can hold it, so "z = 1\n" is the same edit as "z = 1".
@@ -152,7 +152,7 @@ def _change(
         del shape[index]
     bom = data.startswith(b"\xef\xbb\xbf")
     text = data.decode("utf-8-sig")
-    if fmt.jupytext_format is None:
+    if fmt.spans is None:
         new_text = _change_ipynb(shown, text, request)
     else:
         new_text = _change_text(shown, text, fmt, nb, request)
@@ -184,7 +184,7 @@ def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _R
             f"{_brief(_cell_text(shape[changed]))}; nothing was written",
         )
     hint = ""
-    if request.source is not None and fmt.jupytext_format is not None:
+    if request.source is not None and fmt.is_text:
         hint = (
             "; it holds text this format reads as a cell boundary (such as '# %%' in a "
             "percent script, or a fence or '+++' in markdown)"
@@ -371,14 +371,9 @@ class _TextLayout:
 
 
 def _layout(shown: str, text: str, fmt: SourceFormat, nb: NotebookNode) -> _TextLayout:
-    from .spans import myst_spans, text_spans
-
     lines = text.splitlines(keepends=True)
-    if fmt.extension == ".md" and _is_myst(nb):
-        header_end, spans = myst_spans(text)
-    else:
-        assert fmt.jupytext_format is not None
-        header_end, spans = text_spans(text, fmt.jupytext_format)
+    assert fmt.spans is not None
+    header_end, spans = fmt.spans(text, nb, fmt)
     header_is_cell = len(spans) + 1 == len(nb.cells) and header_end > 0
     if header_is_cell:
         spans.insert(0, (0, header_end))
@@ -389,11 +384,6 @@ def _layout(shown: str, text: str, fmt: SourceFormat, nb: NotebookNode) -> _Text
     return _TextLayout(lines, spans, header_is_cell)
 
 
-def _is_myst(nb: NotebookNode) -> bool:
-    representation = nb.metadata.get("jupytext", {}).get("text_representation", {})
-    return bool(representation.get("format_name") == "myst")
-
-
 def _change_text(
     shown: str, text: str, fmt: SourceFormat, nb: NotebookNode, request: _Request
 ) -> str:
@@ -401,7 +391,7 @@ def _change_text(
 
     import nbformat
 
-    from .spans import Renderer
+    from .._sources.spans import Renderer
 
     layout = _layout(shown, text, fmt, nb)
     index = request.index

@@ -337,7 +337,7 @@ def _run_problems(
         if cell.get("execution_count") is None:
             continue
         stored = nb.cells[index].get("outputs")
-        if stored is None or Path(path).suffix.lower() != ".ipynb":
+        if stored is None or _stores_no_outputs(path):
             problems.append(
                 _problem(
                     index,
@@ -357,6 +357,12 @@ def _run_problems(
             )
     redacted: list[Problem] = Redactor(planned.secrets).value(problems)
     return redacted
+
+
+def _stores_no_outputs(path: str | os.PathLike[str]) -> bool:
+    from .._sources.formats import format_for
+
+    return format_for(path).is_text
 
 
 def _comparable(outputs: list[Any]) -> list[Any]:

@@ -18,10 +18,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookExecutorError, OutputWriteError
-from .._records import run_files as _records
+from .._records.ids import new_run_id
 from .._records.papermill_meta import annotate_papermill
+from .._records.provenance import (
+    RECORD_VERSION,
+    display_path,
+    environment_record,
+    program_path,
+)
 from .._records.results import annotate_cells, build_result
+from .._records.run_files import RECORD_KEY
 from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
+from .._records.store import RunStore
+from .._records.streams import cap_streams
 from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
@@ -129,25 +138,24 @@ def begin_run(
     run that executed elsewhere ran).
     """
     started = now_utc() if started is None else started
-    run_id = _records.new_run_id(plan.loaded_path, started)
-    run_path = _records.run_notebook_path(runs_dir, run_id)
+    store = RunStore(runs_dir)
+    run_id = new_run_id(plan.loaded_path, started)
+    run_path = store.path(run_id)
     output_path = plan.output_path or os.fspath(run_path)
     known: dict[str, Any] = {
-        "record_version": _records.RECORD_VERSION,
+        "record_version": RECORD_VERSION,
         "uuid": str(uuid.uuid4()),
         "source": {
-            "path": _records.display_path(
-                plan.notebook if is_url(plan.notebook) else plan.loaded_path
-            ),
+            "path": display_path(plan.notebook if is_url(plan.notebook) else plan.loaded_path),
             "sha256": plan.sha256,
             "format": plan.source_format,
         },
         "kernel": {
             "name": plan.job.kernel.name,
             "language": plan.job.kernel.language,
-            "interpreter": _records.program_path(plan.job.kernel.interpreter),
+            "interpreter": program_path(plan.job.kernel.interpreter),
         },
-        "environment": _records.environment_record(),
+        "environment": environment_record(),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
         # Too short to search for in outputs without damaging them (see _records/scrub.py).
@@ -163,8 +171,8 @@ def begin_run(
         "run_id": run_id,
         "status": "running",
         "error_kind": None,
-        "notebook": _records.display_path(plan.notebook),
-        "output_path": _records.display_path(output_path),
+        "notebook": display_path(plan.notebook),
+        "output_path": display_path(output_path),
         "parameters": redact(plan.parameters, plan.secrets),
         "request": redact(plan.request, plan.secrets),
         "started_at": iso(started),
@@ -172,7 +180,7 @@ def begin_run(
     }
     # The injected parameters may hold a secret's value too: the first write is redacted.
     started_notebook = redact(plan.nb, plan.secrets)
-    _records.write_run_files(runs_dir, run_id, started_notebook, record, final=False)
+    store.write(run_id, started_notebook, record, final=False)
     on_record("begin", record)
     return RunStart(run_id, started, output_path, record, known)
 
@@ -203,7 +211,7 @@ def finish_run(
     # What is stored: streams coalesced, secrets redacted, outputs holding one withheld; the
     # run files also cap each cell's streams (the caller's copy keeps them whole).
     executed = scrub_notebook(plan.nb, plan.secrets)
-    recorded, capped = _records.cap_streams(executed)
+    recorded, capped = cap_streams(executed)
     output_cut = dict.fromkeys(capped, "stream_cap")
     output_cut.update(dict.fromkeys(outcome.output_lost, "lost"))
     result = build_result(
@@ -228,10 +236,10 @@ def finish_run(
         "output_path": start.record["output_path"],
         **start.provenance,
     }
-    _records.write_run_files(runs_dir, start.run_id, recorded, stored, final=True)
+    RunStore(runs_dir).write(start.run_id, recorded, stored, final=True)
     copy_failed: OutputWriteError | None = None
     if plan.output_path is not None:
-        executed.metadata[_records.RECORD_KEY] = stored
+        executed.metadata[RECORD_KEY] = stored
         try:
             # A URL is written by papermill's I/O; a local path atomically, with the usual mode.
             write_notebook(executed, plan.output_path)
@@ -252,8 +260,8 @@ def prepared_notebook(plan: Plan) -> NotebookNode:
         None,
         parameters=plan.given,
         default_parameters=plan.defaults,
-        input_path=_records.display_path(plan.notebook),
-        output_path=None if plan.output_path is None else _records.display_path(plan.output_path),
+        input_path=display_path(plan.notebook),
+        output_path=None if plan.output_path is None else display_path(plan.output_path),
         started=None,
         finished=None,
     )

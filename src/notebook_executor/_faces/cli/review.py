@@ -178,7 +178,8 @@ def _write_cells(cells: list[dict[str, Any]], out: TextIO, colour: bool) -> None
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..._review.check import find_notebooks, is_notebook, junit_xml, run_checks
+    from ..._review.check import find_notebooks, junit_xml, run_checks
+    from ..._sources.formats import is_notebook
 
     paths = args.paths or ["."]
     try:

@@ -8,14 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..._errors import NotebookExecutorError
+from ..._sources.discover import walk_notebooks
 
-__all__ = ["NOTEBOOK_SUFFIXES", "OutsideRoot", "Root"]
-
-#: Extensions of files that may be notebook sources.
-NOTEBOOK_SUFFIXES = (".ipynb", ".py", ".md")
-
-#: Folders never listed: tools' caches and environments, not notebooks.
-_SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", ".ipynb_checkpoints"})
+__all__ = ["OutsideRoot", "Root"]
 
 
 class OutsideRoot(NotebookExecutorError):
@@ -74,19 +69,12 @@ class Root:
         return self._absolute.sub(lambda match: "" if match.group(1) else ".", text)
 
     def notebooks(self, folder: Path, skip: Path | None) -> Iterator[Path]:
-        """Files under ``folder`` that may be notebooks, in name order; hidden folders, caches
-        and ``skip`` (the runs folder) left out; nothing outside the root is followed."""
-        for current, dirs, files in os.walk(folder):
-            here = Path(current)
-            dirs[:] = sorted(
-                name
-                for name in dirs
-                if not name.startswith(".")
-                and name not in _SKIPPED_DIRS
-                and (skip is None or (here / name).resolve() != skip)
-                and (here / name).resolve().is_relative_to(self.folder)
-            )
-            for name in sorted(files):
-                path = here / name
-                if path.suffix in NOTEBOOK_SUFFIXES and path.resolve().is_relative_to(self.folder):
-                    yield path
+        """The notebooks under ``folder``, as ``check`` finds them (the format table's
+        sniffers, the same folders left out), and also without ``skip`` (the runs folder);
+        nothing outside the root is followed."""
+
+        def keep(path: Path) -> bool:
+            resolved = path.resolve()
+            return resolved != skip and resolved.is_relative_to(self.folder)
+
+        return walk_notebooks(folder, keep=keep)

@@ -88,8 +88,9 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
     async def list_notebooks(
         folder: Annotated[str, Field(description="Folder to list, relative to the root.")] = ".",
     ) -> CallToolResult:
-        """List the notebook sources under a folder of the root: .ipynb files, percent scripts
-        (.py with '# %%' cells) and markdown notebooks (.md with code blocks)."""
+        """List the notebook sources under a folder of the root: .ipynb files, scripts with
+        '# %%' cells or a jupytext header, and markdown notebooks (a jupytext header, MyST
+        cells or a logbook front matter)."""
         base = Path(where(folder))
         if not base.is_dir():
             raise ToolError(f"{folder!r} is not a folder")
@@ -100,8 +101,6 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
             unnamed = 0
             runs = ex.runs_dir.resolve()
             for path in root.notebooks(base, runs):
-                if not _looks_like_notebook(path):
-                    continue
                 shown = root.relative(path)
                 if unencodable(shown) is not None:
                     # A name that is not UTF-8 text cannot be sent, nor run (the record names
@@ -437,16 +436,3 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(failed, dict)
         else {"index": failed.get("index"), "ename": failed.get("ename")},
     }
-
-
-def _looks_like_notebook(path: Path) -> bool:
-    if path.suffix == ".ipynb":
-        return True
-    try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(100_000)
-    except OSError:
-        return False
-    if path.suffix == ".py":
-        return "# %%" in head
-    return "```python" in head or "```{code-cell}" in head or head.startswith("---")

@@ -20,7 +20,7 @@ from ..._errors import NotebookExecutorError, ParameterError
 from ..._executor import NotebookExecutor
 from ..._parameters.environment import declared_env_names
 from ..._records.results import redact
-from ..._records.run_files import run_notebook_path
+from ..._records.store import RunStore
 from ..._sources.formats import load_source
 from .budget import MAX_PAYLOAD_CHARS, MAX_RESPONSE_CHARS, fit, trim_traceback
 from .paths import Root
@@ -166,8 +166,9 @@ class Workspace:
 
     def run_path(self, run_id: str) -> Path:
         """The executed notebook of run ``run_id``."""
+        store = RunStore(self.executor.runs_dir)
         try:
-            path = run_notebook_path(self.executor.runs_dir, run_id)
+            path = store.path(run_id)
         except NotebookExecutorError as exc:
             raise ToolError(str(exc)) from None
         if not path.is_file():

@@ -12,11 +12,10 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .charts import charts_for, render_svg
-from .values import Cell, cell_for, clip, previews
+from .values import Cell, Previews, cell_for, clip
 
 __all__ = ["INDEX_ROWS", "PER_PAGE", "Group", "group_runs", "page_name", "table_for"]
 
@@ -197,14 +196,11 @@ def table_for(
     runs: Sequence[Mapping[str, Any]],
     *,
     prefix: str = "",
-    runs_dir: Path | None = None,
+    previews: Previews | None = None,
 ) -> Table:
     """The table of ``runs`` (some of ``group``'s), with links relative to ``prefix``; with
-    ``runs_dir``, DataFrame scraps get a preview read from their run files."""
-    rows = [
-        _row(run, group, prefix, previews(run, runs_dir) if runs_dir is not None else {})
-        for run in runs
-    ]
+    ``previews``, DataFrame scraps get a preview read from their run files."""
+    rows = [_row(run, group, prefix, previews(run) if previews is not None else {}) for run in runs]
     return Table(
         group.parameters,
         group.scraps,

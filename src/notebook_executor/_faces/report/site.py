@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
-from ..._records import run_files as _records
+from ..._records.run_files import RESULT_KEYS
 from ..._records.scraps import SCRAP_PREFIX
+from ..._records.store import RunStore
 from ..._sources.files import atomic_write_text
 from .assets import content_policy, render, static_text
 from .index import INDEX_ROWS, Group, chart_svgs, group_runs, page_name, table_for
 from .sanitize import clean_html
-from .values import cell_for, previews, shown
+from .values import Previews, cell_for, shown
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -138,6 +139,9 @@ def build_report(
         pages_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise NotebookExecutorError(f"cannot create the report folder {out_dir}: {exc}") from None
+    # One parse of each run file: a page and its previews share it; the index reuses the
+    # previews its pages already read.
+    previews = Previews(RunStore(runs_dir, cache=1))
     written = kept = 0
     for run in runs:
         run_id = str(run["run_id"])
@@ -148,7 +152,7 @@ def build_report(
             if not _check_ours(page):
                 raise NotebookExecutorError(f"{page} exists and was not written by a report")
             try:
-                text = render_run_page(run, runs_dir, back_link="../index.html")
+                text = _run_page(run, previews, back_link="../index.html")
             except (NotebookSourceError, RunNotFoundError) as exc:
                 logger.warning("run %s: no page (%s)", run_id, exc)
                 text = _missing_page(run, str(exc))
@@ -157,7 +161,7 @@ def build_report(
         if progress is not None:
             progress.update()
     groups = group_runs(runs)
-    charts = _write_lists(groups, runs_dir, out_dir, title)
+    charts = _write_lists(groups, previews, out_dir, title)
     return ReportSummary(index, len(runs), written, kept, charts)
 
 
@@ -180,13 +184,13 @@ def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
     return found is not None and html.unescape(found.group(1)) == _stamp(run)
 
 
-def _write_lists(groups: list[Group], runs_dir: Path, out_dir: Path, title: str) -> int:
+def _write_lists(groups: list[Group], previews: Previews, out_dir: Path, title: str) -> int:
     """Writes the index and every notebook's pages; returns the number of charts drawn."""
     charts = 0
     for group in groups:
         group.charts = chart_svgs(group)
         charts += len(group.charts)
-        group.table = table_for(group, group.runs[:INDEX_ROWS], runs_dir=runs_dir)
+        group.table = table_for(group, group.runs[:INDEX_ROWS], previews=previews)
         for number in range(1, group.page_count + 1):
             page = out_dir / group.page_href(number)
             if not _check_ours(page):
@@ -232,7 +236,7 @@ def _present(pairs: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _run_context(
-    run: Mapping[str, Any], record: Mapping[str, Any], runs_dir: Path | None
+    run: Mapping[str, Any], record: Mapping[str, Any], previews: Previews | None
 ) -> dict[str, Any]:
     """What ``run.html.j2`` shows above the notebook: the run's result and provenance."""
     status = str(run.get("status") or "")
@@ -252,7 +256,7 @@ def _run_context(
         }
     duration = run.get("duration_seconds")
     scraps = run.get("scraps") or {}
-    frames = previews(run, runs_dir) if runs_dir is not None else {}
+    frames = previews(run) if previews is not None else {}
     return {
         "run_id": str(run.get("run_id")),
         "title": str(run.get("run_id")),
@@ -334,24 +338,20 @@ def _notebook_body(nb: NotebookNode) -> str:
     return clean_html(body)
 
 
-def _read_run(runs_dir: Path, run_id: str) -> tuple[NotebookNode, dict[str, Any]]:
-    import nbformat
-
-    path = _records.run_notebook_path(runs_dir, run_id)
-    record = _records.read_record(path)
-    try:
-        nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run file: {exc}") from None
-    return nb, record
-
-
 def render_run_page(run: Mapping[str, Any], runs_dir: Path, *, back_link: str | None = None) -> str:
     """One run as a self-contained HTML page: its result, then the notebook by nbconvert."""
-    nb, record = _read_run(runs_dir, str(run["run_id"]))
-    context = _run_context(run, record, runs_dir)
+    return _run_page(run, Previews(RunStore(runs_dir, cache=1)), back_link=back_link)
+
+
+def _run_page(run: Mapping[str, Any], previews: Previews, *, back_link: str | None) -> str:
+    run_file = previews.store.read(str(run["run_id"]))
+    context = _run_context(run, run_file.record, previews)
     return _html(
-        "run.html.j2", run_page=True, back_link=back_link, body=_notebook_body(nb), **context
+        "run.html.j2",
+        run_page=True,
+        back_link=back_link,
+        body=_notebook_body(run_file.notebook()),
+        **context,
     )
 
 
@@ -374,10 +374,12 @@ def export_run(run_id: str, runs_dir: Path, to: str) -> tuple[bytes, str, dict[s
     extra files, named as the markdown links them) or ``script`` (the code, in the kernel's
     language).
     """
-    nb, record = _read_run(runs_dir, run_id)
+    previews = Previews(RunStore(runs_dir, cache=1))
+    run_file = previews.store.read(run_id)
+    nb, record = run_file.notebook(), run_file.record
     if to == "html":
-        run = {key: record.get(key) for key in _records.RESULT_KEYS}
-        return render_run_page(run, runs_dir).encode("utf-8"), ".html", {}
+        run = {key: record.get(key) for key in RESULT_KEYS}
+        return _run_page(run, previews, back_link=None).encode("utf-8"), ".html", {}
     if to == "markdown":
         from nbconvert import MarkdownExporter
 

@@ -6,14 +6,13 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..._errors import NotebookExecutorError
-from ..._records import run_files as _records
 from ..._records.scraps import decode_scrap, find_scraps
+from ..._records.store import RunStore
 
-__all__ = ["Cell", "Preview", "cell_for", "clip", "previews", "shown"]
+__all__ = ["Cell", "Preview", "Previews", "cell_for", "clip", "shown"]
 
 #: Longest text shown in one cell of a table (parameters, scraps, requests, errors).
 MAX_CELL_CHARS = 120
@@ -82,18 +81,27 @@ def _is_frame(value: Any) -> bool:
     return isinstance(value, Mapping) and value.get("encoder") == "pandas"
 
 
-def previews(run: Mapping[str, Any], runs_dir: Path) -> dict[str, Preview]:
-    """Previews of ``run``'s DataFrame scraps, read from its run file (empty when it has none,
-    so that runs without one cost nothing)."""
-    names = [name for name, value in (run.get("scraps") or {}).items() if _is_frame(value)]
-    if not names:
-        return {}
-    try:
-        path = _records.run_notebook_path(runs_dir, str(run["run_id"]))
-        cells = json.loads(path.read_text(encoding="utf-8")).get("cells") or []
-    except (OSError, ValueError, UnicodeDecodeError, NotebookExecutorError):
-        return {}
-    return _frames(find_scraps(cells), names)
+class Previews:
+    """Previews of runs' DataFrame scraps, read from their run files through ``store``, each
+    run's once however many pages show it (a run without one costs nothing)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self._known: dict[str, dict[str, Preview]] = {}
+
+    def __call__(self, run: Mapping[str, Any]) -> dict[str, Preview]:
+        names = [name for name, value in (run.get("scraps") or {}).items() if _is_frame(value)]
+        if not names:
+            return {}
+        run_id = str(run["run_id"])
+        known = self._known.get(run_id)
+        if known is None:
+            try:
+                cells = self.store.read(run_id).cells
+            except NotebookExecutorError:
+                cells = []
+            known = self._known[run_id] = _frames(find_scraps(cells), names)
+        return known
 
 
 def _item(value: Any) -> str:

@@ -4,7 +4,8 @@ jupytext reads a percent script or a markdown notebook with one cell reader per 
 consuming a number of lines; :func:`text_spans` runs that same loop and records the line range
 each reader consumed, so the ranges follow jupytext's rules exactly (the caller verifies every
 edit by reading the new text back). MyST is read by jupytext through markdown-it tokens, whose
-line maps :func:`myst_spans` follows in the same way.
+line maps :func:`myst_spans` follows in the same way. :func:`text_cell_spans` is the span
+finder of the text rows of the format table.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from .source_format import Spans
+
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
-    from .._sources.formats import SourceFormat
+    from .source_format import SourceFormat
 
-__all__ = ["Renderer", "myst_spans", "text_spans"]
+__all__ = ["Renderer", "Spans", "myst_spans", "text_cell_spans", "text_spans"]
 
-Spans = list[tuple[int, int]]
+
+def text_cell_spans(text: str, nb: NotebookNode, fmt: SourceFormat) -> tuple[int, Spans]:
+    """``(header_end, spans)`` of ``text``, read as ``nb`` in format ``fmt``."""
+    from .text_formats import writing_format
+
+    jupytext_format = writing_format(nb, fmt)
+    if jupytext_format == "md:myst":
+        return myst_spans(text)
+    return text_spans(text, jupytext_format)
 
 
 def text_spans(text: str, jupytext_format: str) -> tuple[int, Spans]:
@@ -99,12 +110,9 @@ class Renderer:
     """
 
     def __init__(self, nb: NotebookNode, fmt: SourceFormat) -> None:
-        jupytext_format = fmt.jupytext_format
-        assert jupytext_format is not None
-        representation = nb.metadata.get("jupytext", {}).get("text_representation", {})
-        if representation.get("format_name") == "myst":
-            jupytext_format = "md:myst"
-        self._format = jupytext_format
+        from .text_formats import writing_format
+
+        self._format = writing_format(nb, fmt)
         metadata = copy.deepcopy(dict(nb.metadata))
         metadata.get("jupytext", {}).pop("cell_metadata_filter", None)
         metadata.pop("front_matter", None)
