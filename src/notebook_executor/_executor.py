@@ -275,7 +275,8 @@ class NotebookExecutor:
         Every set is checked before the first run starts, so bad input raises before any
         kernel starts. Runs go in parallel, each on its own fresh kernel, up to ``max_workers``
         at a time (default: the number of CPUs); a progress bar shows on a terminal.
-        ``options`` are those of :meth:`execute` (``output_path`` excepted).
+        ``options`` are those of :meth:`execute` but ``output_path`` and ``parameters`` (an
+        unknown name is refused).
 
         With ``client`` (a ``distributed.Client``, or a Dask scheduler address such as
         ``"tcp://host:8786"``; needs the ``[dask]`` extra) each run executes on a kernel of a

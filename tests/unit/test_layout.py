@@ -136,6 +136,8 @@ def test_the_layout_is_read_from_the_real_package() -> None:
     assert "notebook_executor._records.run_files" in edges["notebook_executor._catalog.rows"]
     assert "notebook_executor._run.runner" in edges["notebook_executor._executor"]
     assert "notebook_executor._catalog.store" in edges["notebook_executor._executor"]
+    assert "notebook_executor._dispatch.threads" in edges["notebook_executor._executor"]
+    assert "notebook_executor._run.options" in edges["notebook_executor._faces.mcp.tools"]
     assert "notebook_executor._executor" in edges[PACKAGE]
 
 
