@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,7 @@ def _check_catalog(runs_dir: Path, failures: list[str]) -> str:
 
 
 def _check_rows(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     runs_dir: Path,
     seen: dict[str, str],
     done: set[str],

@@ -11,11 +11,17 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from ._errors import (
+    CatalogError,
+    ExecutorClosedError,
+    InvalidArgumentError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    RunNotFoundError,
+)
 from ._kernels.kernel_engine import KernelEngine
-from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
 from ._progress import cell_progress, output_printer, run_progress
 from ._records import run_files as _records
@@ -26,6 +32,14 @@ from ._sources.formats import load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
 from ._sources.remote import is_url
+from ._types import (
+    NotebookDiff,
+    ParameterInfo,
+    RunDiff,
+    RunResult,
+    SearchHit,
+    ValidateAnswer,
+)
 from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
@@ -111,11 +125,11 @@ class NotebookExecutor:
         self.timeout = check_seconds("timeout", timeout)
         self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
         if engine is not None and warm_kernels is not None:
-            raise NotebookExecutorError("warm_kernels applies to the default engine only")
+            raise InvalidArgumentError("warm_kernels applies to the default engine only")
         if warm_kernels is not None and (
             isinstance(warm_kernels, bool) or not isinstance(warm_kernels, int) or warm_kernels < 0
         ):
-            raise NotebookExecutorError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
+            raise InvalidArgumentError(f"warm_kernels must be an int >= 0, got {warm_kernels!r}")
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
@@ -173,7 +187,7 @@ class NotebookExecutor:
         secrets: Mapping[str, str] | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Run one notebook and return its result dict.
 
         Never raises for a failure inside the notebook (the result says ``"status": "error"``);
@@ -229,11 +243,11 @@ class NotebookExecutor:
         """
         self._check_open()
         if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
             )
         if on_cell is not None and not callable(on_cell):
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
         plan = self._plan(
@@ -275,7 +289,7 @@ class NotebookExecutor:
         client: Any = None,
         retries: int = 0,
         **options: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Run one notebook once per parameter set; results come in the order of the sets.
 
         Every set is checked before the first run starts, so bad input raises before any
@@ -303,21 +317,21 @@ class NotebookExecutor:
         """
         self._check_open()
         if "output_path" in options:
-            raise NotebookExecutorError("execute_many does not take output_path")
+            raise InvalidArgumentError("execute_many does not take output_path")
         if max_workers is not None and (
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
-            raise NotebookExecutorError(f"max_workers must be a positive int, got {max_workers!r}")
+            raise InvalidArgumentError(f"max_workers must be a positive int, got {max_workers!r}")
         if client is not None and max_workers is not None:
-            raise NotebookExecutorError("max_workers applies to local runs, not with client")
+            raise InvalidArgumentError("max_workers applies to local runs, not with client")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise NotebookExecutorError(f"retries must be an int >= 0, got {retries!r}")
+            raise InvalidArgumentError(f"retries must be an int >= 0, got {retries!r}")
         if retries and client is None:
-            raise NotebookExecutorError("retries applies to runs on a Dask cluster (client=)")
+            raise InvalidArgumentError("retries applies to runs on a Dask cluster (client=)")
         try:
             all_sets = list(parameter_sets)
         except TypeError:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 "parameter_sets must be an iterable of parameter mappings, "
                 f"got {type(parameter_sets).__name__}"
             ) from None
@@ -329,7 +343,7 @@ class NotebookExecutor:
             from ._cluster.dask import run_on_cluster
 
             if options.get("cwd") is None and is_url(input_path):
-                raise NotebookExecutorError(
+                raise InvalidArgumentError(
                     "a notebook at a URL has no folder to ship to the workers: "
                     "pass cwd= a path that exists on every worker"
                 )
@@ -361,7 +375,7 @@ class NotebookExecutor:
 
     # -- parameters and sources --------------------------------------------------------------
 
-    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, dict[str, Any]]:
+    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``."""
         declared = declared_parameters(load_source(notebook_path).nb)
@@ -369,17 +383,21 @@ class NotebookExecutor:
 
     @staticmethod
     def read_notebook(path: PathLike) -> nbformat.NotebookNode:
-        """Read any supported source as an nbformat 4 notebook."""
-        import nbformat
+        """Read any supported source as an nbformat 4 notebook (``nbformat.NotebookNode``).
 
-        nb: nbformat.NotebookNode = nbformat.from_dict(_read_notebook(path))
-        return nb
+        The same function as the top-level :func:`notebook_executor.read_notebook`. The
+        argument is named ``path`` as in SPEC section 3.
+        """
+        return _read_notebook(path)
 
     @staticmethod
     def write_notebook(nb: Mapping[str, Any], path: PathLike) -> Path:
-        """Write ``nb`` (an nbformat 4 notebook) in the format ``path``'s extension names;
-        return the path."""
-        return _write_notebook(from_dict(nb), path)
+        """Write ``nb`` (an nbformat 4 notebook, a node or plain dicts) in the format
+        ``path``'s extension names; return the path.
+
+        The same function as the top-level :func:`notebook_executor.write_notebook`.
+        """
+        return _write_notebook(nb, path)
 
     # -- authoring and review ----------------------------------------------------------------
 
@@ -420,7 +438,7 @@ class NotebookExecutor:
 
         return delete_cell(path, index, expect=expect)
 
-    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> dict[str, Any]:
+    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
         """Compare two notebooks, each a source path (any format) or a run id.
 
         Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
@@ -438,7 +456,7 @@ class NotebookExecutor:
             labels=(os.fspath(a), os.fspath(b)),
         )
 
-    def diff_runs(self, run_a: str, run_b: str) -> dict[str, Any]:
+    def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
         [a, b]}, "scraps": {name: [a, b]}, "cells": [...]}`` (only differing names; ``cells``
         as in :meth:`diff_notebooks` with outputs compared)."""
@@ -453,7 +471,7 @@ class NotebookExecutor:
 
     def validate(
         self, path: PathLike, *, execute: bool = False, **execute_options: Any
-    ) -> dict[str, Any]:
+    ) -> ValidateAnswer:
         """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
 
         Checks the nbformat schema, that the parameters cell parses, that code cells compile,
@@ -469,8 +487,6 @@ class NotebookExecutor:
 
         self._check_open()
         check_path("path", path)
-        if self.kernel_name is not None:
-            execute_options.setdefault("kernel_name", self.kernel_name)
         return validate_notebook(
             path, execute=execute, plan=self._plan, engine=self._engine, options=execute_options
         )
@@ -479,7 +495,7 @@ class NotebookExecutor:
         check_path("notebook", reference)
         candidate = Path(reference)
         if candidate.is_file():
-            return _read_notebook(candidate)
+            return load_source(candidate).nb
         try:
             return self._run_notebook(os.fspath(reference))
         except RunNotFoundError:
@@ -520,7 +536,7 @@ class NotebookExecutor:
             raise NotebookSourceError(str(path), f"unreadable notebook: {exc}") from None
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunResult:
         """The result dict of a past run (a run whose process died shows as interrupted)."""
         if not isinstance(run_id, str):
             raise RunNotFoundError(
@@ -531,7 +547,8 @@ class NotebookExecutor:
         except CatalogError:
             # The files are the truth: an unusable catalog does not hide a run.
             record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
-            return {key: record.get(key) for key in _records.RESULT_KEYS}
+            found = {key: record.get(key) for key in _records.RESULT_KEYS}
+            return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
 
     def runs(
         self,
@@ -539,7 +556,7 @@ class NotebookExecutor:
         status: str | None = None,
         since: Any = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Past runs as result dicts, newest first, optionally filtered."""
         return self._open_catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
 
@@ -563,7 +580,7 @@ class NotebookExecutor:
         status: str | None = None,
         since: Any = None,
         limit: int = 20,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SearchHit]:
         """Full-text search over every run record; hits best first, one per run.
 
         Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
@@ -589,7 +606,7 @@ class NotebookExecutor:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NotebookExecutorError("this NotebookExecutor is closed")
+            raise ExecutorClosedError("this NotebookExecutor is closed")
 
     def _open_catalog(self) -> Catalog:
         self._check_open()
@@ -600,7 +617,7 @@ class NotebookExecutor:
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
 
-    def _run(self, plan: Plan) -> dict[str, Any]:
+    def _run(self, plan: Plan) -> RunResult:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
     def _plan(self, input_path: PathLike, **options: Any) -> Plan:
@@ -644,12 +661,12 @@ def _cell_hook(
 
 
 def _run_all(
-    run: Callable[[Plan], dict[str, Any]],
+    run: Callable[[Plan], RunResult],
     plans: list[Plan],
     workers: int,
     wanted: bool | None,
     cancel: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RunResult]:
     """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar.
 
     On Ctrl-C, runs not started yet never start, and ``cancel`` (the engine's, if it has one)

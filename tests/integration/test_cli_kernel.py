@@ -427,7 +427,7 @@ def test_convert_round_trip_runs_the_same(ex: NotebookExecutor, tmp_path: Path) 
         result = ex.execute(path, parameters=parameters)
         assert result["status"] == "success", (path.name, result["failed_cell"])
         kept = ("status", "parameters", "cells_total", "cells_executed", "scraps")
-        return {key: result[key] for key in kept}
+        return {key: value for key, value in result.items() if key in kept}
 
     hello = {"name": "Ada", "times": 2}
     original = outcome(EXAMPLES / "hello.py", hello)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ import pytest
 
 from notebook_executor import CatalogError, NotebookExecutor, NotebookExecutorError, read_notebook
 from notebook_executor._records.run_files import MAX_STREAM_CHARS, run_notebook_path
-from support import alive, descendants, report, wait_gone
+from support import alive, descendants, failed_cell, report, wait_gone
 
 pytestmark = pytest.mark.kernel
 
@@ -139,12 +139,12 @@ def _executed_source_cells(path: str | Path) -> tuple[Any, list[Any]]:
 
 
 def _check_fault(
-    ex: NotebookExecutor, result: dict[str, Any], source: Path, *, kind: str, index: int
+    ex: NotebookExecutor, result: Mapping[str, Any], source: Path, *, kind: str, index: int
 ) -> list[Any]:
     """Assert the result and the partial run notebook of a run that failed at ``index``."""
     FAULT_CASES.append(source.stem)
     assert (result["status"], result["error_kind"]) == ("error", kind), result
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["index"] == index, failed
     source_cells = read_notebook(source).cells
     assert failed["source"] == source_cells[index].source
@@ -179,7 +179,7 @@ def _check_fault(
 
     stored = ex.get_run(result["run_id"])
     assert (stored["status"], stored["error_kind"]) == ("error", kind)
-    assert stored["failed_cell"]["index"] == index
+    assert failed_cell(stored)["index"] == index
     assert stored["cells_executed"] == result["cells_executed"]
     return list(cells)
 
@@ -203,7 +203,7 @@ def test_a_cell_that_raises(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "raises.py"
     result = ex.execute(source, parameters={"pidfile": str(workdir / "raises.pid")})
     _check_fault(ex, result, source, kind="cell_error", index=FAULT)
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert (failed["ename"], failed["evalue"]) == ("ValueError", "boom: the cell failed")
     assert any("ValueError" in line for line in failed["traceback"])
     _check_healthy(ex, workdir)
@@ -215,7 +215,7 @@ def test_a_cell_over_its_cell_timeout(ex: NotebookExecutor, workdir: Path) -> No
     result = ex.execute(source, cell_timeout=2)
     assert time.monotonic() - began < 60
     _check_fault(ex, result, source, kind="timeout", index=FAULT)
-    assert "cell_timeout of 2 s" in result["failed_cell"]["evalue"]
+    assert "cell_timeout of 2 s" in failed_cell(result)["evalue"]
     _check_healthy(ex, workdir)
 
 
@@ -226,12 +226,12 @@ def test_a_run_over_its_timeout_while_each_cell_is_under_its_own(
     began = time.monotonic()
     result = ex.execute(source, timeout=5, cell_timeout=2.5)
     assert time.monotonic() - began < 60
-    index = result["failed_cell"]["index"]
+    index = failed_cell(result)["index"]
     # Which one-second cell the deadline lands in depends on the machine; it is a sleeping
     # one, neither the parameters cell nor a cell that never started.
     assert 3 <= index <= 10, result["failed_cell"]
     cells = _check_fault(ex, result, source, kind="timeout", index=index)
-    assert "exceeded its timeout of 5 s" in result["failed_cell"]["evalue"]
+    assert "exceeded its timeout of 5 s" in failed_cell(result)["evalue"]
     for done in range(3, index):
         assert f"slept {done - 3}" in "".join(o.get("text", "") for o in cells[done].outputs)
     _check_healthy(ex, workdir)
@@ -241,7 +241,7 @@ def test_a_kernel_that_exits(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "exits.py"
     result = ex.execute(source)
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert "exit status 3" in result["failed_cell"]["evalue"]
+    assert "exit status 3" in failed_cell(result)["evalue"]
     _check_healthy(ex, workdir)
 
 
@@ -249,7 +249,7 @@ def test_a_kernel_that_segfaults(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "segfaults.py"
     result = ex.execute(source, parameters={"pidfile": str(workdir / "segfaults.pid")})
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert f"exit status -{int(signal.SIGSEGV)}" in result["failed_cell"]["evalue"]
+    assert f"exit status -{int(signal.SIGSEGV)}" in failed_cell(result)["evalue"]
     pid = int((workdir / "segfaults.pid").read_text().split()[0])
     assert wait_gone({pid}) == set()
     _check_healthy(ex, workdir)
@@ -281,7 +281,7 @@ def test_a_kernel_killed_from_outside(ex: NotebookExecutor, workdir: Path) -> No
         killer.join()
     assert len(killed) == 1, "the cell never reported that it was sleeping"
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert f"exit status -{int(signal.SIGKILL)}" in result["failed_cell"]["evalue"]
+    assert f"exit status -{int(signal.SIGKILL)}" in failed_cell(result)["evalue"]
     assert not alive(killed[0])
     _check_healthy(ex, workdir)
 
@@ -318,7 +318,7 @@ def test_a_cell_printing_20_mb_then_raising_a_huge_error(
     source = workdir / "floods-then-raises.py"
     result = ex.execute(source)
     _check_fault(ex, result, source, kind="cell_error", index=FAULT)
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["ename"] == "RuntimeError"
     assert len(failed["evalue"]) < 11_000
     assert "more characters in the run files" in failed["evalue"]

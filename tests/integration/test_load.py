@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ class Reader(threading.Thread):
             reader.reindex()
             self.reindexes += 1
 
-    def _check_row(self, row: dict[str, Any]) -> None:
+    def _check_row(self, row: Mapping[str, Any]) -> None:
         status, n = row["status"], row["parameters"].get("n")
         if status == "running":
             if row["finished_at"] is not None:

@@ -19,6 +19,7 @@ from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
 from notebook_executor._faces.report import build_report
 from notebook_executor._faces.report.charts import Chart, charts_for, render_svg
+from notebook_executor._types import RunResult
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -46,7 +47,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def runs(workdir: Path) -> Iterator[list[dict[str, Any]]]:
+def runs(workdir: Path) -> Iterator[list[RunResult]]:
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
         sets.append({"x": 1.5, "label": HOSTILE})
@@ -55,7 +56,7 @@ def runs(workdir: Path) -> Iterator[list[dict[str, Any]]]:
         yield ex.runs()
 
 
-def _runs_of(workdir: Path) -> list[dict[str, Any]]:
+def _runs_of(workdir: Path) -> list[RunResult]:
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         return ex.runs()
 
@@ -259,7 +260,7 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
 
 @pytest.fixture
-def rich_run(workdir: Path) -> dict[str, Any]:
+def rich_run(workdir: Path) -> RunResult:
     (workdir / "rich.py").write_text(MARKDOWN, encoding="utf-8")
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         result = ex.execute("rich.py")

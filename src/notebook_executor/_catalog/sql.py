@@ -19,7 +19,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._errors import CatalogError, NotebookExecutorError
+from .._errors import CatalogError, InvalidArgumentError
 from .._records import run_files as _records
 from .._run.plan import check_path
 from .._times import iso, parse_time
@@ -280,7 +280,7 @@ def filters(
         values += [PurePosixPath(given).name, given]
     if status is not None:
         if status not in STATUSES:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"status must be one of {', '.join(STATUSES)}, got {status!r}"
             )
         clauses.append("status = ?")
@@ -300,7 +300,7 @@ def check_limit(limit: Any) -> int:
         It is not.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise NotebookExecutorError(f"limit must be a positive int, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
     return limit
 
 
@@ -319,13 +319,13 @@ def _since(value: Any) -> datetime:
     elif isinstance(value, str):
         parsed = parse_time(value)
         if parsed is None:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"since must be an ISO date or datetime, got {value!r} "
                 "(for example 2026-01-31 or 2026-01-31T12:00:00Z)"
             )
         moment = parsed
     else:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             f"since must be an ISO date/datetime string or a datetime, got {type(value).__name__}"
         )
     if moment.tzinfo is None:

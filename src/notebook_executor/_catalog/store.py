@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records import run_files as _records
+from .._types import RunResult, SearchHit
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -200,7 +201,7 @@ class Catalog:
         status: str | None = None,
         since: str | date | None = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Past runs as result dicts, newest first; see the class notes for the filters.
 
         Parameters
@@ -226,7 +227,7 @@ class Catalog:
         except ValueError as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunResult:
         """The result dict of one run; a run missing from the catalog is read from its file.
 
         Raises
@@ -283,7 +284,7 @@ class Catalog:
         status: str | None = None,
         since: str | date | None = None,
         limit: int = 20,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SearchHit]:
         """Full-text search over every run record, best hit first, one hit per run.
 
         Parameters

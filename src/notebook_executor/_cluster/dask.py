@@ -55,11 +55,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import ClusterError, InvalidArgumentError
 from .._records import run_files as _records
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
 from .._times import iso, now_utc, parse_time
+from .._types import RunResult
 from ..engine import CellFailure, EngineOutcome
 
 __all__ = ["CONNECT_TIMEOUT", "run_on_cluster"]
@@ -87,7 +88,7 @@ def run_on_cluster(
     folder: Path | None,
     progress: Any = None,
     retries: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[RunResult]:
     """Run every plan on the cluster of ``client``; results in the order of ``plans``.
 
     ``client`` is a ``distributed.Client`` or a scheduler address. ``folder`` is shipped to
@@ -118,16 +119,16 @@ def _connect(client: Any) -> tuple[Any, bool]:
     try:
         from distributed import Client
     except ImportError:
-        raise NotebookExecutorError(
+        raise ClusterError(
             "running on a Dask cluster needs dask.distributed: "
             "pip install 'notebook-executor[dask]'"
         ) from None
     if isinstance(client, Client):
         if client.status not in ("running", "connecting"):
-            raise NotebookExecutorError(f"the Dask client is {client.status}")
+            raise ClusterError(f"the Dask client is {client.status}")
         return client, False
     if not isinstance(client, str) or not client:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             "client must be a distributed.Client or a scheduler address such as "
             f"'tcp://host:8786', got {type(client).__name__}"
         )
@@ -135,9 +136,7 @@ def _connect(client: Any) -> tuple[Any, bool]:
         return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
     except (OSError, TimeoutError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise NotebookExecutorError(
-            f"cannot reach the Dask scheduler at {client!r}: {reason}"
-        ) from None
+        raise ClusterError(f"cannot reach the Dask scheduler at {client!r}: {reason}") from None
 
 
 class _Sweep:
@@ -171,7 +170,7 @@ class _Sweep:
         #: Per run: the cells its latest attempt completed (from its events).
         self._completed: dict[int, list[int]] = {}
 
-    def run(self, progress: Any) -> list[dict[str, Any]]:
+    def run(self, progress: Any) -> list[RunResult]:
         from distributed import as_completed
 
         from .worker import WorkerKernels, run_on_worker
@@ -210,7 +209,7 @@ class _Sweep:
                 return future
 
             waiting = as_completed([submit(index) for index in range(len(jobs))], loop=client.loop)
-            results: list[dict[str, Any] | None] = [None] * len(jobs)
+            results: list[RunResult | None] = [None] * len(jobs)
             for future in waiting:
                 index = index_of[future.key]
                 if future.status in ("error", "cancelled", "lost"):
@@ -324,7 +323,7 @@ class _Sweep:
             elif isinstance(message.get("cell"), int):
                 self._completed.setdefault(run, []).append(message["cell"])
 
-    def _record(self, index: int, future: Any) -> dict[str, Any]:
+    def _record(self, index: int, future: Any) -> RunResult:
         """Write the run files of run ``index`` from its finished future; return its result."""
         import nbformat
 
@@ -359,7 +358,7 @@ class _Sweep:
             duration_seconds=done.duration_seconds,
         )
 
-    def _lost(self, index: int, reason: str, attempts: tuple[Attempt, ...]) -> dict[str, Any]:
+    def _lost(self, index: int, reason: str, attempts: tuple[Attempt, ...]) -> RunResult:
         """The result of a run whose worker was lost (or whose task failed): interrupted.
 
         ``attempts`` are those begun (none: the task failed before any began).

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import NotebookSourceError, ParameterError
 from .._sources.bounded import MAX_PARAMETERS_CHARS, YamlRefused, load_yaml, unencodable
 from .._sources.literals import is_literal_value, to_literal
+from .._types import ParameterInfo
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -85,7 +86,7 @@ class Parameter:
     #: False when the default is an expression only the kernel can evaluate.
     literal_default: bool = True
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ParameterInfo:
         """The public form returned by ``inspect_parameters``."""
         return {
             "name": self.name,
@@ -331,7 +332,7 @@ def _literal_type(value: Any) -> str:
 
 
 def _declared_dicts(declared: Mapping[str, Parameter]) -> dict[str, dict[str, Any]]:
-    return {name: parameter.as_dict() for name, parameter in declared.items()}
+    return {name: dict(parameter.as_dict()) for name, parameter in declared.items()}
 
 
 def validate_parameters(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._types import FailedCell, RunResult
 from ..engine import EngineOutcome
 from .scraps import find_scraps, summarize_scrap
 from .scrub import Redactor, redact
@@ -90,7 +91,7 @@ def build_result(
     cell_map: CellMap,
     secrets: Mapping[str, str] | None = None,
     output_cut: Mapping[int, str] | None = None,
-) -> dict[str, Any]:
+) -> RunResult:
     """Assemble the result dict for one run.
 
     The failed cell's texts are redacted of ``secrets`` and then clipped (:data:`ERROR_LIMITS`),
@@ -106,7 +107,7 @@ def build_result(
     ]
     completed = set(outcome.completed)
     failure = outcome.failure
-    failed_cell = None
+    failed_cell: FailedCell | None = None
     if failure is not None:
         source_index = cell_map.to_source(failure.index)
         failed_cell = {

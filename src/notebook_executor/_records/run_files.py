@@ -24,6 +24,7 @@ from .._errors import NotebookSourceError, RunNotFoundError, RunsDirError
 from .._sources.files import atomic_write_text
 from .._sources.nbjson import dumps_indented
 from .._sources.remote import is_url
+from .._types import RunResult
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 
@@ -46,24 +47,8 @@ __all__ = [
 ]
 
 RECORD_KEY = "notebook_executor"
-#: Keys of the result dict, in order (SPEC section 4).
-RESULT_KEYS = (
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-)
+#: Keys of the result dict, in order (SPEC section 4): those of :class:`RunResult`.
+RESULT_KEYS = tuple(RunResult.__annotations__)
 
 RECORD_VERSION = 1
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z-[A-Za-z0-9_.-]{1,80}$")

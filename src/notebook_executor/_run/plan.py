@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._errors import InvalidArgumentError, NotebookSourceError, OutputPathError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from .._parameters.declared import (
     INJECTED_TAG,
@@ -117,11 +117,14 @@ def plan_run(
         check_path("cwd", cwd)
     notebook = os.fspath(input_path)
     if parameters is not None and not isinstance(parameters, Mapping):
-        raise NotebookExecutorError(
-            f"parameters must be a mapping of name to value, got {type(parameters).__name__}"
+        raise InvalidArgumentError(
+            f"parameters must be a mapping of name to value, got {type(parameters).__name__}",
+            argument="parameters",
         )
     if request is not None and not isinstance(request, str):
-        raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
+        raise InvalidArgumentError(
+            f"request must be a string, got {type(request).__name__}", argument="request"
+        )
     _check_unicode(notebook, output_path, request)
     extra_env = check_env("env", env)
     secret_env = check_env("secrets", secrets)
@@ -146,7 +149,7 @@ def plan_run(
     if cwd is not None:
         workdir = Path(cwd)
         if not workdir.is_dir():
-            raise NotebookExecutorError(f"cwd {os.fspath(cwd)!r} is not a directory")
+            raise InvalidArgumentError(f"cwd {os.fspath(cwd)!r} is not a directory", argument="cwd")
     elif is_url(notebook):
         workdir = Path.cwd()  # papermill's default too: the caller's working directory
     else:
@@ -243,20 +246,23 @@ def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
     """
     target = Path(output_path)
     if target.suffix.lower() != ".ipynb":
-        raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
+        raise OutputPathError(
+            f"output_path must end in .ipynb, got {output_path!r}", argument="output_path"
+        )
     if is_url(output_path):
         # A store's object, written by papermill's I/O; it must not be the source's URL.
         if is_url(input_path) and _url_key(os.fspath(input_path)) == _url_key(
             os.fspath(output_path)
         ):
-            raise NotebookExecutorError(
+            raise OutputPathError(
                 f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
-                "give another path (the source is never overwritten)"
+                "give another path (the source is never overwritten)",
+                argument="output_path",
             )
         return
     shown = os.fspath(output_path)
     if target.is_dir():
-        raise NotebookExecutorError(f"output_path {shown!r} is a directory")
+        raise OutputPathError(f"output_path {shown!r} is a directory", argument="output_path")
     same = target.resolve() == Path(input_path).resolve()
     if not same and target.exists():
         try:
@@ -264,9 +270,10 @@ def _check_output_path(input_path: PathLike, output_path: PathLike) -> None:
         except OSError:
             same = False
     if same:
-        raise NotebookExecutorError(
+        raise OutputPathError(
             f"output_path {shown!r} is the source notebook itself; "
-            "give another path (the source is never overwritten)"
+            "give another path (the source is never overwritten)",
+            argument="output_path",
         )
     _check_writable_folder(shown, target.parent)
 
@@ -282,14 +289,15 @@ def _check_writable_folder(shown: str, folder: Path) -> None:
     """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
     problem = missing_folder(folder / "probe")
     if problem:
-        raise NotebookExecutorError(f"output_path {shown!r}: {problem}")
+        raise OutputPathError(f"output_path {shown!r}: {problem}", argument="output_path")
     probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise NotebookExecutorError(
+        raise OutputPathError(
             f"output_path {shown!r}: the folder {os.fspath(folder)!r} is not writable "
-            f"({exc.strerror or type(exc).__name__})"
+            f"({exc.strerror or type(exc).__name__})",
+            argument="output_path",
         ) from None
     os.close(fd)
     probe.unlink()
@@ -299,7 +307,9 @@ def check_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise NotebookExecutorError(f"{name} must be a positive number of seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be a positive number of seconds, got {value!r}", argument=name
+        )
     try:
         seconds = float(value)
     except OverflowError:  # an int beyond any float: no limit, as infinity
@@ -313,23 +323,31 @@ def check_path(name: str, value: object) -> None:
     if isinstance(value, (str, os.PathLike)):
         return
     hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
-    raise NotebookExecutorError(f"{name} must be a path, got {type(value).__name__}{hint}")
+    raise InvalidArgumentError(
+        f"{name} must be a path, got {type(value).__name__}{hint}", argument=name
+    )
 
 
 def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
     if values is None:
         return {}
     if not isinstance(values, Mapping):
-        raise NotebookExecutorError(f"{kind} must be a mapping of names to strings")
+        raise InvalidArgumentError(f"{kind} must be a mapping of names to strings", argument=kind)
     checked: dict[str, str] = {}
     for name, value in values.items():
         if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise NotebookExecutorError(f"{kind}: {name!r} is not a valid environment name")
+            raise InvalidArgumentError(
+                f"{kind}: {name!r} is not a valid environment name", argument=kind
+            )
         if not isinstance(value, str) or "\x00" in value:
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
+            raise InvalidArgumentError(
+                f"{kind}: the value of {name!r} must be a string", argument=kind
+            )
         if kind == "secrets" and unencodable(value):
             # Searched for in outputs as UTF-8 text (an env value may hold any bytes).
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} is not valid Unicode")
+            raise InvalidArgumentError(
+                f"{kind}: the value of {name!r} is not valid Unicode", argument=kind
+            )
         checked[name] = value
     return checked
 
@@ -344,12 +362,13 @@ def _check_unicode(notebook: str, output_path: PathLike | None, request: str | N
     if problem:
         raise NotebookSourceError(notebook, f"the file name is not UTF-8 ({problem}); rename it")
     if output_path is not None and unencodable(os.fspath(output_path)):
-        raise NotebookExecutorError(
-            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it"
+        raise OutputPathError(
+            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it",
+            argument="output_path",
         )
     problem = unencodable(request) if request is not None else None
     if problem:
-        raise NotebookExecutorError(f"request: {problem}")
+        raise InvalidArgumentError(f"request: {problem}", argument="request")
 
 
 def _substitutes(notebook: str, nb: NotebookNode) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import NotebookExecutorError, OutputWriteError
 from .._records import run_files as _records
@@ -25,6 +25,7 @@ from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
+from .._types import RunResult
 from ..engine import CellFailure, Engine, EngineOutcome
 from .plan import Plan
 
@@ -52,7 +53,7 @@ def run_plan(
     engine: Engine,
     runs_dir: Path,
     on_record: Callable[[str, Mapping[str, Any]], None],
-) -> dict[str, Any]:
+) -> RunResult:
     """Run ``plan`` on ``engine``, write its run files under ``runs_dir``, return its result.
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
@@ -179,7 +180,7 @@ def finish_run(
     *,
     finished: datetime,
     duration_seconds: float,
-) -> dict[str, Any]:
+) -> RunResult:
     """Build the result of a run ``plan.nb`` was executed for, write its final run files."""
     annotate_cells(plan.nb, outcome)
     annotate_papermill(
@@ -214,7 +215,7 @@ def finish_run(
         secrets=plan.secrets,
         output_cut=output_cut,
     )
-    result = dict(redact(result, plan.secrets))
+    result = cast("RunResult", dict(redact(result, plan.secrets)))
     stored = {
         **result,
         "notebook": start.record["notebook"],

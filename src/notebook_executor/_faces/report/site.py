@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from ..._errors import (
+    InvalidArgumentError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ReportError,
+    RunNotFoundError,
+)
 from ..._records import run_files as _records
 from ..._records.scraps import SCRAP_PREFIX
 from ..._sources.files import atomic_write_text
@@ -130,14 +136,14 @@ def build_report(
     """
     index = out_dir / "index.html"
     if not _check_ours(index):
-        raise NotebookExecutorError(
+        raise ReportError(
             f"{index} exists and was not written by a report: choose another --out folder"
         )
     pages_dir = out_dir / "runs"
     try:
         pages_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NotebookExecutorError(f"cannot create the report folder {out_dir}: {exc}") from None
+        raise ReportError(f"cannot create the report folder {out_dir}: {exc}") from None
     written = kept = 0
     for run in runs:
         run_id = str(run["run_id"])
@@ -146,7 +152,7 @@ def build_report(
             kept += 1
         else:
             if not _check_ours(page):
-                raise NotebookExecutorError(f"{page} exists and was not written by a report")
+                raise ReportError(f"{page} exists and was not written by a report")
             try:
                 text = render_run_page(run, runs_dir, back_link="../index.html")
             except (NotebookSourceError, RunNotFoundError) as exc:
@@ -167,7 +173,7 @@ def _write(path: Path, text: str) -> None:
     except NotebookExecutorError:
         raise
     except OSError as exc:
-        raise NotebookExecutorError(f"cannot write {path}: {exc}") from None
+        raise ReportError(f"cannot write {path}: {exc}") from None
 
 
 def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
@@ -190,7 +196,7 @@ def _write_lists(groups: list[Group], runs_dir: Path, out_dir: Path, title: str)
         for number in range(1, group.page_count + 1):
             page = out_dir / group.page_href(number)
             if not _check_ours(page):
-                raise NotebookExecutorError(f"{page} exists and was not written by a report")
+                raise ReportError(f"{page} exists and was not written by a report")
             start = (number - 1) * group.per_page
             table = table_for(group, group.runs[start : start + group.per_page], prefix="../")
             text = _html(
@@ -399,4 +405,4 @@ def export_run(run_id: str, runs_dir: Path, to: str) -> tuple[bytes, str, dict[s
             language = str(_mapping(record.get("kernel")).get("language") or "").lower()
             extension = _SCRIPT_EXTENSIONS.get(language, extension)
         return body.encode("utf-8"), extension, {}
-    raise NotebookExecutorError(f"cannot export to {to!r}: use html, markdown or script")
+    raise InvalidArgumentError(f"cannot export to {to!r}: use html, markdown or script")
