@@ -151,7 +151,7 @@ class RunNotFoundError(NotebookExecutorError, LookupError):
 class CatalogError(NotebookExecutorError):
     """The run catalog cannot be read or written.
 
-    The run files stay the truth: ``notebook-executor reindex`` (or
+    The run records stay the truth: ``notebook-executor reindex`` (or
     ``NotebookExecutor.reindex()``) rebuilds the catalog from them.
 
     Attributes
@@ -197,7 +197,7 @@ class RunsDirError(NotebookExecutorError, OSError):
 class OutputWriteError(NotebookExecutorError):
     """A run finished and is recorded, but its copy at ``output_path`` could not be written.
 
-    The run files under ``runs_dir`` and the catalog hold the run as usual; the run's result
+    The run records under ``runs_dir`` and the catalog hold the run as usual; the run's result
     dict travels with the error.
 
     Attributes

@@ -1,6 +1,6 @@
 """NotebookExecutor: the facade that composes sources, parameters, engine, results and records.
 
-Data flows one way: source -> parameters -> engine -> results -> run files and catalog.
+Data flows one way: source -> parameters -> engine -> results -> run records and catalog.
 """
 
 from __future__ import annotations
@@ -196,11 +196,14 @@ class NotebookExecutor:
         Parameters
         ----------
         input_path : path
-            ``.ipynb``, percent ``.py`` or markdown ``.md`` source.
+            ``.ipynb``, percent ``.py`` or markdown ``.md`` source (named ``input_path``, as
+            papermill names it, by SPEC section 3; other methods call a source ``path``).
         output_path : path, optional
-            Also write the whole executed notebook here (``.ipynb``, the usual file mode; the
-            stream cap is for the run files only; secrets redacted as there). The run record
-            is always kept under ``runs_dir``. The source itself is refused.
+            The caller's copy: also write the whole executed notebook here (``.ipynb``, the
+            usual file mode; the stream cap is for the run record only; secrets redacted as
+            there). The run record is always kept under ``runs_dir``. The source itself is
+            refused. The result's ``output_path`` is this copy when given, else the run
+            record's ``.ipynb`` (SPEC section 4: the path of the executed notebook).
         parameters : mapping, optional
             Values for the notebook's declared parameters.
         timeout, cell_timeout : float, optional
@@ -213,7 +216,7 @@ class NotebookExecutor:
             Extra environment variables for the kernel (their names are recorded, not values).
         secrets : mapping, optional
             Environment variables whose values are never written anywhere: not to the result,
-            the run files, the catalog or logs. Occurrences in outputs are redacted; an output
+            the run records, the catalog or logs. Occurrences in outputs are redacted; an output
             or scrap that holds one where text search cannot reach (an image's bytes, a
             DataFrame) is withheld. Values shorter than 6 characters are not searched for
             (they would damage ordinary text); the record lists them and a warning is logged.
@@ -231,7 +234,12 @@ class NotebookExecutor:
         NotebookSourceError
             The source is missing, malformed or unsupported, or its kernel is not installed.
         ParameterError
-            A parameter is unknown, missing, or of the wrong type.
+            A parameter is unknown, missing, or of the wrong type; or a declared environment
+            variable is found nowhere.
+        InvalidArgumentError
+            Another argument is not acceptable (:class:`OutputPathError` for ``output_path``).
+        RunsDirError
+            ``runs_dir`` cannot hold run records.
         OutputWriteError
             The run finished and is recorded, but ``output_path`` could not be written; the
             error's ``result`` is the run's result dict.
@@ -262,7 +270,7 @@ class NotebookExecutor:
             secrets=secrets,
         )
         _records.prepare_runs_dir(self.runs_dir)
-        # The kernel starts while the run files are written.
+        # The kernel starts while the run records are written.
         if isinstance(self._engine, SupportsPrestart):
             self._engine.prestart(plan.job)
         cells = sum(1 for cell in plan.nb.cells if cell.cell_type == "code")
@@ -377,7 +385,11 @@ class NotebookExecutor:
 
     def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
-        required}}``."""
+        required}}``.
+
+        The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
+        the other methods and ``input_path`` of :meth:`execute`).
+        """
         declared = declared_parameters(load_source(notebook_path).nb)
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
@@ -514,14 +526,20 @@ class NotebookExecutor:
             raise RunNotFoundError(run_id)
         try:
             nb: NotebookNode = nbformat.read(path, as_version=4)
-        except Exception as exc:  # a damaged run file can break nbformat in many ways
+        except Exception as exc:  # a damaged run record can break nbformat in many ways
             raise NotebookSourceError(str(path), f"unreadable run notebook: {exc}") from None
         return nb
 
     # -- records ---------------------------------------------------------------------------
 
     def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
-        """Every scrap of an executed notebook (a path) or of a past run (a run id), decoded."""
+        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
+        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
+
+        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
+        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
+        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
+        """
         check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
         if candidate.suffix == ".ipynb" and candidate.exists():
@@ -599,7 +617,7 @@ class NotebookExecutor:
         )
 
     def reindex(self) -> int:
-        """Rebuild the catalog from the run files; return the number of runs indexed."""
+        """Rebuild the catalog from the run records; return the number of runs indexed."""
         return self._open_catalog().reindex()
 
     # -- internals -------------------------------------------------------------------------

@@ -70,7 +70,8 @@ class RunResult(TypedDict):
     error_kind: str | None
     #: The source path as given.
     notebook: str
-    #: The run record's executed ``.ipynb`` under ``runs_dir`` (not the caller's copy).
+    #: Where the executed notebook is: the caller's copy when ``execute`` was given
+    #: ``output_path``, else the run record's ``.ipynb`` under ``runs_dir``.
     output_path: str
     parameters: dict[str, Any]
     request: str | None

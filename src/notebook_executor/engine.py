@@ -182,7 +182,7 @@ class Engine(Protocol):
 
     Two hooks are optional, each a protocol of its own so that an engine has either, both or
     neither: :class:`SupportsPrepare` (a head start before any run is known) and
-    :class:`SupportsPrestart` (start a checked job's kernel while its run files are written).
+    :class:`SupportsPrestart` (start a checked job's kernel while its run records are written).
     """
 
     def run(self, job: RunJob) -> EngineOutcome:
@@ -217,9 +217,9 @@ class SupportsPrestart(Protocol):
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will run on; return at once.
 
-        Called with a job that passed every input check, before its run files are written
+        Called with a job that passed every input check, before its run records are written
         and :meth:`Engine.run` is called with the same job; ``run`` then uses that kernel.
-        ``execute`` calls it just before the run files; ``execute_many`` calls it for every
+        ``execute`` calls it just before the run records; ``execute_many`` calls it for every
         run once all the parameter sets are checked, before the first run starts, so an
         engine knows a sweep is coming. A job announced this way may still never run (Ctrl-C).
         """

@@ -528,7 +528,7 @@ def test_running_a_percent_script_imports_neither_nbformat_nor_nbclient(
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"status": 0, "heavy": []}, done.stderr
-    # The run file it wrote without nbformat is a valid notebook that nbformat reads back.
+    # The run record it wrote without nbformat is a valid notebook that nbformat reads back.
     (written,) = tmp_path.glob("*/*.ipynb")
     nb = nbformat.read(written, as_version=4)
     nbformat.validate(nb)

@@ -148,7 +148,7 @@ def test_cluster_sweep_results_records_catalog_and_warm_kernels(
     assert len({r["scraps"]["pid"] for r in results[:7]}) == 7
     assert {r["scraps"]["data"] for r in results[:7]} == {"beside the notebook"}
     assert sorted(p.name for p in notebook.parent.iterdir()) == ["data.txt", "sweep.py"]
-    # The caller wrote the run files and the catalog.
+    # The caller wrote the run records and the catalog.
     workers = set(client.scheduler_info()["workers"])
     for result in results:
         path = Path(result["output_path"])
@@ -229,7 +229,7 @@ def test_secrets_reach_the_kernels_but_not_the_scheduler(
         assert not any(form in blob for form in forms)
     held = repr(scheduler.get_events()) + repr(scheduler.get_logs())
     assert SECRET not in held
-    # Nor the run files: the printed value is masked there.
+    # Nor the run records: the printed value is masked there.
     for result in results:
         text = Path(result["output_path"]).read_text()
         assert SECRET not in text

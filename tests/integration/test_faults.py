@@ -8,9 +8,9 @@ there, what never ran is not marked as run), and that the same executor then run
 notebook as if nothing had happened.
 
 Damaged records come last: a catalog that is garbage, truncated, empty, someone else's SQLite
-database or damaged under an open executor, and run files that are truncated, garbage or hold
+database or damaged under an open executor, and run records that are truncated, garbage or hold
 nonsense. Queries through the API and the command line never raise a raw sqlite3 or json
-error: the catalog is rebuilt from the run files, or a one-line package error names the
+error: the catalog is rebuilt from the run records, or a one-line package error names the
 problem. ``FAULT_CASES`` lists the cases; the module prints its count at the end.
 """
 
@@ -321,7 +321,7 @@ def test_a_cell_printing_20_mb_then_raising_a_huge_error(
     failed = failed_cell(result)
     assert failed["ename"] == "RuntimeError"
     assert len(failed["evalue"]) < 11_000
-    assert "more characters in the run files" in failed["evalue"]
+    assert "more characters in the run records" in failed["evalue"]
     _, cells = _executed_source_cells(result["output_path"])
     text = "".join(o.get("text", "") for o in cells[FAULT].outputs if o.output_type == "stream")
     assert _stream_chars(cells[FAULT]) <= MAX_STREAM_CHARS + 200
@@ -401,7 +401,7 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
     _check_healthy(ex, workdir)
 
 
-# -- damaged run records: the catalog and the run files -------------------------------------------
+# -- damaged run records: the catalog and the run records ------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -84,7 +84,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def run_files(runs_dir: Path) -> set[Path]:
-    """Every run file (``.ipynb`` and ``.md``) under ``runs_dir``."""
+    """Every run record (``.ipynb`` and ``.md``) under ``runs_dir``."""
     return {p for p in runs_dir.rglob("*") if p.suffix in (".ipynb", ".md")}
 
 
@@ -289,7 +289,7 @@ def test_every_format_runs_and_records(
         "cwd": os.fspath(nbdir.resolve()),
     }
 
-    # The run files: runs/YYYY-MM-DD/<run_id>.ipynb and .md, dated by the UTC start.
+    # The run records: runs/YYYY-MM-DD/<run_id>.ipynb and .md, dated by the UTC start.
     day = result["started_at"][:10]
     ipynb = runs_dir / day / f"{result['run_id']}.ipynb"
     markdown = ipynb.with_suffix(".md")

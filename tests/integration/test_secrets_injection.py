@@ -78,7 +78,7 @@ sb.glue("hint_is_token", hint == token)
 password
 
 # %%
-# The run files as they are on disk while the run is still going.
+# The run records as they are on disk while the run is still going.
 found = []
 for path in Path(runs_dir).rglob("*"):
     if path.is_file():
@@ -298,7 +298,7 @@ def test_command_line_secrets_come_from_the_environment_and_are_written_nowhere(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_a_secret_survives_a_killed_host_unwritten(workdir: Path) -> None:
-    """The run files written when the run begins hold no secret either (the host may die
+    """The run records written when the run begins hold no secret either (the host may die
     before the final write)."""
     runs_dir = workdir / "killed-host-runs"
     ready = workdir / "secret.ready"

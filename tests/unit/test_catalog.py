@@ -2,7 +2,7 @@
 
 No kernel: runs go through the real executor with :class:`FakeEngine`, which runs code cells
 with ``exec`` and turns ``glue(...)`` calls into scrapbook-format outputs; other records are
-written straight into the catalog or the run files.
+written straight into the catalog or the run records.
 """
 
 from __future__ import annotations

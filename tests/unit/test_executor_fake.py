@@ -93,7 +93,7 @@ def _all_bytes(folder: Path) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
-# -- results and run files -----------------------------------------------------------------------
+# -- results and run records -----------------------------------------------------------------------
 
 
 def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
@@ -680,7 +680,7 @@ def test_each_flushed_write_is_an_output_of_its_own(
     cell = engine.jobs[-1].nb.cells[0]
     texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
     assert texts == [("stdout", "abc"), ("stdout", "def! 1\n"), ("stderr", "e")]
-    # ... and the run files hold each stream coalesced, as they are redacted.
+    # ... and the run records hold each stream coalesced, as they are redacted.
     cell = nbformat.read(result["output_path"], as_version=4).cells[0]
     texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
     assert texts == [("stdout", "abcdef! 1\n"), ("stderr", "e")]
@@ -703,7 +703,7 @@ def test_threads_of_execute_many_keep_their_output_and_environment_apart(
             assert result["status"] == "success", result
             cell = nbformat.read(result["output_path"], as_version=4).cells[-1]
             texts = [o["text"] for o in cell.outputs]
-            # The run file holds the stream coalesced: every piece of this run's, none other's.
+            # The run record holds the stream coalesced: every piece of this run's, none other's.
             assert texts == [f"<{i}-value>\n" * 20 + f"done {mark}\n"]
 
 

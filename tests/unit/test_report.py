@@ -236,7 +236,7 @@ SVG = (
 
 
 def _add_outputs(workdir: Path, run_id: str) -> None:
-    """Adds to a run file the outputs a kernel would have sent: a DataFrame, a PNG, an SVG,
+    """Adds to a run record the outputs a kernel would have sent: a DataFrame, a PNG, an SVG,
     LaTeX, and HTML with every payload."""
     import json
 
@@ -341,7 +341,7 @@ def test_every_page_has_a_strict_content_security_policy(
 
 
 def _synthetic(count: int, notebook: str, **extra: Any) -> list[dict[str, Any]]:
-    """Result dicts as the catalog lists them (no run files: their pages say so)."""
+    """Result dicts as the catalog lists them (no run records: their pages say so)."""
     runs = []
     for i in range(count):
         runs.append(

@@ -154,7 +154,7 @@ def test_long_error_texts_are_clipped() -> None:
     failed = failed_cell(result)
     assert len(failed["evalue"]) < MAX_ERROR_CHARS + 100
     assert len(json.dumps(failed["traceback"])) < MAX_ERROR_CHARS * 4
-    assert failed["traceback"][0] == "[earlier traceback lines are in the run files]"
+    assert failed["traceback"][0] == "[earlier traceback lines are in the run records]"
 
 
 def test_annotate_cells_records_what_ran() -> None:

@@ -171,5 +171,5 @@ def _number(value: Any, kind: type[int] | type[float]) -> Any:
 
 
 def _dumps(value: Any) -> str:
-    # Sorted like nbformat writes the run files, so a row reads the same after a reindex.
+    # Sorted like nbformat writes the run records, so a row reads the same after a reindex.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)

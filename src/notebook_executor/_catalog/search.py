@@ -4,7 +4,7 @@ Each run is indexed as up to seven texts, one per place it can match (:data:`WHE
 request, the parameters (``name: value`` lines), the narrative (markdown and raw cells), the code
 (the injected-parameters cell left out), the outputs (streams, plain text and markdown results),
 the errors (error outputs with their tracebacks, the failed cell, the error kind) and the scraps
-(``name: value`` lines). The texts come from the run files as written, so they are already
+(``name: value`` lines). The texts come from the run records as written, so they are already
 redacted: a secret's value never reaches the index. Each text is cut at
 :data:`MAX_TEXT_CHARS`.
 

@@ -40,7 +40,7 @@ __all__ = [
     "write",
 ]
 
-#: Bumped whenever the tables change; an older catalog is rebuilt from the run files.
+#: Bumped whenever the tables change; an older catalog is rebuilt from the run records.
 #: 1: the ``runs`` table. 2: ``output_cut`` (and, in later builds also numbered 2, the
 #: full-text index of :mod:`notebook_executor._catalog.search`). 3: both, for certain: a
 #: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt.
@@ -148,7 +148,7 @@ def connect(
 
 def _copy_read_only(path: Path, memory: sqlite3.Connection) -> None:
     """Copy the catalog at ``path`` into ``memory`` without writing anything beside it; a
-    catalog that cannot be read so is left out (the caller rebuilds it from the run files)."""
+    catalog that cannot be read so is left out (the caller rebuilds it from the run records)."""
     if not path.is_file():
         return
     try:

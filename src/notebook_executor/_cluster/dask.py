@@ -14,7 +14,7 @@ its own):
   caller straight to the workers (``Client.scatter(direct=True)``): the scheduler learns its
   key and size, never its bytes, and the value is put together again only in the worker
   process that hands it to the kernel's environment. What a worker sends back (the executed
-  notebook, a failure) is scrubbed there as a run file is: secrets written in pieces, or inside
+  notebook, a failure) is scrubbed there as a run record is: secrets written in pieces, or inside
   base64 or parquet payloads, are found too;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
   sweep, and unpacked once per worker and content (:mod:`.folder`). Both are copied to every
@@ -324,7 +324,7 @@ class _Sweep:
                 self._completed.setdefault(run, []).append(message["cell"])
 
     def _record(self, index: int, future: Any) -> RunResult:
-        """Write the run files of run ``index`` from its finished future; return its result."""
+        """Write the run records of run ``index`` from its finished future; return its result."""
         import nbformat
 
         from .worker import AlreadyBegun

@@ -1,4 +1,4 @@
-"""The run files: ``runs/YYYY-MM-DD/<run_id>.ipynb`` (the truth) and ``<run_id>.md``.
+"""The run records: ``runs/YYYY-MM-DD/<run_id>.ipynb`` (the truth) and ``<run_id>.md``.
 
 The executed notebook carries the run's record in ``metadata["notebook_executor"]``: the result
 dict plus provenance (source path and sha256, kernel, Python and package versions, the names of
@@ -52,7 +52,7 @@ RESULT_KEYS = tuple(RunResult.__annotations__)
 
 RECORD_VERSION = 1
 _RUN_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})T\d{6}Z-[A-Za-z0-9_.-]{1,80}$")
-#: Longest text kept per stream of a cell in the run files; the rest is cut with a visible marker.
+#: Longest text kept per stream of a cell in the run records; the rest is cut with a visible marker.
 MAX_STREAM_CHARS = 1_000_000
 
 
@@ -347,7 +347,7 @@ def read_run(path: Path) -> tuple[dict[str, Any], list[Any]]:
     except FileNotFoundError:
         raise RunNotFoundError(path.stem, "no such run") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run file: {exc}") from None
+        raise NotebookSourceError(str(path), f"unreadable run record: {exc}") from None
     record = raw.get("metadata", {}).get(RECORD_KEY) if isinstance(raw, dict) else None
     if not isinstance(record, dict):
         raise NotebookSourceError(str(path), "not a notebook-executor run record")

@@ -337,7 +337,7 @@ def _run_problems(
         where = failed["index"] if failed else None
         what = f"{failed['ename']}: {failed['evalue']}" if failed else "the run failed"
         problems.append(_problem(where, "error", f"{result['error_kind']}: {what}"))
-    # Compared as a run file stores them: a secret printed by a cell never reaches a problem.
+    # Compared as a run record stores them: a secret printed by a cell never reaches a problem.
     ran = scrub_notebook(planned.nb, planned.secrets).cells
     for index in sorted(raising):
         outputs = ran[job_cells[index]].get("outputs", [])

@@ -1,4 +1,4 @@
-"""Running a plan: the engine executes it, the results are built and the run files written.
+"""Running a plan: the engine executes it, the results are built and the run records written.
 
 Data flows one way here: the plan's job goes to the engine, the engine's outcome becomes the
 result dict, and the result and executed notebook become the run record.
@@ -54,16 +54,16 @@ def run_plan(
     runs_dir: Path,
     on_record: Callable[[str, Mapping[str, Any]], None],
 ) -> RunResult:
-    """Run ``plan`` on ``engine``, write its run files under ``runs_dir``, return its result.
+    """Run ``plan`` on ``engine``, write its run records under ``runs_dir``, return its result.
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
-    ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
+    ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run records, as a
     cancelled run, and is then raised again, holding the cancelled run's result dict as its
     ``result`` attribute. Any other exception from the engine (a bug or
     an unexpected failure of its machinery) does not escape: the run is finished as failed,
     with a ``kernel_died`` failure naming the exception's type and its (redacted) message on
     the first unfinished code cell, and that error result is returned, so no record is left
-    ``running``. When the caller's copy (``output_path``) cannot be written, the run files and
+    ``running``. When the caller's copy (``output_path``) cannot be written, the run records and
     catalog are still finished, then :class:`OutputWriteError` (holding the result) is raised.
     """
     clock = time.perf_counter()
@@ -181,7 +181,7 @@ def finish_run(
     finished: datetime,
     duration_seconds: float,
 ) -> RunResult:
-    """Build the result of a run ``plan.nb`` was executed for, write its final run files."""
+    """Build the result of a run ``plan.nb`` was executed for, write its final run records."""
     annotate_cells(plan.nb, outcome)
     annotate_papermill(
         plan.nb,
@@ -195,7 +195,7 @@ def finish_run(
         finished=finished,
     )
     # What is stored: streams coalesced, secrets redacted, outputs holding one withheld; the
-    # run files also cap each cell's streams (the caller's copy keeps them whole).
+    # run records also cap each cell's streams (the caller's copy keeps them whole).
     executed = scrub_notebook(plan.nb, plan.secrets)
     recorded, capped = _records.cap_streams(executed)
     output_cut = dict.fromkeys(capped, "stream_cap")

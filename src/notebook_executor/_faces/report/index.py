@@ -200,7 +200,7 @@ def table_for(
     runs_dir: Path | None = None,
 ) -> Table:
     """The table of ``runs`` (some of ``group``'s), with links relative to ``prefix``; with
-    ``runs_dir``, DataFrame scraps get a preview read from their run files."""
+    ``runs_dir``, DataFrame scraps get a preview read from their run records."""
     rows = [
         _row(run, group, prefix, previews(run, runs_dir) if runs_dir is not None else {})
         for run in runs

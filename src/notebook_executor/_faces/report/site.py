@@ -122,7 +122,7 @@ def build_report(
     runs
         The runs to list, as :meth:`NotebookExecutor.runs` returns them.
     runs_dir
-        Where their run files are (run pages are rendered from the executed notebooks).
+        Where their run records are (run pages are rendered from the executed notebooks).
     out_dir
         The site's folder; created when missing.
     progress
@@ -348,7 +348,7 @@ def _read_run(runs_dir: Path, run_id: str) -> tuple[NotebookNode, dict[str, Any]
     try:
         nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run file: {exc}") from None
+        raise NotebookSourceError(str(path), f"unreadable run record: {exc}") from None
     return nb, record
 
 
@@ -401,7 +401,7 @@ def export_run(run_id: str, runs_dir: Path, to: str) -> tuple[bytes, str, dict[s
         body, resources = ScriptExporter().from_notebook_node(nb)
         extension = str(resources.get("output_extension") or ".txt")
         if extension == ".txt":
-            # Run files of kernels that sent no language_info still name their language.
+            # Run records of kernels that sent no language_info still name their language.
             language = str(_mapping(record.get("kernel")).get("language") or "").lower()
             extension = _SCRIPT_EXTENSIONS.get(language, extension)
         return body.encode("utf-8"), extension, {}

@@ -83,7 +83,7 @@ def _is_frame(value: Any) -> bool:
 
 
 def previews(run: Mapping[str, Any], runs_dir: Path) -> dict[str, Preview]:
-    """Previews of ``run``'s DataFrame scraps, read from its run file (empty when it has none,
+    """Previews of ``run``'s DataFrame scraps, read from its run record (empty when it has none,
     so that runs without one cost nothing)."""
     names = [name for name, value in (run.get("scraps") or {}).items() if _is_frame(value)]
     if not names:
