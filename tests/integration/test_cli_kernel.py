@@ -13,13 +13,13 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import nbformat
 import pytest
 import yaml
 
-from notebook_executor import NotebookExecutor, read_notebook
+from notebook_executor import NotebookExecutor, RunResult, read_notebook
 
 pytestmark = pytest.mark.kernel
 
@@ -29,23 +29,8 @@ MODULE = [sys.executable, "-m", "notebook_executor"]
 SCRIPT = [os.fspath(Path(sys.executable).parent / "notebook-executor")]
 PROG = "notebook-executor: error: "
 
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
+#: The result dict's keys, in order: those of the public RunResult type.
+RESULT_KEYS = list(get_type_hints(RunResult))
 
 
 def cli(

@@ -14,7 +14,7 @@ import platform
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import nbformat
 import pandas as pd
@@ -22,7 +22,13 @@ import pytest
 import yaml
 
 from leaks import scan_tree
-from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError, read_notebook
+from notebook_executor import (
+    NotebookExecutor,
+    NotebookExecutorError,
+    ParameterError,
+    RunResult,
+    read_notebook,
+)
 from notebook_executor._kernels.kernel_engine import KernelEngine
 from support import failed_cell
 
@@ -31,23 +37,8 @@ pytestmark = pytest.mark.kernel
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "notebooks"
 
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
+#: The result dict's keys, in order: those of the public RunResult type.
+RESULT_KEYS = list(get_type_hints(RunResult))
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 ANSI = "\x1b"
