@@ -416,7 +416,7 @@ class NotebookExecutor:
     @staticmethod
     def edit_cell(
         path: PathLike, index: int, source: str, *, expect: str | None = None
-    ) -> NotebookNode:
+    ) -> nbformat.NotebookNode:
         """Replace the source of cell ``index`` in the file, in its own format.
 
         Every other cell's text stays byte-identical; the file is written atomically. Indices
@@ -427,28 +427,30 @@ class NotebookExecutor:
 
         Returns
         -------
-        NotebookNode
-            ``read_notebook(path)`` after the edit.
+        nbformat.NotebookNode
+            ``read_notebook(path)`` after the edit (SPEC section 11).
         """
         from ._review.edit import edit_cell
 
-        return edit_cell(path, index, source, expect=expect)
+        return _public(edit_cell(path, index, source, expect=expect))
 
     @staticmethod
     def insert_cell(
         path: PathLike, index: int, source: str, cell_type: str = "code"
-    ) -> NotebookNode:
+    ) -> nbformat.NotebookNode:
         """Insert a cell at ``index`` (``len(cells)`` appends); same rules as :meth:`edit_cell`."""
         from ._review.edit import insert_cell
 
-        return insert_cell(path, index, source, cell_type)
+        return _public(insert_cell(path, index, source, cell_type))
 
     @staticmethod
-    def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> NotebookNode:
+    def delete_cell(
+        path: PathLike, index: int, *, expect: str | None = None
+    ) -> nbformat.NotebookNode:
         """Delete cell ``index``; same rules as :meth:`edit_cell`."""
         from ._review.edit import delete_cell
 
-        return delete_cell(path, index, expect=expect)
+        return _public(delete_cell(path, index, expect=expect))
 
     def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
         """Compare two notebooks, each a source path (any format) or a run id.
@@ -655,6 +657,14 @@ class NotebookExecutor:
             getattr(self._open_catalog(), method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+
+
+def _public(nb: NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` as the public API hands notebooks back: nbformat's own node (SPEC section 3)."""
+    import nbformat
+
+    public: nbformat.NotebookNode = nbformat.from_dict(nb)
+    return public
 
 
 def _cell_hook(
