@@ -2,7 +2,11 @@
 
 Static checks: the file reads (for ``.ipynb``, each nbformat schema error with its cell), the
 parameters cell parses and declares something, code cells compile, the notebook names one
-language, its kernel is installed, and the environment variables it declares can be found.
+language; then everything ``execute`` checks before a kernel starts, by the same code (the
+executor's planning): the kernel, the given parameters, the declared environment variables
+(with the executor's ``base_env`` and ``.env`` folders), front matter and placeholders, and
+the options. So a notebook called valid is one ``execute`` starts with the same options; the
+file's own checks (syntax of every cell, one language) are stricter than ``execute``.
 
 With ``execute=True`` the notebook also runs (on the executor's engine, so on its warm kernels;
 the run is not kept in the run records), honouring nbval's markers:
