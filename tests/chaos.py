@@ -11,12 +11,12 @@ were reparented).
 
 At the end:
 
-- every run file is valid: each ``.ipynb`` passes nbformat's validation, each ``.md`` has a
+- every run record is valid: each ``.ipynb`` passes nbformat's validation, each ``.md`` has a
   YAML front matter that parses to a mapping;
 - ``runs/catalog.sqlite`` passes ``PRAGMA integrity_check`` and nothing was moved aside as
   corrupt;
 - every catalog row is truthful, both as the catalog answers and after ``reindex``: it agrees
-  with its run file (a file still saying ``running``, its host dead, is an ``interrupted``
+  with its run record (a file still saying ``running``, its host dead, is an ``interrupted``
   error), no row is ``running``, a run the host saw finish has the status the host saw, and a
   ``success`` row is a run whose last cell ran.
 
@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 from typing import Any
@@ -182,14 +183,14 @@ def _check_catalog(runs_dir: Path, failures: list[str]) -> str:
 
 
 def _check_rows(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     runs_dir: Path,
     seen: dict[str, str],
     done: set[str],
     failures: list[str],
     when: str,
 ) -> None:
-    """Rows against their run files, what hosts saw, and which runs reached their last cell."""
+    """Rows against their run records, what hosts saw, and which runs reached their last cell."""
     from notebook_executor._records.store import RunStore
 
     for row in rows:
@@ -198,7 +199,7 @@ def _check_rows(
             record = json.loads(RunStore(runs_dir).path(run_id).read_text(encoding="utf-8"))
             in_file = record["metadata"]["notebook_executor"]
         except (OSError, ValueError, KeyError) as exc:
-            failures.append(f"{when}: row {run_id} has no readable run file: {exc!r:.120}")
+            failures.append(f"{when}: row {run_id} has no readable run record: {exc!r:.120}")
             continue
         expected = (in_file["status"], in_file.get("error_kind"))
         if in_file["status"] == "running":
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  kills by mode: {dict(sorted(modes.items()))}")
     print(f"  kills by phase: {dict(phases.most_common())}")
     print(f"  runs recorded {len(rows)}: {dict(statuses.most_common())}")
-    print(f"  run files checked: {counts['ipynb']} .ipynb, {counts['md']} .md")
+    print(f"  run records checked: {counts['ipynb']} .ipynb, {counts['md']} .md")
     print(
         f"  catalog integrity_check: {verdict} (after reindex: {verdict_after}),"
         f" {len(live_rows)} rows before and {len(rows)} after reindex"

@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from notebook_executor._types import FailedCell
 
 __all__ = [
     "SESSION_MARKER",
     "alive",
     "cli_on_engine",
     "descendants",
+    "failed_cell",
     "marked_processes",
     "report",
     "run_cli",
@@ -131,3 +135,10 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def failed_cell(result: Mapping[str, Any]) -> FailedCell:
+    """The ``failed_cell`` of a result that has one (a failing assertion when it has none)."""
+    found: FailedCell | None = result["failed_cell"]
+    assert found is not None, f"no failed_cell: {result['status']}, {result['error_kind']}"
+    return found

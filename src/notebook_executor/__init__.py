@@ -9,31 +9,68 @@ Importing this package is cheap: kernels, nbformat, pandas and friends load when
 
 from ._errors import (
     CatalogError,
+    ClusterError,
+    EditConflictError,
+    ExecutorClosedError,
+    InvalidArgumentError,
     NotebookExecutorError,
     NotebookSourceError,
+    OutputPathError,
     OutputWriteError,
     ParameterError,
+    ReportError,
     RunNotFoundError,
     RunsDirError,
+    SearchQueryError,
 )
 from ._executor import NotebookExecutor
 from ._sources.formats import read_notebook, write_notebook
-from .engine import Engine, EngineOutcome, RunJob
+from ._types import (
+    CellChange,
+    FailedCell,
+    NotebookDiff,
+    OutputCut,
+    ParameterInfo,
+    RunDiff,
+    RunResult,
+    SearchHit,
+    ValidateAnswer,
+    ValidateProblem,
+)
+from .engine import Engine, EngineOutcome, RunCancelled, RunJob
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CatalogError",
+    "CellChange",
+    "ClusterError",
+    "EditConflictError",
     "Engine",
     "EngineOutcome",
+    "ExecutorClosedError",
+    "FailedCell",
+    "InvalidArgumentError",
+    "NotebookDiff",
     "NotebookExecutor",
     "NotebookExecutorError",
     "NotebookSourceError",
+    "OutputCut",
+    "OutputPathError",
     "OutputWriteError",
     "ParameterError",
+    "ParameterInfo",
+    "ReportError",
+    "RunCancelled",
+    "RunDiff",
     "RunJob",
     "RunNotFoundError",
+    "RunResult",
     "RunsDirError",
+    "SearchHit",
+    "SearchQueryError",
+    "ValidateAnswer",
+    "ValidateProblem",
     "__version__",
     "read_notebook",
     "write_notebook",

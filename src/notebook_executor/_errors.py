@@ -4,17 +4,36 @@
 
     NotebookExecutorError
      ├── NotebookSourceError   missing, unreadable or malformed source; unsupported format
-     ├── ParameterError        unknown, missing-required or ill-typed parameter
-     ├── RunNotFoundError      no run with that id
+     │                         (also a ``ValueError``)
+     ├── ParameterError        unknown, missing-required or ill-typed parameter; a declared
+     │                         environment variable found nowhere (also a ``ValueError``)
+     ├── InvalidArgumentError  an argument that is not acceptable: wrong type, out of range,
+     │   │                     options that do not go together (also a ``ValueError``)
+     │   ├── OutputPathError   ``output_path`` cannot take the executed notebook's copy
+     │   └── SearchQueryError  a search query that cannot be read
+     ├── RunNotFoundError      no run with that id (also a ``LookupError``)
+     ├── EditConflictError     the file or cell changed since it was read; nothing written
      ├── CatalogError          the run catalog cannot be read (``reindex`` rebuilds it)
      ├── RunsDirError          the runs folder cannot hold run records (read-only, no
      │                         permission, a file in the way); also an ``OSError``
-     └── OutputWriteError      a run finished and is recorded, but its ``output_path`` copy
-                               could not be written (the error holds the result)
+     ├── OutputWriteError      a run finished and is recorded, but its ``output_path`` copy
+     │                         could not be written (the error holds the result)
+     ├── ClusterError          the Dask cluster cannot take the runs (no ``dask`` extra,
+     │                         unreachable scheduler, a folder too big to ship)
+     ├── ReportError           the report's folder cannot be written, or holds files that
+     │                         were not written by a report
+     └── ExecutorClosedError   the NotebookExecutor was closed (also a ``RuntimeError``)
 
-Every error is raised for bad input *before* any kernel starts; a failure inside a notebook is
-never raised, it is reported in the result dict. Errors carry what caused them and pickle
-cleanly, so they cross process boundaries (``execute_many`` workers).
+    KeyboardInterrupt
+     └── RunCancelled          (``notebook_executor.engine``) a run stopped by Ctrl-C or by
+                               ``execute(cancel=...)``: raised after the run is recorded as
+                               ``error_kind: "cancelled"``; carries the engine's outcome
+
+Every error about input (the notebook, its parameters, an argument) is raised *before* any
+kernel starts, and is also a ``ValueError``, so code that expects the builtin kind catches
+it. A failure inside a notebook is never raised, it is reported in the result dict. Errors
+carry what caused them and pickle cleanly, so they cross process boundaries
+(``execute_many`` workers).
 """
 
 from __future__ import annotations
@@ -24,12 +43,19 @@ from typing import Any
 
 __all__ = [
     "CatalogError",
+    "ClusterError",
+    "EditConflictError",
+    "ExecutorClosedError",
+    "InvalidArgumentError",
     "NotebookExecutorError",
     "NotebookSourceError",
+    "OutputPathError",
     "OutputWriteError",
     "ParameterError",
+    "ReportError",
     "RunNotFoundError",
     "RunsDirError",
+    "SearchQueryError",
 ]
 
 
@@ -42,7 +68,7 @@ def _printable(name: str) -> str:
     return name if str(name).isprintable() else repr(name)
 
 
-class NotebookSourceError(NotebookExecutorError):
+class NotebookSourceError(NotebookExecutorError, ValueError):
     """A notebook source is missing, unreadable, malformed or of an unsupported format.
 
     Attributes
@@ -62,7 +88,7 @@ class NotebookSourceError(NotebookExecutorError):
         return (type(self), (self.path, self.reason))
 
 
-class ParameterError(NotebookExecutorError):
+class ParameterError(NotebookExecutorError, ValueError):
     """Given parameters do not fit the parameters a notebook declares.
 
     Attributes
@@ -125,7 +151,7 @@ class RunNotFoundError(NotebookExecutorError, LookupError):
 class CatalogError(NotebookExecutorError):
     """The run catalog cannot be read or written.
 
-    The run files stay the truth: ``notebook-executor reindex`` (or
+    The run records stay the truth: ``notebook-executor reindex`` (or
     ``NotebookExecutor.reindex()``) rebuilds the catalog from them.
 
     Attributes
@@ -171,7 +197,7 @@ class RunsDirError(NotebookExecutorError, OSError):
 class OutputWriteError(NotebookExecutorError):
     """A run finished and is recorded, but its copy at ``output_path`` could not be written.
 
-    The run files under ``runs_dir`` and the catalog hold the run as usual; the run's result
+    The run records under ``runs_dir`` and the catalog hold the run as usual; the run's result
     dict travels with the error.
 
     Attributes
@@ -195,3 +221,56 @@ class OutputWriteError(NotebookExecutorError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.reason, self.result))
+
+
+class InvalidArgumentError(NotebookExecutorError, ValueError):
+    """An argument is not acceptable: of the wrong type, out of range, or with options that
+    do not go together. Raised before anything starts.
+
+    Attributes
+    ----------
+    argument : str or None
+        The name of the argument (or option) at fault, when one is.
+    """
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), {"argument": self.argument}))
+
+
+class OutputPathError(InvalidArgumentError):
+    """``output_path`` cannot take the executed notebook's copy: not ``.ipynb``, a folder,
+    the source itself, or in a folder that is missing or not writable."""
+
+
+class SearchQueryError(InvalidArgumentError):
+    """A search query that cannot be read: empty, too long, or malformed."""
+
+
+class EditConflictError(NotebookExecutorError):
+    """The file or the cell changed since it was read; nothing was written.
+
+    Read the notebook again, then edit.
+    """
+
+
+class ClusterError(NotebookExecutorError):
+    """The Dask cluster cannot take the runs: ``dask.distributed`` is not installed, the
+    scheduler cannot be reached or its client is closed, or the notebook's folder is too big
+    to ship to the workers."""
+
+
+class ReportError(NotebookExecutorError):
+    """The report cannot be written: its folder cannot be made or written, or holds a file
+    that a report did not write (it is never overwritten)."""
+
+
+class ExecutorClosedError(NotebookExecutorError, RuntimeError):
+    """The :class:`~notebook_executor.NotebookExecutor` was closed; open a new one."""
+
+
+def _rebuild(kind: type[InvalidArgumentError], message: str, state: dict[str, Any]) -> Any:
+    return kind(message, **state)

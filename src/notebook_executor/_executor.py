@@ -1,6 +1,6 @@
 """NotebookExecutor: the facade that composes sources, parameters, engine, results and records.
 
-Data flows one way: source -> parameters -> engine -> results -> run files and catalog.
+Data flows one way: source -> parameters -> engine -> results -> run records and catalog.
 """
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
-from ._errors import CatalogError, NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from ._errors import (
+    CatalogError,
+    ExecutorClosedError,
+    InvalidArgumentError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    RunNotFoundError,
+)
 from ._kernels.kernel_engine import KernelEngine
-from ._notebook import from_dict
 from ._parameters.declared import declared_parameters
 from ._records.run_files import RESULT_KEYS
 from ._records.scraps import decode_scrap, find_scraps
@@ -28,6 +34,14 @@ from ._run.runner import prepared_notebook, run_plan
 from ._sources.formats import find_format, load_source
 from ._sources.formats import read_notebook as _read_notebook
 from ._sources.formats import write_notebook as _write_notebook
+from ._types import (
+    NotebookDiff,
+    ParameterInfo,
+    RunDiff,
+    RunResult,
+    SearchHit,
+    ValidateAnswer,
+)
 from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
@@ -114,7 +128,7 @@ class NotebookExecutor:
         self.timeout = check_seconds("timeout", timeout)
         self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
         if engine is not None and warm_kernels is not None:
-            raise NotebookExecutorError("warm_kernels applies to the default engine only")
+            raise InvalidArgumentError("warm_kernels applies to the default engine only")
         check_count("warm_kernels", warm_kernels, minimum=0)
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
@@ -173,7 +187,7 @@ class NotebookExecutor:
         secrets: Mapping[str, str] | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Run one notebook and return its result dict.
 
         Never raises for a failure inside the notebook (the result says ``"status": "error"``);
@@ -182,11 +196,14 @@ class NotebookExecutor:
         Parameters
         ----------
         input_path : path
-            ``.ipynb``, percent ``.py`` or markdown ``.md`` source.
+            ``.ipynb``, percent ``.py`` or markdown ``.md`` source (named ``input_path``, as
+            papermill names it, by SPEC section 3; other methods call a source ``path``).
         output_path : path, optional
-            Also write the whole executed notebook here (``.ipynb``, the usual file mode; the
-            stream cap is for the run files only; secrets redacted as there). The run record
-            is always kept under ``runs_dir``. The source itself is refused.
+            The caller's copy: also write the whole executed notebook here (``.ipynb``, the
+            usual file mode; the stream cap is for the run record only; secrets redacted as
+            there). The run record is always kept under ``runs_dir``. The source itself is
+            refused. The result's ``output_path`` is this copy when given, else the run
+            record's ``.ipynb`` (SPEC section 4: the path of the executed notebook).
         parameters : mapping, optional
             Values for the notebook's declared parameters.
         timeout, cell_timeout : float, optional
@@ -199,7 +216,7 @@ class NotebookExecutor:
             Extra environment variables for the kernel (their names are recorded, not values).
         secrets : mapping, optional
             Environment variables whose values are never written anywhere: not to the result,
-            the run files, the catalog or logs. Occurrences in outputs are redacted; an output
+            the run records, the catalog or logs. Occurrences in outputs are redacted; an output
             or scrap that holds one where text search cannot reach (an image's bytes, a
             DataFrame) is withheld. Values shorter than 6 characters are not searched for
             (they would damage ordinary text); the record lists them and a warning is logged.
@@ -217,7 +234,12 @@ class NotebookExecutor:
         NotebookSourceError
             The source is missing, malformed or unsupported, or its kernel is not installed.
         ParameterError
-            A parameter is unknown, missing, or of the wrong type.
+            A parameter is unknown, missing, or of the wrong type; or a declared environment
+            variable is found nowhere.
+        InvalidArgumentError
+            Another argument is not acceptable (:class:`OutputPathError` for ``output_path``).
+        RunsDirError
+            ``runs_dir`` cannot hold run records.
         OutputWriteError
             The run finished and is recorded, but ``output_path`` could not be written; the
             error's ``result`` is the run's result dict.
@@ -229,11 +251,11 @@ class NotebookExecutor:
         """
         self._check_open()
         if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
             )
         if on_cell is not None and not callable(on_cell):
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
         plan = self._plan(
@@ -249,7 +271,7 @@ class NotebookExecutor:
                 secrets=secrets,
             ),
         )
-        # The kernel starts while the run files are written.
+        # The kernel starts while the run records are written.
         self._announce([plan])
         return run_in_foreground(
             plan,
@@ -269,7 +291,7 @@ class NotebookExecutor:
         client: Any = None,
         retries: int = 0,
         **options: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Run one notebook once per parameter set; results come in the order of the sets.
 
         Every set is checked before the first run starts, so bad input raises before any
@@ -299,19 +321,19 @@ class NotebookExecutor:
         self._check_open()
         given = RunOptions.from_keywords("execute_many", options)
         if given.output_path is not None:
-            raise NotebookExecutorError("execute_many does not take output_path")
+            raise InvalidArgumentError("execute_many does not take output_path")
         if given.parameters is not None:
-            raise NotebookExecutorError("execute_many takes its parameters from parameter_sets")
+            raise InvalidArgumentError("execute_many takes its parameters from parameter_sets")
         check_count("max_workers", max_workers, minimum=1)
         if client is not None and max_workers is not None:
-            raise NotebookExecutorError("max_workers applies to local runs, not with client")
+            raise InvalidArgumentError("max_workers applies to local runs, not with client")
         check_count("retries", retries, minimum=0)
         if retries and client is None:
-            raise NotebookExecutorError("retries applies to runs on a Dask cluster (client=)")
+            raise InvalidArgumentError("retries applies to runs on a Dask cluster (client=)")
         try:
             all_sets = list(parameter_sets)
         except TypeError:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 "parameter_sets must be an iterable of parameter mappings, "
                 f"got {type(parameter_sets).__name__}"
             ) from None
@@ -367,32 +389,40 @@ class NotebookExecutor:
 
     # -- parameters and sources --------------------------------------------------------------
 
-    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, dict[str, Any]]:
+    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
-        required}}``."""
+        required}}``.
+
+        The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
+        the other methods and ``input_path`` of :meth:`execute`).
+        """
         declared = declared_parameters(load_source(notebook_path).nb)
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
     @staticmethod
     def read_notebook(path: PathLike) -> nbformat.NotebookNode:
-        """Read any supported source as an nbformat 4 notebook."""
-        import nbformat
+        """Read any supported source as an nbformat 4 notebook (``nbformat.NotebookNode``).
 
-        nb: nbformat.NotebookNode = nbformat.from_dict(_read_notebook(path))
-        return nb
+        The same function as the top-level :func:`notebook_executor.read_notebook`. The
+        argument is named ``path`` as in SPEC section 3.
+        """
+        return _read_notebook(path)
 
     @staticmethod
     def write_notebook(nb: Mapping[str, Any], path: PathLike) -> Path:
-        """Write ``nb`` (an nbformat 4 notebook) in the format ``path``'s extension names;
-        return the path."""
-        return _write_notebook(from_dict(nb), path)
+        """Write ``nb`` (an nbformat 4 notebook, a node or plain dicts) in the format
+        ``path``'s extension names; return the path.
+
+        The same function as the top-level :func:`notebook_executor.write_notebook`.
+        """
+        return _write_notebook(nb, path)
 
     # -- authoring and review ----------------------------------------------------------------
 
     @staticmethod
     def edit_cell(
         path: PathLike, index: int, source: str, *, expect: str | None = None
-    ) -> NotebookNode:
+    ) -> nbformat.NotebookNode:
         """Replace the source of cell ``index`` in the file, in its own format.
 
         Every other cell's text stays byte-identical; the file is written atomically. Indices
@@ -403,30 +433,32 @@ class NotebookExecutor:
 
         Returns
         -------
-        NotebookNode
-            ``read_notebook(path)`` after the edit.
+        nbformat.NotebookNode
+            ``read_notebook(path)`` after the edit (SPEC section 11).
         """
         from ._review.edit import edit_cell
 
-        return edit_cell(path, index, source, expect=expect)
+        return _public(edit_cell(path, index, source, expect=expect))
 
     @staticmethod
     def insert_cell(
         path: PathLike, index: int, source: str, cell_type: str = "code"
-    ) -> NotebookNode:
+    ) -> nbformat.NotebookNode:
         """Insert a cell at ``index`` (``len(cells)`` appends); same rules as :meth:`edit_cell`."""
         from ._review.edit import insert_cell
 
-        return insert_cell(path, index, source, cell_type)
+        return _public(insert_cell(path, index, source, cell_type))
 
     @staticmethod
-    def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> NotebookNode:
+    def delete_cell(
+        path: PathLike, index: int, *, expect: str | None = None
+    ) -> nbformat.NotebookNode:
         """Delete cell ``index``; same rules as :meth:`edit_cell`."""
         from ._review.edit import delete_cell
 
-        return delete_cell(path, index, expect=expect)
+        return _public(delete_cell(path, index, expect=expect))
 
-    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> dict[str, Any]:
+    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
         """Compare two notebooks, each a source path (any format) or a run id.
 
         Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
@@ -444,7 +476,7 @@ class NotebookExecutor:
             labels=(os.fspath(a), os.fspath(b)),
         )
 
-    def diff_runs(self, run_a: str, run_b: str) -> dict[str, Any]:
+    def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
         [a, b]}, "scraps": {name: [a, b]}, "cells": [...]}`` (only differing names; ``cells``
         as in :meth:`diff_notebooks` with outputs compared)."""
@@ -459,7 +491,7 @@ class NotebookExecutor:
 
     def validate(
         self, path: PathLike, *, execute: bool = False, **execute_options: Any
-    ) -> dict[str, Any]:
+    ) -> ValidateAnswer:
         """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
 
         Checks the nbformat schema, that the parameters cell parses, that code cells compile,
@@ -475,8 +507,6 @@ class NotebookExecutor:
 
         self._check_open()
         check_path("path", path)
-        if self.kernel_name is not None:
-            execute_options.setdefault("kernel_name", self.kernel_name)
         return validate_notebook(
             path,
             execute=execute,
@@ -491,7 +521,7 @@ class NotebookExecutor:
         check_path("notebook", reference)
         candidate = Path(reference)
         if candidate.is_file():
-            return _read_notebook(candidate)
+            return load_source(candidate).nb
         try:
             return self._run_notebook(os.fspath(reference))
         except RunNotFoundError:
@@ -508,7 +538,13 @@ class NotebookExecutor:
     # -- records ---------------------------------------------------------------------------
 
     def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
-        """Every scrap of an executed notebook (a path) or of a past run (a run id), decoded."""
+        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
+        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
+
+        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
+        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
+        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
+        """
         check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
         fmt = find_format(candidate)
@@ -522,7 +558,7 @@ class NotebookExecutor:
             cells = self._store.read(run_id).cells
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunResult:
         """The result dict of a past run (a run whose process died shows as interrupted)."""
         if not isinstance(run_id, str):
             raise RunNotFoundError(
@@ -533,7 +569,8 @@ class NotebookExecutor:
         except CatalogError:
             # The files are the truth: an unusable catalog does not hide a run.
             record = self._store.record(run_id)
-            return {key: record.get(key) for key in RESULT_KEYS}
+            found = {key: record.get(key) for key in RESULT_KEYS}
+            return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
 
     def runs(
         self,
@@ -541,7 +578,7 @@ class NotebookExecutor:
         status: str | None = None,
         since: Any = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Past runs as result dicts, newest first, optionally filtered."""
         return self._open_catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
 
@@ -565,7 +602,7 @@ class NotebookExecutor:
         status: str | None = None,
         since: Any = None,
         limit: int = 20,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SearchHit]:
         """Full-text search over every run record; hits best first, one per run.
 
         Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
@@ -584,14 +621,14 @@ class NotebookExecutor:
         )
 
     def reindex(self) -> int:
-        """Rebuild the catalog from the run files; return the number of runs indexed."""
+        """Rebuild the catalog from the run records; return the number of runs indexed."""
         return self._open_catalog().reindex()
 
     # -- internals -------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
-            raise NotebookExecutorError("this NotebookExecutor is closed")
+            raise ExecutorClosedError("this NotebookExecutor is closed")
 
     def _open_catalog(self) -> Catalog:
         self._check_open()
@@ -604,13 +641,13 @@ class NotebookExecutor:
 
     def _announce(self, plans: list[Plan]) -> None:
         """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
-        engine can) while its run files are written."""
+        engine can) while its run records are written."""
         self._store.prepare()
         if isinstance(self._engine, SupportsPrestart):
             for plan in plans:
                 self._engine.prestart(plan.job)
 
-    def _run(self, plan: Plan) -> dict[str, Any]:
+    def _run(self, plan: Plan) -> RunResult:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
     def _plan(self, input_path: PathLike, options: RunOptions) -> Plan:
@@ -634,3 +671,11 @@ class NotebookExecutor:
             getattr(self._open_catalog(), method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+
+
+def _public(nb: NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` as the public API hands notebooks back: nbformat's own node (SPEC section 3)."""
+    import nbformat
+
+    public: nbformat.NotebookNode = nbformat.from_dict(nb)
+    return public

@@ -6,7 +6,7 @@ logbook front matter, MyST cells in two languages, unsupported extensions, param
 not fit), under file names with spaces, accents and emoji. Through the API, ``execute`` raises
 NotebookSourceError or ParameterError with a one-line message; through the installed command
 line (a real subprocess), ``run`` exits 2 with exactly one line on stderr and no traceback.
-Either way the runs directory gains no run file and the catalog no row.
+Either way the runs directory gains no run record and the catalog no row.
 
 ``tests/unit/test_sources_fuzz.py`` fuzzes the readers alone; this module goes through
 ``NotebookExecutor.execute`` and the ``notebook-executor`` process. Subprocesses are slow, so
@@ -403,7 +403,7 @@ def _write(folder: Path, stem: str, suffix: str, data: bytes) -> Path:
 
 
 def _no_record(runs_dir: Path) -> None:
-    """No run file under ``runs_dir`` and no row in its catalog."""
+    """No run record under ``runs_dir`` and no row in its catalog."""
     if not runs_dir.exists():
         return
     files = [p for p in runs_dir.rglob("*") if p.suffix in (".ipynb", ".md")]

@@ -10,6 +10,7 @@ import pytest
 
 from notebook_executor import NotebookExecutor
 from notebook_executor.engine import RunCancelled
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -46,7 +47,7 @@ def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path:
         watcher.join()
         (run,) = ex.runs()
         assert (run["status"], run["error_kind"]) == ("error", "cancelled")
-        assert run["failed_cell"]["index"] == 1
+        assert failed_cell(run)["index"] == 1
         assert run["cells_executed"] == 1
         assert completed == [(1, 3)]
         kernel = int(pid_file.read_text())

@@ -63,7 +63,7 @@ def _stdout(text: str) -> dict[str, Any]:
 
 
 def _outputs(cell: Any) -> list[dict[str, Any]]:
-    """A cell's outputs as plain data, consecutive streams of one name joined (the run files
+    """A cell's outputs as plain data, consecutive streams of one name joined (the run records
     keep streams joined; nbclient keeps each message)."""
     joined: list[dict[str, Any]] = []
     for output in json.loads(json.dumps(cell.get("outputs", []))):

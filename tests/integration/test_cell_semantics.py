@@ -17,6 +17,7 @@ import nbformat
 import pytest
 
 from notebook_executor import NotebookExecutor
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -103,9 +104,9 @@ def test_tagged_cells_displays_and_a_failure(
 
     assert result["status"] == "error", result
     assert result["error_kind"] == "cell_error"
-    assert result["failed_cell"]["index"] == FAILING_CELL
-    assert result["failed_cell"]["ename"] == "RuntimeError"
-    assert result["failed_cell"]["evalue"] == "stop here"
+    assert failed_cell(result)["index"] == FAILING_CELL
+    assert failed_cell(result)["ename"] == "RuntimeError"
+    assert failed_cell(result)["evalue"] == "stop here"
     # Neither the skipped cell nor anything after the failing one ran.
     assert not (folder / "skipped.marker").exists()
     assert not (folder / "after.marker").exists()

@@ -13,13 +13,13 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import nbformat
 import pytest
 import yaml
 
-from notebook_executor import NotebookExecutor, read_notebook
+from notebook_executor import NotebookExecutor, RunResult, read_notebook
 
 pytestmark = pytest.mark.kernel
 
@@ -29,23 +29,8 @@ MODULE = [sys.executable, "-m", "notebook_executor"]
 SCRIPT = [os.fspath(Path(sys.executable).parent / "notebook-executor")]
 PROG = "notebook-executor: error: "
 
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
+#: The result dict's keys, in order: those of the public RunResult type.
+RESULT_KEYS = list(get_type_hints(RunResult))
 
 
 def cli(
@@ -427,7 +412,7 @@ def test_convert_round_trip_runs_the_same(ex: NotebookExecutor, tmp_path: Path) 
         result = ex.execute(path, parameters=parameters)
         assert result["status"] == "success", (path.name, result["failed_cell"])
         kept = ("status", "parameters", "cells_total", "cells_executed", "scraps")
-        return {key: result[key] for key in kept}
+        return {key: value for key, value in result.items() if key in kept}
 
     hello = {"name": "Ada", "times": 2}
     original = outcome(EXAMPLES / "hello.py", hello)
@@ -528,7 +513,7 @@ def test_running_a_percent_script_imports_neither_nbformat_nor_nbclient(
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"status": 0, "heavy": []}, done.stderr
-    # The run file it wrote without nbformat is a valid notebook that nbformat reads back.
+    # The run record it wrote without nbformat is a valid notebook that nbformat reads back.
     (written,) = tmp_path.glob("*/*.ipynb")
     nb = nbformat.read(written, as_version=4)
     nbformat.validate(nb)

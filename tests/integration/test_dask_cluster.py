@@ -15,7 +15,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -32,6 +32,8 @@ from notebook_executor import NotebookExecutor, NotebookExecutorError, read_note
 from notebook_executor._cluster import dask as _cluster_dask
 from notebook_executor._cluster.worker import PLUGIN_NAME
 from notebook_executor._faces.cli import main
+from notebook_executor._types import RunResult
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -140,13 +142,13 @@ def test_cluster_sweep_results_records_catalog_and_warm_kernels(
     assert [r["scraps"]["x2"] for r in results[:7]] == [2 * i for i in range(7)]
     failed = results[-1]
     assert failed["error_kind"] == "cell_error"
-    assert failed["failed_cell"]["index"] == LAST_CELL
-    assert failed["failed_cell"]["evalue"] == "negative x"
+    assert failed_cell(failed)["index"] == LAST_CELL
+    assert failed_cell(failed)["evalue"] == "negative x"
     # Every run on a fresh kernel process, all in the copy of the notebook's folder.
     assert len({r["scraps"]["pid"] for r in results[:7]}) == 7
     assert {r["scraps"]["data"] for r in results[:7]} == {"beside the notebook"}
     assert sorted(p.name for p in notebook.parent.iterdir()) == ["data.txt", "sweep.py"]
-    # The caller wrote the run files and the catalog.
+    # The caller wrote the run records and the catalog.
     workers = set(client.scheduler_info()["workers"])
     for result in results:
         path = Path(result["output_path"])
@@ -227,7 +229,7 @@ def test_secrets_reach_the_kernels_but_not_the_scheduler(
         assert not any(form in blob for form in forms)
     held = repr(scheduler.get_events()) + repr(scheduler.get_logs())
     assert SECRET not in held
-    # Nor the run files: the printed value is masked there.
+    # Nor the run records: the printed value is masked there.
     for result in results:
         text = Path(result["output_path"]).read_text()
         assert SECRET not in text
@@ -255,8 +257,8 @@ def test_a_worker_killed_mid_run_fails_that_run_only(
     lost = results[0]
     assert lost["status"] == "error"
     assert lost["error_kind"] == "interrupted"
-    assert lost["failed_cell"]["index"] == SLEEP_CELL
-    assert "lost" in lost["failed_cell"]["evalue"]
+    assert failed_cell(lost)["index"] == SLEEP_CELL
+    assert "lost" in failed_cell(lost)["evalue"]
     assert lost["cells_executed"] == 2  # the parameters cell and the one before the sleep
     assert lost["duration_seconds"] > 0
     assert stored["error_kind"] == "interrupted"
@@ -400,7 +402,7 @@ def any_cluster(request: pytest.FixtureRequest) -> LocalCluster:
 
 def _kill_worker_in_hold_cell(
     ex: NotebookExecutor, cluster: LocalCluster, tmp_path: Path, **options: Any
-) -> tuple[list[dict[str, Any]], list[str], str]:
+) -> tuple[list[RunResult], list[str], str]:
     """Run three sets; SIGKILL the worker of the first while it waits in HOLD_CELL.
 
     The worker is killed once it holds the only copy of the shipped notebook folder (Dask
@@ -464,7 +466,7 @@ def _wait_for_line(log: Path, sweep: Any) -> int:
     raise AssertionError("the first run never started")
 
 
-def _record(result: dict[str, Any]) -> dict[str, Any]:
+def _record(result: Mapping[str, Any]) -> dict[str, Any]:
     record: dict[str, Any] = json.loads(Path(result["output_path"]).read_text())["metadata"][
         "notebook_executor"
     ]
@@ -481,8 +483,8 @@ def test_a_run_whose_worker_dies_is_not_run_again_by_default(
     lost = results[0]
     assert lost["status"] == "error"
     assert lost["error_kind"] == "interrupted"
-    assert lost["failed_cell"]["index"] == HOLD_CELL
-    assert "lost" in lost["failed_cell"]["evalue"]
+    assert failed_cell(lost)["index"] == HOLD_CELL
+    assert "lost" in failed_cell(lost)["evalue"]
     assert stored["error_kind"] == "interrupted"
     assert [r["status"] for r in results[1:]] == ["success", "success"]
     record = _record(lost)

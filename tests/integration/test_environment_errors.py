@@ -161,7 +161,7 @@ def test_a_folder_that_cannot_be_written_can_still_be_browsed(locked_runs: Path)
 
 
 def test_a_folder_without_a_catalog_is_browsed_from_its_run_files(locked_runs: Path) -> None:
-    # Remove the catalog before the folder is locked: only the run files are left.
+    # Remove the catalog before the folder is locked: only the run records are left.
     for path in locked_runs.glob("catalog.sqlite*"):
         if os.geteuid() != 0:
             locked_runs.chmod(0o755)

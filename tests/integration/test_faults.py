@@ -8,9 +8,9 @@ there, what never ran is not marked as run), and that the same executor then run
 notebook as if nothing had happened.
 
 Damaged records come last: a catalog that is garbage, truncated, empty, someone else's SQLite
-database or damaged under an open executor, and run files that are truncated, garbage or hold
+database or damaged under an open executor, and run records that are truncated, garbage or hold
 nonsense. Queries through the API and the command line never raise a raw sqlite3 or json
-error: the catalog is rebuilt from the run files, or a one-line package error names the
+error: the catalog is rebuilt from the run records, or a one-line package error names the
 problem. ``FAULT_CASES`` lists the cases; the module prints its count at the end.
 """
 
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ import pytest
 from notebook_executor import CatalogError, NotebookExecutor, NotebookExecutorError, read_notebook
 from notebook_executor._records.store import RunStore
 from notebook_executor._records.streams import MAX_STREAM_CHARS
-from support import alive, descendants, report, wait_gone
+from support import alive, descendants, failed_cell, report, wait_gone
 
 pytestmark = pytest.mark.kernel
 
@@ -140,12 +140,12 @@ def _executed_source_cells(path: str | Path) -> tuple[Any, list[Any]]:
 
 
 def _check_fault(
-    ex: NotebookExecutor, result: dict[str, Any], source: Path, *, kind: str, index: int
+    ex: NotebookExecutor, result: Mapping[str, Any], source: Path, *, kind: str, index: int
 ) -> list[Any]:
     """Assert the result and the partial run notebook of a run that failed at ``index``."""
     FAULT_CASES.append(source.stem)
     assert (result["status"], result["error_kind"]) == ("error", kind), result
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["index"] == index, failed
     source_cells = read_notebook(source).cells
     assert failed["source"] == source_cells[index].source
@@ -180,7 +180,7 @@ def _check_fault(
 
     stored = ex.get_run(result["run_id"])
     assert (stored["status"], stored["error_kind"]) == ("error", kind)
-    assert stored["failed_cell"]["index"] == index
+    assert failed_cell(stored)["index"] == index
     assert stored["cells_executed"] == result["cells_executed"]
     return list(cells)
 
@@ -204,7 +204,7 @@ def test_a_cell_that_raises(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "raises.py"
     result = ex.execute(source, parameters={"pidfile": str(workdir / "raises.pid")})
     _check_fault(ex, result, source, kind="cell_error", index=FAULT)
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert (failed["ename"], failed["evalue"]) == ("ValueError", "boom: the cell failed")
     assert any("ValueError" in line for line in failed["traceback"])
     _check_healthy(ex, workdir)
@@ -216,7 +216,7 @@ def test_a_cell_over_its_cell_timeout(ex: NotebookExecutor, workdir: Path) -> No
     result = ex.execute(source, cell_timeout=2)
     assert time.monotonic() - began < 60
     _check_fault(ex, result, source, kind="timeout", index=FAULT)
-    assert "cell_timeout of 2 s" in result["failed_cell"]["evalue"]
+    assert "cell_timeout of 2 s" in failed_cell(result)["evalue"]
     _check_healthy(ex, workdir)
 
 
@@ -227,12 +227,12 @@ def test_a_run_over_its_timeout_while_each_cell_is_under_its_own(
     began = time.monotonic()
     result = ex.execute(source, timeout=5, cell_timeout=2.5)
     assert time.monotonic() - began < 60
-    index = result["failed_cell"]["index"]
+    index = failed_cell(result)["index"]
     # Which one-second cell the deadline lands in depends on the machine; it is a sleeping
     # one, neither the parameters cell nor a cell that never started.
     assert 3 <= index <= 10, result["failed_cell"]
     cells = _check_fault(ex, result, source, kind="timeout", index=index)
-    assert "exceeded its timeout of 5 s" in result["failed_cell"]["evalue"]
+    assert "exceeded its timeout of 5 s" in failed_cell(result)["evalue"]
     for done in range(3, index):
         assert f"slept {done - 3}" in "".join(o.get("text", "") for o in cells[done].outputs)
     _check_healthy(ex, workdir)
@@ -242,7 +242,7 @@ def test_a_kernel_that_exits(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "exits.py"
     result = ex.execute(source)
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert "exit status 3" in result["failed_cell"]["evalue"]
+    assert "exit status 3" in failed_cell(result)["evalue"]
     _check_healthy(ex, workdir)
 
 
@@ -250,7 +250,7 @@ def test_a_kernel_that_segfaults(ex: NotebookExecutor, workdir: Path) -> None:
     source = workdir / "segfaults.py"
     result = ex.execute(source, parameters={"pidfile": str(workdir / "segfaults.pid")})
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert f"exit status -{int(signal.SIGSEGV)}" in result["failed_cell"]["evalue"]
+    assert f"exit status -{int(signal.SIGSEGV)}" in failed_cell(result)["evalue"]
     pid = int((workdir / "segfaults.pid").read_text().split()[0])
     assert wait_gone({pid}) == set()
     _check_healthy(ex, workdir)
@@ -282,7 +282,7 @@ def test_a_kernel_killed_from_outside(ex: NotebookExecutor, workdir: Path) -> No
         killer.join()
     assert len(killed) == 1, "the cell never reported that it was sleeping"
     _check_fault(ex, result, source, kind="kernel_died", index=FAULT)
-    assert f"exit status -{int(signal.SIGKILL)}" in result["failed_cell"]["evalue"]
+    assert f"exit status -{int(signal.SIGKILL)}" in failed_cell(result)["evalue"]
     assert not alive(killed[0])
     _check_healthy(ex, workdir)
 
@@ -319,10 +319,10 @@ def test_a_cell_printing_20_mb_then_raising_a_huge_error(
     source = workdir / "floods-then-raises.py"
     result = ex.execute(source)
     _check_fault(ex, result, source, kind="cell_error", index=FAULT)
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["ename"] == "RuntimeError"
     assert len(failed["evalue"]) < 11_000
-    assert "more characters in the run files" in failed["evalue"]
+    assert "more characters in the run records" in failed["evalue"]
     _, cells = _executed_source_cells(result["output_path"])
     text = "".join(o.get("text", "") for o in cells[FAULT].outputs if o.output_type == "stream")
     assert _stream_chars(cells[FAULT]) <= MAX_STREAM_CHARS + 200
@@ -402,7 +402,7 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
     _check_healthy(ex, workdir)
 
 
-# -- damaged run records: the catalog and the run files -------------------------------------------
+# -- damaged run records: the catalog and the run records ------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ import json
 import os
 import platform
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import nbformat
 import pandas as pd
@@ -22,31 +22,23 @@ import pytest
 import yaml
 
 from leaks import scan_tree
-from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError, read_notebook
+from notebook_executor import (
+    NotebookExecutor,
+    NotebookExecutorError,
+    ParameterError,
+    RunResult,
+    read_notebook,
+)
 from notebook_executor._kernels.kernel_engine import KernelEngine
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "notebooks"
 
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
+#: The result dict's keys, in order: those of the public RunResult type.
+RESULT_KEYS = list(get_type_hints(RunResult))
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 ANSI = "\x1b"
@@ -83,11 +75,11 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def run_files(runs_dir: Path) -> set[Path]:
-    """Every run file (``.ipynb`` and ``.md``) under ``runs_dir``."""
+    """Every run record (``.ipynb`` and ``.md``) under ``runs_dir``."""
     return {p for p in runs_dir.rglob("*") if p.suffix in (".ipynb", ".md")}
 
 
-def saved_cells(result: dict[str, Any]) -> list[dict[str, Any]]:
+def saved_cells(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The cells of a run's executed notebook, as stored on disk."""
     cells: list[dict[str, Any]] = nbformat.read(result["output_path"], as_version=4).cells
     return cells
@@ -116,7 +108,7 @@ def assert_completed(cell: dict[str, Any]) -> None:
     assert isinstance(cell["execution_count"], int)
 
 
-def assert_result_shape(result: dict[str, Any]) -> None:
+def assert_result_shape(result: Mapping[str, Any]) -> None:
     assert list(result) == RESULT_KEYS
     assert json.loads(json.dumps(result)) == result
     assert ANSI not in json.dumps(result)
@@ -288,7 +280,7 @@ def test_every_format_runs_and_records(
         "cwd": os.fspath(nbdir.resolve()),
     }
 
-    # The run files: runs/YYYY-MM-DD/<run_id>.ipynb and .md, dated by the UTC start.
+    # The run records: runs/YYYY-MM-DD/<run_id>.ipynb and .md, dated by the UTC start.
     day = result["started_at"][:10]
     ipynb = runs_dir / day / f"{result['run_id']}.ipynb"
     markdown = ipynb.with_suffix(".md")
@@ -534,7 +526,7 @@ def test_cell_error_names_the_source_cell(
     assert_result_shape(result)
     assert result["status"] == "error"
     assert result["error_kind"] == "cell_error"
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["index"] == 4
     assert failed["source"] == cells[4].source
     assert failed["ename"] == "ValueError"
@@ -631,9 +623,9 @@ def test_cell_error_index_in_markdown_sources(
     assert cells[index].source == 'raise ValueError(f"bad {n}")'
     result = ex.execute(source, parameters={"who": "Ada", "n": 5})
     assert result["error_kind"] == "cell_error"
-    assert result["failed_cell"]["index"] == index
-    assert result["failed_cell"]["source"] == cells[index].source
-    assert result["failed_cell"]["evalue"] == "bad 5"
+    assert failed_cell(result)["index"] == index
+    assert failed_cell(result)["source"] == cells[index].source
+    assert failed_cell(result)["evalue"] == "bad 5"
     assert result["cells_total"] == 4
     assert result["cells_executed"] == 2
     assert_not_run(cell_with(saved_cells(result), 'print("never")'))
@@ -665,8 +657,8 @@ def test_an_executed_ipynb_source_runs_afresh(ex: NotebookExecutor, nbdir: Path)
 
     result = ex.execute(source)
     assert result["error_kind"] == "cell_error"
-    assert result["failed_cell"]["index"] == 1
-    assert result["failed_cell"]["ename"] == "KeyError"
+    assert failed_cell(result)["index"] == 1
+    assert failed_cell(result)["ename"] == "KeyError"
     assert result["cells_executed"] == 1
     assert result["scraps"] == {}
     assert ex.collect_outputs(result["run_id"]) == {}
@@ -720,7 +712,7 @@ def test_cell_timeout(ex: NotebookExecutor, nbdir: Path) -> None:
     assert_result_shape(result)
     assert result["status"] == "error"
     assert result["error_kind"] == "timeout"
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["index"] == 3
     assert "time.sleep(pause)" in failed["source"]
     assert "cell_timeout" in failed["evalue"]
@@ -779,7 +771,7 @@ def test_whole_run_timeout(ex: NotebookExecutor, nbdir: Path) -> None:
     assert result["status"] == "error"
     assert result["error_kind"] == "timeout"
     assert 3.0 <= result["duration_seconds"] < 20
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert "cell_timeout" not in failed["evalue"]
     executed = result["cells_executed"]
     assert 1 <= executed <= 4
@@ -805,7 +797,7 @@ def test_executor_default_cell_timeout(runs_dir: Path, nbdir: Path) -> None:
     with NotebookExecutor(runs_dir=runs_dir, cell_timeout=2.0, warm_kernels=0) as own:
         result = own.execute(source)
     assert result["error_kind"] == "timeout"
-    assert result["failed_cell"]["index"] == 1
+    assert failed_cell(result)["index"] == 1
     assert result["cells_executed"] == 1
     assert result["duration_seconds"] < 20
 
@@ -846,7 +838,7 @@ def test_kernel_death_names_the_cell(
     assert_result_shape(result)
     assert result["status"] == "error"
     assert result["error_kind"] == "kernel_died"
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["index"] == 3
     assert death in failed["source"]
     # The kernel's exit status (a negative signal number for a crash) is reported.
@@ -1055,7 +1047,7 @@ def test_cell_progress_on_a_real_kernel(
     )
     with NotebookExecutor(runs_dir=runs_dir, progress=True) as executor:
         result = executor.execute(tmp_path / "slow.py")
-    assert (result["status"], result["failed_cell"]["index"]) == ("error", 3)
+    assert (result["status"], failed_cell(result)["index"]) == ("error", 3)
     shown = capsys.readouterr()
     assert "slow.py" in shown.err
     assert "2/4" in shown.err

@@ -3,7 +3,7 @@
 ``WORKERS`` processes, each with its own executor and kernels, run ``RUNS_EACH`` notebooks
 apiece (one of them fails on purpose) into one shared runs directory, while a reader thread of
 this process keeps querying ``runs()``, ``scraps()`` and ``get_run()`` and now and then rebuilds
-the catalog. Afterwards every run is in the catalog exactly once, every run file is whole and
+the catalog. Afterwards every run is in the catalog exactly once, every run record is whole and
 final, nothing temporary is left, and a ``reindex`` gives back the very same rows.
 (``test_catalog_concurrency.py`` does the same for the catalog alone, with a fake engine; here
 the kernels are real, so writes land at the pace and in the order real runs produce them.)
@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ class Reader(threading.Thread):
             reader.reindex()
             self.reindexes += 1
 
-    def _check_row(self, row: dict[str, Any]) -> None:
+    def _check_row(self, row: Mapping[str, Any]) -> None:
         status, n = row["status"], row["parameters"].get("n")
         if status == "running":
             if row["finished_at"] is not None:
@@ -191,7 +192,7 @@ def test_processes_share_one_runs_dir_and_lose_nothing(
         assert (done["scraps.square"] == done["parameters.n"] ** 2).all()
         assert len({row["scraps"]["pid"] for row in rows}) == len(ids)  # a kernel per run
 
-        # Every run file is whole, valid and final, and says what the catalog says.
+        # Every run record is whole, valid and final, and says what the catalog says.
         for row in rows:
             path = RunStore(runs_dir).path(row["run_id"])
             nb = nbformat.read(path, as_version=4)

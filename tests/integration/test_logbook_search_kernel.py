@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
+from notebook_executor._types import SearchHit
 
 pytestmark = pytest.mark.kernel
 
@@ -42,7 +43,7 @@ print("Hello, {name}!")
 INJECTION = '"); open("pwned","w").close(); print("'
 
 
-def _stdout(result: dict[str, Any]) -> str:
+def _stdout(result: Mapping[str, Any]) -> str:
     nb = nbformat.read(result["output_path"], as_version=4)
     return "".join(
         output.get("text", "")
@@ -146,7 +147,7 @@ def test_search_finds_runs_on_real_kernels(tmp_path: Path) -> None:
         bad = ex.execute(notebook, parameters={"sensor": "QZ-9", "divisor": 0})
         assert (good["status"], bad["status"]) == ("success", "error")
 
-        def found(query: str) -> dict[str, dict[str, Any]]:
+        def found(query: str) -> dict[str, SearchHit]:
             return {hit["run_id"]: hit for hit in ex.search(query)}
 
         assert found("flux capacitor")[good["run_id"]]["where"] == "request"

@@ -14,6 +14,7 @@ import pytest
 from papermill.exceptions import PapermillExecutionError
 
 from notebook_executor import NotebookExecutor
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -69,7 +70,7 @@ def test_same_outcome_as_papermill(executor: NotebookExecutor, tmp_path: Path, c
     if papermill_error is None:
         assert ours["failed_cell"] is None
         return
-    failed = ours["failed_cell"]
+    failed = failed_cell(ours)
     assert ours["error_kind"] == "cell_error"
     assert (failed["ename"], failed["evalue"]) == (papermill_error.ename, papermill_error.evalue)
     # Papermill counts its injected cell: its index is one more past the parameters cell.

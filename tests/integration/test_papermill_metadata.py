@@ -12,6 +12,7 @@ import scrapbook as sb
 from dateutil.parser import isoparse  # type: ignore[import-untyped]
 
 from notebook_executor import NotebookExecutor
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -85,7 +86,7 @@ def test_success_run_reads_in_scrapbook(executor: NotebookExecutor, tmp_path: Pa
 def test_failed_run_marks_failed_and_pending(executor: NotebookExecutor, tmp_path: Path) -> None:
     source = _notebook(tmp_path / "bad.ipynb", fail=True)
     result = executor.execute(source)
-    assert result["status"] == "error" and result["failed_cell"]["index"] == 3
+    assert result["status"] == "error" and failed_cell(result)["index"] == 3
     book = sb.read_notebook(result["output_path"])
     assert book.parameters == {}
     assert book.scraps.data_dict == {"double": 2}

@@ -4,7 +4,7 @@ real runs, and the edit-and-rerun loop on every source format."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -14,6 +14,7 @@ import pytest
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -34,7 +35,7 @@ def _options(name: str) -> dict[str, Any]:
     return {"parameters": {"station": "S1"}} if "logbook" in name else {}
 
 
-def _errors(verdict: dict[str, Any]) -> list[tuple[int | None, str]]:
+def _errors(verdict: Mapping[str, Any]) -> list[tuple[int | None, str]]:
     return [(p["cell"], p["message"]) for p in verdict["problems"] if p["severity"] == "error"]
 
 
@@ -144,7 +145,7 @@ def test_edit_the_failed_cell_and_rerun(ex: NotebookExecutor, tmp_path: Path, na
     ex.edit_cell(path, 2, "undefined_name_here", expect=broken)
     failed = ex.execute(path, **_options(name))
     assert failed["status"] == "error"
-    index = failed["failed_cell"]["index"]
+    index = failed_cell(failed)["index"]
     assert index == 2
     ex.edit_cell(path, index, broken, expect="undefined_name_here")
     assert path.read_bytes() == (DATA / name).read_bytes()
@@ -167,7 +168,12 @@ def test_diff_runs_of_one_notebook(ex: NotebookExecutor, tmp_path: Path) -> None
     # Two runs with the same parameters produce the same notebook, timings aside.
     assert ex.diff_notebooks(first["run_id"], again["run_id"], outputs=True)["identical"]
     same = ex.diff_runs(first["run_id"], again["run_id"])
-    assert same == {"status": ["success", "success"], "parameters": {}, "scraps": {}, "cells": []}
+    assert dict(same) == {
+        "status": ["success", "success"],
+        "parameters": {},
+        "scraps": {},
+        "cells": [],
+    }
     # A run compared with its source: same cells (the injected parameters cell is left out).
     assert ex.diff_notebooks(path, first["run_id"])["cells"] == []
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,8 @@ import pytest
 
 from notebook_executor import NotebookExecutor, NotebookSourceError
 from notebook_executor._kernels.kernel_engine import KernelEngine
-from support import alive, wait_gone
+from notebook_executor._types import RunResult
+from support import alive, failed_cell, wait_gone
 
 pytestmark = pytest.mark.kernel
 
@@ -58,14 +59,14 @@ def ex(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NotebookExecu
         executor.close()
 
 
-def _run(ex: NotebookExecutor, folder: Path, case: str, **options: Any) -> dict[str, Any]:
+def _run(ex: NotebookExecutor, folder: Path, case: str, **options: Any) -> RunResult:
     folder.mkdir(exist_ok=True)
     source = folder / "case.py"
     source.write_text(TEMPLATE.format(case=case))
     return ex.execute(source, **options)
 
 
-def _statuses(result: dict[str, Any]) -> list[str]:
+def _statuses(result: Mapping[str, Any]) -> list[str]:
     cells = nbformat.read(result["output_path"], as_version=4).cells
     return [c.metadata["notebook_executor"]["status"] for c in cells if c.cell_type == "code"]
 
@@ -106,8 +107,8 @@ def test_any_other_exit_is_a_cell_error(
     result = _run(ex, tmp_path / "nb", f"import sys\n{case}")
 
     assert (result["status"], result["error_kind"]) == ("error", "cell_error"), result
-    assert result["failed_cell"]["index"] == 1
-    assert (result["failed_cell"]["ename"], result["failed_cell"]["evalue"]) == (
+    assert failed_cell(result)["index"] == 1
+    assert (failed_cell(result)["ename"], failed_cell(result)["evalue"]) == (
         "SystemExit",
         evalue,
     )
@@ -123,8 +124,8 @@ def test_a_prompt_fails_its_cell_at_once(ex: NotebookExecutor, tmp_path: Path, c
     result = _run(ex, tmp_path / "nb", case, timeout=60)
 
     assert (result["status"], result["error_kind"]) == ("error", "cell_error"), result
-    assert result["failed_cell"]["index"] == 1
-    assert result["failed_cell"]["ename"] == "StdinNotImplementedError"
+    assert failed_cell(result)["index"] == 1
+    assert failed_cell(result)["ename"] == "StdinNotImplementedError"
     assert result["cells_executed"] == 1
     assert not (tmp_path / "nb" / "after.marker").exists()
 

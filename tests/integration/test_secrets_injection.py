@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from leaks import scan_tree, traces
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
-from support import alive
+from support import alive, failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -78,7 +78,7 @@ sb.glue("hint_is_token", hint == token)
 password
 
 # %%
-# The run files as they are on disk while the run is still going.
+# The run records as they are on disk while the run is still going.
 found = []
 for path in Path(runs_dir).rglob("*"):
     if path.is_file():
@@ -220,7 +220,7 @@ def test_secrets_reach_the_kernel_and_nothing_else(workdir: Path) -> None:
 
     # The kernel had the exact values: it hashed them and compared the parameter.
     assert result["status"] == "error"
-    assert (result["error_kind"], result["failed_cell"]["index"]) == ("cell_error", 3)
+    assert (result["error_kind"], failed_cell(result)["index"]) == ("cell_error", 3)
     assert result["scraps"]["sha"] == [
         hashlib.sha256(v.encode()).hexdigest() for v in (token, password)
     ]
@@ -246,7 +246,7 @@ def test_secrets_reach_the_kernel_and_nothing_else(workdir: Path) -> None:
     assert result["parameters"]["hint"] == "[secret API_TOKEN]"
     assert result["request"] == "check the login with [secret API_TOKEN] and [secret DB_PASSWORD]"
     assert result["scraps"]["token"] == "[secret API_TOKEN]"
-    assert "[secret DB_PASSWORD]" in result["failed_cell"]["evalue"]
+    assert "[secret DB_PASSWORD]" in failed_cell(result)["evalue"]
 
     # The record names the secrets.
     record = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))["metadata"][
@@ -298,7 +298,7 @@ def test_command_line_secrets_come_from_the_environment_and_are_written_nowhere(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 def test_a_secret_survives_a_killed_host_unwritten(workdir: Path) -> None:
-    """The run files written when the run begins hold no secret either (the host may die
+    """The run records written when the run begins hold no secret either (the host may die
     before the final write)."""
     runs_dir = workdir / "killed-host-runs"
     ready = workdir / "secret.ready"
@@ -427,7 +427,7 @@ def test_secrets_hidden_by_escape_codes_entities_bytes_and_pieces_leave_no_trace
             for hit in ex.search(query)
         ]
 
-    assert (result["error_kind"], result["failed_cell"]["index"]) == ("cell_error", 6)
+    assert (result["error_kind"], failed_cell(result)["index"]) == ("cell_error", 6)
     # What the run stores, and hands back.
     assert scan_tree(runs_dir, TRICKY, TRICKY_PIECES) == {}
     assert traces(json.dumps(result, ensure_ascii=False), TRICKY, TRICKY_PIECES) == []

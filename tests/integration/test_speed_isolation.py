@@ -22,7 +22,7 @@ import pytest
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._kernels.kernel_engine import KernelEngine
-from support import alive, descendants
+from support import alive, descendants, failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -138,11 +138,11 @@ def test_forked_kernels_time_out_and_die_as_launched_ones_do(
         pool = engine.pool
         assert pool is not None
         assert pool.stats["forked"] >= 1 or not sys.platform.startswith("linux")
-    assert (slow["error_kind"], slow["failed_cell"]["index"]) == ("timeout", 1)
-    assert "cell_timeout" in slow["failed_cell"]["evalue"]
-    assert (whole["error_kind"], whole["failed_cell"]["index"]) == ("timeout", 1)
-    assert (died["error_kind"], died["failed_cell"]["index"]) == ("kernel_died", 1)
-    assert "exit status 7" in died["failed_cell"]["evalue"]
+    assert (slow["error_kind"], failed_cell(slow)["index"]) == ("timeout", 1)
+    assert "cell_timeout" in failed_cell(slow)["evalue"]
+    assert (whole["error_kind"], failed_cell(whole)["index"]) == ("timeout", 1)
+    assert (died["error_kind"], failed_cell(died)["index"]) == ("kernel_died", 1)
+    assert "exit status 7" in failed_cell(died)["evalue"]
     assert died["cells_executed"] == 1
 
 
@@ -248,7 +248,7 @@ def test_a_local_module_shadows_a_preloaded_one_as_on_a_launched_kernel(
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
         _warm_up(ex, workdir)
         results = [ex.execute(local / "probe.py") for _ in range(3)]
-    assert [r["failed_cell"]["evalue"] for r in results] == ["the local scrapbook.py"] * 3
+    assert [failed_cell(r)["evalue"] for r in results] == ["the local scrapbook.py"] * 3
 
 
 FILES = """# %% tags=["parameters"]

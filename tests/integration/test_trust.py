@@ -9,7 +9,7 @@ import re
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError, OutputWriteError
+from support import failed_cell
 
 pytestmark = pytest.mark.kernel
 
@@ -45,7 +46,7 @@ def _holding(folder: Path, value: str) -> list[str]:
     return sorted(scan_tree(folder, {"value": value}))
 
 
-def _record(result: dict[str, Any]) -> nbformat.NotebookNode:
+def _record(result: Mapping[str, Any]) -> nbformat.NotebookNode:
     record: nbformat.NotebookNode = nbformat.read(result["output_path"], as_version=4)
     return record
 
@@ -284,7 +285,7 @@ def test_the_result_stays_small_whatever_the_notebook_raises(
     assert result["error_kind"] == "cell_error"
     assert len(json.dumps(result)) < 20_000
     assert len(json.dumps(result, ensure_ascii=False)) < 20_000
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert failed["ename"] and failed["evalue"] and failed["traceback"]
 
 

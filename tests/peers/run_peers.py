@@ -245,7 +245,7 @@ def _nbclient_one(path: Path, output: Path, kernel: str) -> None:
         nb,
         kernel_name=kernel,
         resources={"metadata": {"path": str(path.parent)}},
-        # Our run files keep each stream joined, with \r and \b applied: nbclient's option
+        # Our run records keep each stream joined, with \r and \b applied: nbclient's option
         # that does the same.
         coalesce_streams=True,
         **{"timeout": NBCLIENT_CELL_TIMEOUT, **NBCLIENT_OPTIONS.get(path.name, {})},

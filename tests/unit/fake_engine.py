@@ -1,7 +1,7 @@
 """A fake engine for the unit tier: runs code cells in-process, with no kernel.
 
 This is a **test double** for :class:`notebook_executor.Engine`. It is honest enough for tests of
-everything around the engine (validation, injection, result building, run files, redaction,
+everything around the engine (validation, injection, result building, run records, redaction,
 the CLI), not a Python kernel:
 
 - every code cell of the job notebook is ``exec``-ed in one namespace shared by the run, in order;

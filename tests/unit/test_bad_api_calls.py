@@ -43,6 +43,9 @@ def test_a_wrongly_typed_argument_raises_a_typed_error(
             CALLS[name](ex)
     assert "\n" not in str(caught.value)
     assert "Traceback" not in str(caught.value)
+    # A named leaf of the tree, never the bare base class; bad input is also a ValueError.
+    assert type(caught.value) is not NotebookExecutorError
+    assert isinstance(caught.value, (ValueError, LookupError))
     if name.startswith(("get-run", "diff-runs")):
         assert isinstance(caught.value, RunNotFoundError)
     assert len(engine.jobs) == 1

@@ -2,7 +2,7 @@
 
 No kernel: runs go through the real executor with :class:`FakeEngine`, which runs code cells
 with ``exec`` and turns ``glue(...)`` calls into scrapbook-format outputs; other records are
-written straight into the catalog or the run files.
+written straight into the catalog or the run records.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,9 @@ from notebook_executor._faces.cli import main
 from notebook_executor._records import run_files as _records
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._times import iso, now_utc
+from notebook_executor._types import RunResult
 from notebook_executor.engine import CellFailure
+from support import failed_cell
 
 ALPHA = """# %% tags=["parameters"]
 x: int = 1
@@ -132,7 +134,7 @@ def ex(workdir: Path) -> Iterator[NotebookExecutor]:
 
 
 @pytest.fixture
-def history(ex: NotebookExecutor) -> list[dict[str, Any]]:
+def history(ex: NotebookExecutor) -> list[RunResult]:
     """Seven runs of three notebooks, oldest first; one of them failed."""
     results = [ex.execute("notebooks/alpha.py", parameters={"x": x}) for x in (1, 2, 3)]
     results.append(ex.execute("notebooks/alpha.py", parameters={"x": -1}))
@@ -141,7 +143,7 @@ def history(ex: NotebookExecutor) -> list[dict[str, Any]]:
     return results
 
 
-def _ids(rows: list[dict[str, Any]]) -> list[str]:
+def _ids(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return [row["run_id"] for row in rows]
 
 
@@ -210,7 +212,7 @@ def test_a_run_is_indexed_with_its_stored_record(ex: NotebookExecutor) -> None:
 
 
 def test_a_run_is_running_while_it_runs(workdir: Path) -> None:
-    seen: list[list[dict[str, Any]]] = []
+    seen: list[list[RunResult]] = []
 
     def probe(job: RunJob) -> None:
         # Another connection, as another process would open it: the run's lock is held.
@@ -288,7 +290,7 @@ def test_status_filter(ex: NotebookExecutor, history: list[dict[str, Any]]) -> N
     assert len(failed) == 1
     assert _ids(ex.runs(status="error")) == _ids(failed)
     assert ex.runs(status="error")[0]["error_kind"] == "cell_error"
-    assert ex.runs(status="error")[0]["failed_cell"]["ename"] == "ValueError"
+    assert failed_cell(ex.runs(status="error")[0])["ename"] == "ValueError"
     assert len(ex.runs(status="success")) == len(history) - 1
     assert ex.runs(status="running") == []
     with pytest.raises(NotebookExecutorError, match="status must be one of"):

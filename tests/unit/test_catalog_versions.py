@@ -74,6 +74,6 @@ def test_a_foreign_database_is_refused_and_left_as_it_is(tmp_path: Path, version
         with pytest.raises(CatalogError, match="not created by notebook-executor") as caught:
             ex.runs()
         assert str(catalog) in str(caught.value)
-        assert ex.get_run(run_id)["run_id"] == run_id  # the run files still answer
+        assert ex.get_run(run_id)["run_id"] == run_id  # the run records still answer
     assert catalog.read_bytes() == before
     assert sorted(p.name for p in runs.glob("catalog.sqlite*")) == ["catalog.sqlite"]

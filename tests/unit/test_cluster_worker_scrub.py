@@ -1,4 +1,4 @@
-"""What a Dask worker sends back is scrubbed there, as a run file is (fake engine)."""
+"""What a Dask worker sends back is scrubbed there, as a run record is (fake engine)."""
 
 from __future__ import annotations
 

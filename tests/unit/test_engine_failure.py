@@ -11,6 +11,7 @@ from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
 from notebook_executor.engine import EngineOutcome, RunJob
+from support import failed_cell
 
 NOTEBOOK = "# %% [markdown]\n# title\n\n# %%\nx = 1\n\n# %%\ny = 2\n"
 SECRET = "hunter2-very-secret-token"
@@ -32,7 +33,7 @@ def test_an_engine_failure_finishes_the_run_as_failed(tmp_path: Path) -> None:
         listed = ex.runs()
     assert result["status"] == "error"
     assert result["error_kind"] == "kernel_died"
-    error = result["failed_cell"]
+    error = failed_cell(result)
     assert error["ename"] == "RuntimeError"
     assert "socket closed" in error["evalue"]
     assert error["index"] == 1  # the first code cell (cell 0 is markdown)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor import NotebookExecutor, read_notebook
+from notebook_executor import NotebookExecutor
+from notebook_executor._sources.formats import load_source
 from notebook_executor.engine import (
     EngineOutcome,
     KernelChoice,
@@ -112,14 +113,14 @@ def test_cell_done_reports_each_completed_cell_and_survives_a_failing_callback(
 ) -> None:
     engine = PlainEngine()
     seen: list[int] = []
-    job = RunJob(read_notebook(notebook), _kernel(), tmp_path, {}, on_cell=seen.append)
+    job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=seen.append)
     engine.run(job)
     assert seen == [0, 2]
 
     def broken(index: int) -> None:
         raise RuntimeError(f"display failed at {index}")
 
-    job = RunJob(read_notebook(notebook), _kernel(), tmp_path, {}, on_cell=broken)
+    job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=broken)
     assert engine.run(job).completed == [0, 2]
 
 

@@ -24,6 +24,7 @@ from notebook_executor import (
     RunNotFoundError,
     read_notebook,
 )
+from support import failed_cell
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 
@@ -92,7 +93,7 @@ def _all_bytes(folder: Path) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
-# -- results and run files -----------------------------------------------------------------------
+# -- results and run records -----------------------------------------------------------------------
 
 
 def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
@@ -169,7 +170,7 @@ def test_a_failing_cell_is_reported_with_its_source_index(ex: NotebookExecutor) 
     assert result["status"] == "error"
     assert result["error_kind"] == "cell_error"
     assert result["cells_executed"] == 2
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     source = read_notebook("nb.py")
     assert failed["index"] == 4
     assert source.cells[failed["index"]].source == failed["source"]
@@ -184,7 +185,7 @@ def test_a_failing_cell_is_reported_with_its_source_index(ex: NotebookExecutor) 
 def test_failed_cell_index_without_injection(ex: NotebookExecutor, workdir: Path) -> None:
     (workdir / "neg.py").write_text(NOTEBOOK.replace("x: int = 1", "x: int = -5"))
     result = ex.execute("neg.py")
-    assert result["failed_cell"]["index"] == 4
+    assert failed_cell(result)["index"] == 4
 
 
 def test_failure_in_the_parameters_cell_is_the_parameters_cell(
@@ -192,8 +193,8 @@ def test_failure_in_the_parameters_cell_is_the_parameters_cell(
 ) -> None:
     (workdir / "p.py").write_text('# %% tags=["parameters"]\nx = 1\nboom = 1 / 0\n\n# %%\nx\n')
     result = ex.execute("p.py", parameters={"x": 2})
-    assert result["failed_cell"]["index"] == 0
-    assert result["failed_cell"]["ename"] == "ZeroDivisionError"
+    assert failed_cell(result)["index"] == 0
+    assert failed_cell(result)["ename"] == "ZeroDivisionError"
 
 
 @pytest.mark.parametrize(
@@ -209,7 +210,7 @@ def test_timeout_and_dead_kernel_name_the_running_cell(
     result = ex.execute("t.py", parameters={"n": 2})
     assert result["status"] == "error"
     assert result["error_kind"] == kind
-    assert result["failed_cell"]["index"] == 2
+    assert failed_cell(result)["index"] == 2
     assert result["cells_executed"] == 2
     executed = nbformat.read(result["output_path"], as_version=4)
     statuses = [c.metadata["notebook_executor"]["status"] for c in executed.cells]
@@ -222,7 +223,7 @@ def test_cell_timeout_is_handed_to_the_engine(ex: NotebookExecutor, workdir: Pat
     (workdir / "slow.py").write_text("# %%\nimport time\ntime.sleep(0.05)\n\n# %%\nz = 1\n")
     result = ex.execute("slow.py", cell_timeout=0.01, timeout=100)
     assert result["error_kind"] == "timeout"
-    assert result["failed_cell"]["index"] == 0
+    assert failed_cell(result)["index"] == 0
 
 
 def test_cancelling_keeps_what_ran(ex: NotebookExecutor, workdir: Path) -> None:
@@ -268,7 +269,7 @@ def test_secrets_never_reach_the_result_or_any_run_file(
     assert result["status"] == "error"
     text = json.dumps(result)
     assert SECRET not in text
-    assert "[secret API_TOKEN]" in result["failed_cell"]["evalue"]
+    assert "[secret API_TOKEN]" in failed_cell(result)["evalue"]
     assert result["scraps"]["token"] == "[secret API_TOKEN]"
     files = _all_bytes(workdir / "runs")
     assert any(p.suffix == ".ipynb" for p, _ in files)
@@ -489,16 +490,34 @@ def test_constructor_checks_timeouts(value: Any) -> None:
 def test_public_names_are_pinned() -> None:
     assert notebook_executor.__all__ == [
         "CatalogError",
+        "CellChange",
+        "ClusterError",
+        "EditConflictError",
         "Engine",
         "EngineOutcome",
+        "ExecutorClosedError",
+        "FailedCell",
+        "InvalidArgumentError",
+        "NotebookDiff",
         "NotebookExecutor",
         "NotebookExecutorError",
         "NotebookSourceError",
+        "OutputCut",
+        "OutputPathError",
         "OutputWriteError",
         "ParameterError",
+        "ParameterInfo",
+        "ReportError",
+        "RunCancelled",
+        "RunDiff",
         "RunJob",
         "RunNotFoundError",
+        "RunResult",
         "RunsDirError",
+        "SearchHit",
+        "SearchQueryError",
+        "ValidateAnswer",
+        "ValidateProblem",
         "__version__",
         "read_notebook",
         "write_notebook",
@@ -514,8 +533,27 @@ def test_errors_form_one_tree() -> None:
         "RunNotFoundError",
         "CatalogError",
         "RunsDirError",
+        "OutputWriteError",
+        "InvalidArgumentError",
+        "OutputPathError",
+        "SearchQueryError",
+        "EditConflictError",
+        "ClusterError",
+        "ReportError",
+        "ExecutorClosedError",
     ):
         assert issubclass(getattr(notebook_executor, name), NotebookExecutorError)
+    # Errors about input are also ValueErrors (as httpx's are), for code that expects those.
+    for name in (
+        "NotebookSourceError",
+        "ParameterError",
+        "InvalidArgumentError",
+        "OutputPathError",
+        "SearchQueryError",
+    ):
+        assert issubclass(getattr(notebook_executor, name), ValueError)
+    # A cancelled run is an interrupt, outside the tree: except Exception does not swallow it.
+    assert issubclass(notebook_executor.RunCancelled, KeyboardInterrupt)
 
 
 def test_importing_the_package_is_light() -> None:
@@ -642,7 +680,7 @@ def test_each_flushed_write_is_an_output_of_its_own(
     cell = engine.jobs[-1].nb.cells[0]
     texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
     assert texts == [("stdout", "abc"), ("stdout", "def! 1\n"), ("stderr", "e")]
-    # ... and the run files hold each stream coalesced, as they are redacted.
+    # ... and the run records hold each stream coalesced, as they are redacted.
     cell = nbformat.read(result["output_path"], as_version=4).cells[0]
     texts = [(o.get("name"), o.get("text", o.get("evalue"))) for o in cell.outputs]
     assert texts == [("stdout", "abcdef! 1\n"), ("stderr", "e")]
@@ -665,7 +703,7 @@ def test_threads_of_execute_many_keep_their_output_and_environment_apart(
             assert result["status"] == "success", result
             cell = nbformat.read(result["output_path"], as_version=4).cells[-1]
             texts = [o["text"] for o in cell.outputs]
-            # The run file holds the stream coalesced: every piece of this run's, none other's.
+            # The run record holds the stream coalesced: every piece of this run's, none other's.
             assert texts == [f"<{i}-value>\n" * 20 + f"done {mark}\n"]
 
 

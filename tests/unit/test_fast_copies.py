@@ -26,7 +26,7 @@ from notebook_executor._notebook import (
 )
 from notebook_executor._records.layout import bytes_as_base64, split_lines
 from notebook_executor._sources.copying import copy_notebook
-from notebook_executor._sources.formats import read_notebook
+from notebook_executor._sources.formats import load_source
 from notebook_executor._sources.nbjson import dumps_indented
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -78,7 +78,7 @@ def _executed() -> NotebookNode:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_copy_notebook_equals_deepcopy_on_every_test_notebook(path: Path) -> None:
-    nb = read_notebook(path)
+    nb = load_source(path).nb
     assert nb.cells
     copied = copy_notebook(nb)
     assert _shape(copied) == _shape(copy.deepcopy(nb))
@@ -115,7 +115,7 @@ def test_copy_notebook_hands_other_types_to_deepcopy() -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_dumps_indented_is_json_dumps_on_every_test_notebook(path: Path) -> None:
-    document = split_lines(read_notebook(path))
+    document = split_lines(load_source(path).nb)
     text = dumps_indented(document, default=bytes_as_base64)
     assert text == _reference_json(document)
     assert '\n "cells": [\n' in text

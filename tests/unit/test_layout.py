@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 RANKS: dict[str, int] = {
     "engine": 0,  # the public engine seam
     "_errors": 0,
+    "_types": 0,  # the TypedDicts of the public answers
     "_times": 0,
     "_extras": 0,
     "_notebook": 0,  # notebooks as data, without nbformat

@@ -1,4 +1,4 @@
-"""Run files: run ids, run paths, display paths, the markdown record, output capping."""
+"""Run records: run ids, run paths, display paths, the markdown record, output capping."""
 
 from __future__ import annotations
 

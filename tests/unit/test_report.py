@@ -21,6 +21,7 @@ from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
 from notebook_executor._faces.report import build_report
 from notebook_executor._faces.report.charts import Chart, charts_for, render_svg
+from notebook_executor._types import RunResult
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -48,7 +49,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def runs(workdir: Path) -> Iterator[list[dict[str, Any]]]:
+def runs(workdir: Path) -> Iterator[list[RunResult]]:
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
         sets.append({"x": 1.5, "label": HOSTILE})
@@ -57,7 +58,7 @@ def runs(workdir: Path) -> Iterator[list[dict[str, Any]]]:
         yield ex.runs()
 
 
-def _runs_of(workdir: Path) -> list[dict[str, Any]]:
+def _runs_of(workdir: Path) -> list[RunResult]:
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         return ex.runs()
 
@@ -237,7 +238,7 @@ SVG = (
 
 
 def _add_outputs(workdir: Path, run_id: str) -> None:
-    """Adds to a run file the outputs a kernel would have sent: a DataFrame, a PNG, an SVG,
+    """Adds to a run record the outputs a kernel would have sent: a DataFrame, a PNG, an SVG,
     LaTeX, and HTML with every payload."""
     import json
 
@@ -261,7 +262,7 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
 
 @pytest.fixture
-def rich_run(workdir: Path) -> dict[str, Any]:
+def rich_run(workdir: Path) -> RunResult:
     (workdir / "rich.py").write_text(MARKDOWN, encoding="utf-8")
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         result = ex.execute("rich.py")
@@ -342,7 +343,7 @@ def test_every_page_has_a_strict_content_security_policy(
 
 
 def _synthetic(count: int, notebook: str, **extra: Any) -> list[dict[str, Any]]:
-    """Result dicts as the catalog lists them (no run files: their pages say so)."""
+    """Result dicts as the catalog lists them (no run records: their pages say so)."""
     runs = []
     for i in range(count):
         runs.append(
@@ -444,7 +445,7 @@ def test_dataframe_scraps_show_a_bounded_preview(workdir: Path) -> None:
 def test_the_report_parses_each_run_file_once(
     workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Before, a run page parsed its run file twice (record, then notebook), its DataFrame
+    # Before, a run page parsed its run record twice (record, then notebook), its DataFrame
     # previews a third time, and the index a fourth.
     (workdir / "frame.py").write_text(
         "# %%\nimport pandas as pd\nimport scrapbook as sb\n"

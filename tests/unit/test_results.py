@@ -18,7 +18,9 @@ from notebook_executor._records.results import (
     redact,
 )
 from notebook_executor._records.text import strip_ansi
+from notebook_executor._types import RunResult
 from notebook_executor.engine import CellFailure
+from support import failed_cell
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,7 @@ def _executed() -> Any:
     return nb
 
 
-def _result(outcome: EngineOutcome, **overrides: Any) -> dict[str, Any]:
+def _result(outcome: EngineOutcome, **overrides: Any) -> RunResult:
     arguments: dict[str, Any] = {
         "run_id": "20240101T000000Z-x-0000",
         "notebook_path": "nb.py",
@@ -108,8 +110,8 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {
 def test_a_successful_result() -> None:
     result = _result(EngineOutcome(completed=[1, 2, 3, 5]))
     assert list(result) == list(RESULT_TYPES)
-    for key, types in RESULT_TYPES.items():
-        assert isinstance(result[key], types), key
+    for key, value in result.items():
+        assert isinstance(value, RESULT_TYPES[key]), key
     assert result["status"] == "success"
     assert result["error_kind"] is None
     assert result["failed_cell"] is None
@@ -142,17 +144,17 @@ def test_other_error_kinds(kind: Any) -> None:
     failure = CellFailure(3, kind, "E", "v", [])
     result = _result(EngineOutcome(completed=[1, 2], failure=failure))
     assert result["error_kind"] == kind
-    assert result["failed_cell"]["index"] == 2
-    assert result["failed_cell"]["source"] == "glue()"
+    assert failed_cell(result)["index"] == 2
+    assert failed_cell(result)["source"] == "glue()"
 
 
 def test_long_error_texts_are_clipped() -> None:
     failure = CellFailure(5, "cell_error", "E", "v" * (MAX_ERROR_CHARS * 2), ["t" * 50_000] * 10)
     result = _result(EngineOutcome(failure=failure))
-    failed = result["failed_cell"]
+    failed = failed_cell(result)
     assert len(failed["evalue"]) < MAX_ERROR_CHARS + 100
     assert len(json.dumps(failed["traceback"])) < MAX_ERROR_CHARS * 4
-    assert failed["traceback"][0] == "[earlier traceback lines are in the run files]"
+    assert failed["traceback"][0] == "[earlier traceback lines are in the run records]"
 
 
 def test_annotate_cells_records_what_ran() -> None:

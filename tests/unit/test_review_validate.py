@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -24,7 +25,7 @@ def ex(tmp_path: Path) -> NotebookExecutor:
     return NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine())
 
 
-def _errors(verdict: dict[str, Any]) -> list[tuple[int | None, str]]:
+def _errors(verdict: Mapping[str, Any]) -> list[tuple[int | None, str]]:
     return [(p["cell"], p["message"]) for p in verdict["problems"] if p["severity"] == "error"]
 
 

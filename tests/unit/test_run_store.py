@@ -1,4 +1,4 @@
-"""RunStore, the one owner of the run files: names, writes, reads (parsed once), lists."""
+"""RunStore, the one owner of the run records: names, writes, reads (parsed once), lists."""
 
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def test_damaged_or_foreign_files_are_refused(tmp_path: Path) -> None:
     path = store.path(RUN_ID)
     path.parent.mkdir(parents=True)
     for text, reason in (
-        ("{not json", "unreadable run file"),
-        ("[1, 2]", "unreadable run file"),
+        ("{not json", "unreadable run record"),
+        ("[1, 2]", "unreadable run record"),
         (json.dumps(nbformat.v4.new_notebook()), "not a notebook-executor run record"),
     ):
         path.write_text(text, encoding="utf-8")

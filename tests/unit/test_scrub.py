@@ -22,7 +22,9 @@ from notebook_executor._records.scrub import (
     redact,
     scrub_notebook,
 )
+from notebook_executor._types import RunResult
 from notebook_executor.engine import CellFailure, EngineOutcome
+from support import failed_cell
 
 TOKEN = "tok_live_9f8E7d6C5b4A3x2Y1z0"
 
@@ -148,7 +150,7 @@ def test_an_unreadable_dataframe_scrap_is_withheld_in_a_run_with_secrets() -> No
     assert "application/scrapbook.scrap.pandas+json" in kept[0].data
 
 
-def _failed(failure: CellFailure, secrets: dict[str, str] | None = None) -> dict[str, Any]:
+def _failed(failure: CellFailure, secrets: dict[str, str] | None = None) -> RunResult:
     nb = new_notebook(cells=[new_code_cell("1 / 0")])
     return build_result(
         run_id="r",
@@ -182,14 +184,14 @@ def test_a_failed_cell_keeps_the_result_small(
 ) -> None:
     result = _failed(CellFailure(0, "cell_error", ename, evalue, traceback))
     assert len(json.dumps(result)) < 20_000
-    assert result["failed_cell"]["ename"]
+    assert failed_cell(result)["ename"]
 
 
 def test_a_secret_across_the_clip_leaves_no_piece() -> None:
     evalue = "x" * (4_000 - 70) + TOKEN + "y" * 10_000
     result = _failed(CellFailure(0, "cell_error", "E", evalue, []), {"T": TOKEN})
-    assert TOKEN[:5] not in result["failed_cell"]["evalue"]
-    assert "[secret T]" in result["failed_cell"]["evalue"]
+    assert TOKEN[:5] not in failed_cell(result)["evalue"]
+    assert "[secret T]" in failed_cell(result)["evalue"]
 
 
 # -- shapes: escape codes inside a secret, markup, printed bytes -------------------------------

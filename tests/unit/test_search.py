@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from fake_engine import FakeEngine
 from notebook_executor import NotebookExecutor, NotebookExecutorError
 from notebook_executor._catalog.search import WHERE, match_expression
 from notebook_executor._faces.cli import main
+from notebook_executor._types import SearchHit
 
 NOTEBOOK = """# %% [markdown]
 # Narrative about the quarterly turbine inspection.
@@ -63,12 +65,12 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return made
 
 
-def _search(query: str, **options: Any) -> list[dict[str, Any]]:
+def _search(query: str, **options: Any) -> list[SearchHit]:
     with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
         return ex.search(query, **options)
 
 
-def _ids(hits: list[dict[str, Any]]) -> set[str]:
+def _ids(hits: Sequence[Mapping[str, Any]]) -> set[str]:
     return {hit["run_id"] for hit in hits}
 
 

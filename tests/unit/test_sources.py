@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from notebook_executor import NotebookSourceError, read_notebook, write_notebook
+from notebook_executor._notebook import from_dict
 from notebook_executor._parameters.declared import declared_parameters
 from notebook_executor._sources import formats as _sources
 from notebook_executor._sources.formats import FORMATS, format_for, load_source
@@ -42,7 +43,7 @@ def test_every_format_reads_to_the_same_cells(name: str) -> None:
     assert nb.cells[1].metadata["tags"] == ["parameters"]
     assert all(cell.get("id") for cell in nb.cells)
     nbformat.validate(nb)
-    declared = declared_parameters(nb)
+    declared = declared_parameters(from_dict(nb))
     assert {n: (p.type, p.default, p.help) for n, p in declared.items()} == {
         "name": ("str", "world", "who to greet"),
         "count": ("int", 2, "how many times"),
@@ -63,7 +64,7 @@ def test_logbook_front_matter_becomes_a_parameters_cell() -> None:
     first = nb.cells[0]
     assert first.cell_type == "code"
     assert first.metadata["tags"] == ["parameters"]
-    declared = declared_parameters(nb)
+    declared = declared_parameters(from_dict(nb))
     assert {n: p.as_dict() for n, p in declared.items()} == {
         "station": {
             "name": "station",
@@ -113,27 +114,27 @@ def _md(tmp_path: Path, text: str, name: str = "log.md") -> Path:
 
 def test_front_matter_without_parameters_is_left_alone(tmp_path: Path) -> None:
     nb = read_notebook(_md(tmp_path, "---\ntitle: x\n---\n\ntext\n"))
-    assert declared_parameters(nb) == {}
+    assert declared_parameters(from_dict(nb)) == {}
     assert "parameters" not in nb.cells[0].metadata.get("tags", [])
 
 
 def test_front_matter_with_empty_parameters(tmp_path: Path) -> None:
     nb = read_notebook(_md(tmp_path, "---\nparameters:\n---\n\ntext\n"))
     assert nb.cells[0].metadata["tags"] == ["parameters"]
-    assert declared_parameters(nb) == {}
+    assert declared_parameters(from_dict(nb)) == {}
 
 
 def test_front_matter_string_values_are_literals(tmp_path: Path) -> None:
     text = '---\nparameters:\n  q: "it\'s \\"quoted\\"\\n__import__(\'os\')"\n---\n\nx\n'
     nb = read_notebook(_md(tmp_path, text))
-    assert declared_parameters(nb)["q"].default == "it's \"quoted\"\n__import__('os')"
+    assert declared_parameters(from_dict(nb))["q"].default == "it's \"quoted\"\n__import__('os')"
 
 
 def test_front_matter_keys_that_are_not_strings_do_not_crash(tmp_path: Path) -> None:
     # YAML reads an unquoted date as a date: a front matter key may be one.
     text = "---\n2024-01-01: holiday\nparameters:\n  a: 1\n---\n\n```python\nprint(a)\n```\n"
     nb = read_notebook(_md(tmp_path, text))
-    assert declared_parameters(nb)["a"].default == 1
+    assert declared_parameters(from_dict(nb))["a"].default == 1
     assert nb.metadata["front_matter"] == {"2024-01-01": "holiday"}
 
 
@@ -197,7 +198,7 @@ def test_conversions_keep_cell_types_sources_and_tags(
     assert written == tmp_path / f"out{target}"
     back = read_notebook(written)
     assert _shape(back) == _shape(original)
-    assert declared_parameters(back) == declared_parameters(original)
+    assert declared_parameters(from_dict(back)) == declared_parameters(from_dict(original))
     # and once more, through another format
     again = read_notebook(write_notebook(back, tmp_path / "again.py"))
     assert _shape(again) == _shape(original)
@@ -208,7 +209,7 @@ def test_logbook_converts_with_its_parameters(tmp_path: Path) -> None:
     for target in EXTENSIONS:
         back = read_notebook(write_notebook(original, tmp_path / f"log{target}"))
         assert _shape(back) == _shape(original)
-        assert declared_parameters(back) == declared_parameters(original)
+        assert declared_parameters(from_dict(back)) == declared_parameters(from_dict(original))
 
 
 def test_raw_cells_survive_conversion(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._records.run_files import RESULT_KEYS
 from .._records.scraps import JSON_ENCODERS
 from .._times import iso, parse_time
+from .._types import RunResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,9 +76,9 @@ def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def result(row: Mapping[str, Any]) -> dict[str, Any]:
+def result(row: Mapping[str, Any]) -> RunResult:
     """The result dict (SPEC section 4) of a catalog row."""
-    return {
+    return {  # type: ignore[return-value]  # the keys are RunResult's (RESULT_KEYS)
         key: (None if row[key] is None else json.loads(row[key])) if key in _JSON_KEYS else row[key]
         for key in RESULT_KEYS
     }
@@ -170,5 +171,5 @@ def _number(value: Any, kind: type[int] | type[float]) -> Any:
 
 
 def _dumps(value: Any) -> str:
-    # Sorted like nbformat writes the run files, so a row reads the same after a reindex.
+    # Sorted like nbformat writes the run records, so a row reads the same after a reindex.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)

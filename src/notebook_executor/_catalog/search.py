@@ -4,7 +4,7 @@ Each run is indexed as up to seven texts, one per place it can match (:data:`WHE
 request, the parameters (``name: value`` lines), the narrative (markdown and raw cells), the code
 (the injected-parameters cell left out), the outputs (streams, plain text and markdown results),
 the errors (error outputs with their tracebacks, the failed cell, the error kind) and the scraps
-(``name: value`` lines). The texts come from the run files as written, so they are already
+(``name: value`` lines). The texts come from the run records as written, so they are already
 redacted: a secret's value never reaches the index. Each text is cut at
 :data:`MAX_TEXT_CHARS`.
 
@@ -29,8 +29,9 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import NotebookExecutorError, SearchQueryError
 from .._records.text import strip_ansi
+from .._types import SearchHit
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -210,9 +211,9 @@ def match_expression(query: str) -> str:
         operator with a side missing), with a message saying what is wrong.
     """
     if not isinstance(query, str):
-        raise NotebookExecutorError(f"query must be a string, got {type(query).__name__}")
+        raise SearchQueryError(f"query must be a string, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
-        raise NotebookExecutorError(f"search query too long (over {MAX_QUERY_CHARS} characters)")
+        raise SearchQueryError(f"search query too long (over {MAX_QUERY_CHARS} characters)")
     tokens: list[str] = []  # "(", ")", operators, or quoted FTS5 phrases
     for match in _QUERY_TOKEN.finditer(query.rstrip()):
         opening, closing, phrase, star, word, stray = match.groups()
@@ -231,7 +232,7 @@ def match_expression(query: str) -> str:
             if _searchable(stem):
                 tokens.append(f'"{stem}"' + ("*" if stem != word else ""))
     if not tokens:
-        raise NotebookExecutorError("empty search query: give at least one word to look for")
+        raise SearchQueryError("empty search query: give at least one word to look for")
     _check_grammar(query, tokens)
     return " ".join(tokens)
 
@@ -270,7 +271,7 @@ def _check_grammar(query: str, tokens: list[str]) -> None:
 
 def _malformed(query: str, reason: str) -> NotebookExecutorError:
     shown = query if len(query) <= 80 else query[:77] + "..."
-    return NotebookExecutorError(
+    return SearchQueryError(
         f'malformed search query {shown!r}: {reason} (syntax: words, "exact phrase", '
         "prefix*, OR, NOT, AND, parentheses)"
     )
@@ -282,7 +283,7 @@ def search(
     where: str,
     values: Sequence[Any],
     limit: int,
-) -> list[dict[str, Any]]:
+) -> list[SearchHit]:
     """Hits for an FTS5 ``expression``, best first, one per run, at most ``limit``.
 
     ``where`` and ``values`` filter the ``runs`` table (a ``WHERE`` clause as
@@ -311,7 +312,7 @@ def search(
     try:
         rows = conn.execute(sql, arguments).fetchall()
         places = _best_places(conn, expression, [row[4] for row in rows])
-        hits = []
+        hits: list[SearchHit] = []
         for run_id, notebook, status, started_at, rid, rank in rows:
             place = places.get(rid, 0)
             found = conn.execute(
@@ -332,7 +333,7 @@ def search(
             )
     except sqlite3.OperationalError as exc:
         if str(exc).startswith("fts5:"):
-            raise NotebookExecutorError(f"malformed search query: {exc}") from None
+            raise SearchQueryError(f"malformed search query: {exc}") from None
         raise
     return hits
 

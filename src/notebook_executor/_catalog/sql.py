@@ -19,7 +19,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .._errors import CatalogError, NotebookExecutorError
+from .._errors import CatalogError, InvalidArgumentError
 from .._records.provenance import display_path
 from .._records.run_files import RESULT_KEYS
 from .._run.checks import check_path
@@ -41,7 +41,7 @@ __all__ = [
     "write",
 ]
 
-#: Bumped whenever the tables change; an older catalog is rebuilt from the run files.
+#: Bumped whenever the tables change; an older catalog is rebuilt from the run records.
 #: 1: the ``runs`` table. 2: ``output_cut`` (and, in later builds also numbered 2, the
 #: full-text index of :mod:`notebook_executor._catalog.search`). 3: both, for certain: a
 #: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt.
@@ -149,7 +149,7 @@ def connect(
 
 def _copy_read_only(path: Path, memory: sqlite3.Connection) -> None:
     """Copy the catalog at ``path`` into ``memory`` without writing anything beside it; a
-    catalog that cannot be read so is left out (the caller rebuilds it from the run files)."""
+    catalog that cannot be read so is left out (the caller rebuilds it from the run records)."""
     if not path.is_file():
         return
     try:
@@ -281,7 +281,7 @@ def filters(
         values += [PurePosixPath(given).name, given]
     if status is not None:
         if status not in STATUSES:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"status must be one of {', '.join(STATUSES)}, got {status!r}"
             )
         clauses.append("status = ?")
@@ -301,7 +301,7 @@ def check_limit(limit: Any) -> int:
         It is not.
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise NotebookExecutorError(f"limit must be a positive int, got {limit!r}")
+        raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
     return limit
 
 
@@ -320,13 +320,13 @@ def _since(value: Any) -> datetime:
     elif isinstance(value, str):
         parsed = parse_time(value)
         if parsed is None:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"since must be an ISO date or datetime, got {value!r} "
                 "(for example 2026-01-31 or 2026-01-31T12:00:00Z)"
             )
         moment = parsed
     else:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             f"since must be an ISO date/datetime string or a datetime, got {type(value).__name__}"
         )
     if moment.tzinfo is None:

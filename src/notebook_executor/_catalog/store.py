@@ -1,6 +1,6 @@
 """The run catalog: ``runs/catalog.sqlite``, an index of every run, queried in milliseconds.
 
-The run files (``runs/YYYY-MM-DD/<run_id>.ipynb``) are the truth; the catalog is derived data
+The run records (``runs/YYYY-MM-DD/<run_id>.ipynb``) are the truth; the catalog is derived data
 that :meth:`Catalog.reindex` rebuilds from them. One row per run holds the result dict's keys,
 the parameters and scraps as JSON text, and the provenance needed to tell a live run from a dead
 one (source path and sha256, uuid, kernel, host, pid); never an environment or secret value.
@@ -14,11 +14,11 @@ Interrupted runs: :meth:`Catalog.begin` takes an exclusive ``flock`` on
 ``runs/.locks/<run_id>.lock`` for the length of the run; the kernel drops it when the process
 dies, however it dies. A row still ``running`` on this host whose lock is free (or, with no lock
 file, whose ``pid`` is gone or now belongs to a process started after the run) is settled from
-its run file, or else becomes ``status: "error"``, ``error_kind: "interrupted"``. Runs of other
+its run record, or else becomes ``status: "error"``, ``error_kind: "interrupted"``. Runs of other
 hosts are left as they are: their liveness cannot be known from here.
 
 A runs folder that cannot be written (read-only, no permission) can still be browsed: the
-catalog is then copied into memory (or built there from the run files) and never written back;
+catalog is then copied into memory (or built there from the run records) and never written back;
 :meth:`Catalog.reindex` refuses such a folder with :class:`~notebook_executor.RunsDirError`.
 
 A missing catalog is built from the files when first opened. A corrupt one (garbage bytes, a
@@ -28,7 +28,7 @@ database that another program made (it holds tables not ours) is refused with ``
 and never moved aside, changed or dropped. No raw ``sqlite3`` error leaves this module.
 
 Full-text search: a run's texts (request, parameters, narrative, code, outputs, errors,
-scraps), read from its run file as written (so redacted), are indexed in the same transaction
+scraps), read from its run record as written (so redacted), are indexed in the same transaction
 as its finished row, and rebuilt by :meth:`Catalog.reindex`; :meth:`Catalog.search` queries
 them.
 
@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.run_files import RESULT_KEYS
 from .._records.store import RunStore, unwritable
+from .._types import RunResult, SearchHit
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -89,7 +90,7 @@ class Catalog:
     """The SQLite index of the runs under ``runs_dir``.
 
     Opening is cheap (the connection is made on first use, one per process) and never changes
-    the run files. Every method is safe to call from several threads and processes at once.
+    the run records. Every method is safe to call from several threads and processes at once.
 
     Parameters
     ----------
@@ -151,7 +152,7 @@ class Catalog:
     def finish(self, record: Mapping[str, Any]) -> None:
         """Record a run's final record, then release its liveness lock.
 
-        The row and the run's full-text index (read from its run file, as written: redacted)
+        The row and the run's full-text index (read from its run record, as written: redacted)
         are written in one transaction.
         """
         row = row_from_record(record)
@@ -163,10 +164,10 @@ class Catalog:
                 self._locks.release(row["run_id"])
 
     def reindex(self) -> int:
-        """Rebuild the catalog from the run files; return the number of runs indexed.
+        """Rebuild the catalog from the run records; return the number of runs indexed.
 
-        Unreadable run files are skipped with a warning. Runs whose files still say
-        ``running`` but whose process is gone are indexed as interrupted. Rows whose run file
+        Unreadable run records are skipped with a warning. Runs whose files still say
+        ``running`` but whose process is gone are indexed as interrupted. Rows whose run record
         no longer exists are dropped.
 
         Raises
@@ -202,7 +203,7 @@ class Catalog:
         status: str | None = None,
         since: str | date | None = None,
         limit: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunResult]:
         """Past runs as result dicts, newest first; see the class notes for the filters.
 
         Parameters
@@ -228,7 +229,7 @@ class Catalog:
         except ValueError as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunResult:
         """The result dict of one run; a run missing from the catalog is read from its file.
 
         Raises
@@ -285,7 +286,7 @@ class Catalog:
         status: str | None = None,
         since: str | date | None = None,
         limit: int = 20,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SearchHit]:
         """Full-text search over every run record, best hit first, one hit per run.
 
         Parameters
@@ -362,7 +363,7 @@ class Catalog:
         conn, created = connect(self.path, self.busy_timeout, in_memory=read_only)
         self._conn = conn
         if created:
-            logger.info("building run catalog %s from the run files", self.path)
+            logger.info("building run catalog %s from the run records", self.path)
             self._reindex(conn)
         return conn
 
@@ -386,7 +387,8 @@ class Catalog:
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             aside = self.path.with_name(f"{CATALOG_NAME}.corrupt-{stamp}-{os.getpid()}")
             logger.warning(
-                "run catalog %s is unreadable (%s); moved to %s, rebuilding it from the run files",
+                "run catalog %s is unreadable (%s); moved to %s, rebuilding it from the run "
+                "records",
                 self.path,
                 _describe(exc),
                 aside.name,
@@ -409,7 +411,7 @@ class Catalog:
                 row = row_from_record({**record, "run_id": path.stem})
                 texts.append((path.stem, run_texts(record, cells)))
             except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
-                logger.warning("reindex: skipping unreadable run file %s: %s", path, exc)
+                logger.warning("reindex: skipping unreadable run record %s: %s", path, exc)
                 continue
             if row["status"] == "running" and not self._locks.is_alive(row):
                 mark_interrupted(row)
@@ -446,7 +448,7 @@ class Catalog:
             self._settle(conn, run_id)
 
     def _settle(self, conn: sqlite3.Connection, run_id: str) -> None:
-        # The run file may know better (the run finished but its catalog write failed).
+        # The run record may know better (the run finished but its catalog write failed).
         try:
             run_file = self.store.read(run_id)
             record, cells = run_file.record, run_file.cells

@@ -14,7 +14,7 @@ its own):
   caller straight to the workers (``Client.scatter(direct=True)``): the scheduler learns its
   key and size, never its bytes, and the value is put together again only in the worker
   process that hands it to the kernel's environment. What a worker sends back (the executed
-  notebook, a failure) is scrubbed there as a run file is: secrets written in pieces, or inside
+  notebook, a failure) is scrubbed there as a run record is: secrets written in pieces, or inside
   base64 or parquet payloads, are found too;
 - the notebook's folder (when no ``cwd=`` is given) is scattered the same way, once per
   sweep, and unpacked once per worker and content (:mod:`.folder`). Both are copied to every
@@ -55,12 +55,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import ClusterError, InvalidArgumentError
 from .._extras import install_hint
 from .._records.store import RunStore
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell
 from .._times import iso, now_utc, parse_time
+from .._types import RunResult
 from ..engine import CellFailure, EngineOutcome
 
 __all__ = ["CONNECT_TIMEOUT", "run_on_cluster"]
@@ -88,7 +89,7 @@ def run_on_cluster(
     folder: Path | None,
     progress: Any = None,
     retries: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[RunResult]:
     """Run every plan on the cluster of ``client``; results in the order of ``plans``.
 
     ``client`` is a ``distributed.Client`` or a scheduler address. ``folder`` is shipped to
@@ -119,15 +120,15 @@ def _connect(client: Any) -> tuple[Any, bool]:
     try:
         from distributed import Client
     except ImportError:
-        raise NotebookExecutorError(
+        raise ClusterError(
             f"running on a Dask cluster needs dask.distributed: {install_hint('dask')}"
         ) from None
     if isinstance(client, Client):
         if client.status not in ("running", "connecting"):
-            raise NotebookExecutorError(f"the Dask client is {client.status}")
+            raise ClusterError(f"the Dask client is {client.status}")
         return client, False
     if not isinstance(client, str) or not client:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             "client must be a distributed.Client or a scheduler address such as "
             f"'tcp://host:8786', got {type(client).__name__}"
         )
@@ -135,9 +136,7 @@ def _connect(client: Any) -> tuple[Any, bool]:
         return Client(client, timeout=CONNECT_TIMEOUT, set_as_default=False), True
     except (OSError, TimeoutError, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise NotebookExecutorError(
-            f"cannot reach the Dask scheduler at {client!r}: {reason}"
-        ) from None
+        raise ClusterError(f"cannot reach the Dask scheduler at {client!r}: {reason}") from None
 
 
 class _Sweep:
@@ -171,7 +170,7 @@ class _Sweep:
         #: Per run: the cells its latest attempt completed (from its events).
         self._completed: dict[int, list[int]] = {}
 
-    def run(self, progress: Any) -> list[dict[str, Any]]:
+    def run(self, progress: Any) -> list[RunResult]:
         from distributed import as_completed
 
         from .worker import WorkerKernels, run_on_worker
@@ -210,7 +209,7 @@ class _Sweep:
                 return future
 
             waiting = as_completed([submit(index) for index in range(len(jobs))], loop=client.loop)
-            results: list[dict[str, Any] | None] = [None] * len(jobs)
+            results: list[RunResult | None] = [None] * len(jobs)
             for future in waiting:
                 index = index_of[future.key]
                 if future.status in ("error", "cancelled", "lost"):
@@ -324,8 +323,8 @@ class _Sweep:
             elif isinstance(message.get("cell"), int):
                 self._completed.setdefault(run, []).append(message["cell"])
 
-    def _record(self, index: int, future: Any) -> dict[str, Any]:
-        """Write the run files of run ``index`` from its finished future; return its result."""
+    def _record(self, index: int, future: Any) -> RunResult:
+        """Write the run records of run ``index`` from its finished future; return its result."""
         import nbformat
 
         from .worker import AlreadyBegun
@@ -359,7 +358,7 @@ class _Sweep:
             duration_seconds=done.duration_seconds,
         )
 
-    def _lost(self, index: int, reason: str, attempts: tuple[Attempt, ...]) -> dict[str, Any]:
+    def _lost(self, index: int, reason: str, attempts: tuple[Attempt, ...]) -> RunResult:
         """The result of a run whose worker was lost (or whose task failed): interrupted.
 
         ``attempts`` are those begun (none: the task failed before any began).

@@ -15,7 +15,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from .._errors import NotebookExecutorError
+from .._errors import ClusterError
 
 __all__ = ["MAX_FOLDER_BYTES", "pack_folder"]
 
@@ -50,7 +50,7 @@ def pack_folder(folder: Path, exclude: Path | None = None) -> bytes:
                 continue
             total += path.stat().st_size
             if total > MAX_FOLDER_BYTES:
-                raise NotebookExecutorError(
+                raise ClusterError(
                     f"the notebook's folder {os.fspath(folder)!r} holds more than "
                     f"{MAX_FOLDER_BYTES // (1024 * 1024)} MB, too much to send to every worker: "
                     "pass cwd= a folder every worker can read (a shared path)"

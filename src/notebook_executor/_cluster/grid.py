@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import InvalidArgumentError
 
 __all__ = ["combine", "parse_grid_option", "split_values"]
 
@@ -21,10 +21,10 @@ def parse_grid_option(text: str) -> tuple[str, list[str]]:
     name, sep, values = text.partition("=")
     name = name.strip()
     if not sep or not name.isidentifier():
-        raise NotebookExecutorError(f"-g {text!r}: expected NAME=V1,V2,...")
+        raise InvalidArgumentError(f"-g {text!r}: expected NAME=V1,V2,...")
     items = split_values(values)
     if not items:
-        raise NotebookExecutorError(f"-g {text!r}: no values for {name}")
+        raise InvalidArgumentError(f"-g {text!r}: no values for {name}")
     return name, items
 
 
@@ -53,19 +53,19 @@ def split_values(text: str) -> list[str]:
         elif char in "]})":
             depth -= 1
             if depth < 0:
-                raise NotebookExecutorError(f"unbalanced {char!r} in {text!r}")
+                raise InvalidArgumentError(f"unbalanced {char!r} in {text!r}")
         elif char == "," and depth == 0:
             values.append("".join(current).strip())
             current = []
             continue
         current.append(char)
     if quote is not None or depth != 0:
-        raise NotebookExecutorError(f"unclosed quote or bracket in {text!r}")
+        raise InvalidArgumentError(f"unclosed quote or bracket in {text!r}")
     values.append("".join(current).strip())
     if text.strip() == "":
         return []
     if any(value == "" for value in values):
-        raise NotebookExecutorError(f"an empty value in {text!r}")
+        raise InvalidArgumentError(f"an empty value in {text!r}")
     return [_unquote(value) for value in values]
 
 
@@ -89,12 +89,12 @@ def combine(
     names = [name for name, _ in grid]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise NotebookExecutorError(f"-g {repeated[0]} is given more than once")
+        raise InvalidArgumentError(f"-g {repeated[0]} is given more than once")
     base = [dict(s) for s in sets] if sets is not None else [{}]
     for index, values in enumerate(base):
         both = sorted(set(values) & set(names))
         if both:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"{both[0]} is given both by set {index} of the file and by -g"
             )
     points = [

@@ -255,7 +255,7 @@ def _run(
     duration = time.perf_counter() - clock
     if outcome.failure is not None:
         outcome = replace(outcome, failure=redact_failure(outcome.failure, secrets))
-    # Scrubbed as a run file is: a secret sent in pieces or inside a payload stays here too.
+    # Scrubbed as a run record is: a secret sent in pieces or inside a payload stays here too.
     executed = scrub_notebook(nb, secrets)
     return WorkerResult(
         nb_json=nbformat.writes(executed),

@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import InvalidArgumentError
 from .._run.checks import PathLike
 from .._run.plan import Plan
 from .._sources.remote import is_url
+from .._types import RunResult
 from .progress import run_progress
 
 __all__ = ["run_on_dask"]
@@ -29,7 +30,7 @@ def run_on_dask(
     on_record: Callable[[str, Mapping[str, Any]], None],
     wanted: bool | None,
     retries: int,
-) -> list[dict[str, Any]]:
+) -> list[RunResult]:
     """Run ``plans`` (all of the notebook ``input_path``) on the cluster of ``client``.
 
     Without ``cwd_given``, the notebook's folder travels to the workers as the kernels'
@@ -44,7 +45,7 @@ def run_on_dask(
     from .._cluster.dask import run_on_cluster
 
     if not cwd_given and is_url(input_path):
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             "a notebook at a URL has no folder to ship to the workers: "
             "pass cwd= a path that exists on every worker"
         )

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .._run.plan import Plan
+from .._types import RunResult
 from .live_output import output_printer
 from .progress import cell_hook, cell_progress
 
@@ -17,13 +17,13 @@ __all__ = ["run_in_foreground"]
 
 def run_in_foreground(
     plan: Plan,
-    run: Callable[[Plan], dict[str, Any]],
+    run: Callable[[Plan], RunResult],
     *,
     progress: bool | None,
     log_output: bool,
     on_cell: Callable[[int, int], None] | None,
     cancel: threading.Event | None,
-) -> dict[str, Any]:
+) -> RunResult:
     """``run(plan)``, with a bar of cells (``progress``; None: on a terminal, and not with
     ``log_output``), outputs written to stderr as they arrive (``log_output``), and the
     caller's ``on_cell(done, total)`` and ``cancel``."""

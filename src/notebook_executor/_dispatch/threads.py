@@ -7,21 +7,21 @@ recorded as cancelled) before the interrupt goes on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from .._run.plan import Plan
+from .._types import RunResult
 from .progress import run_progress
 
 __all__ = ["run_all"]
 
 
 def run_all(
-    run: Callable[[Plan], dict[str, Any]],
+    run: Callable[[Plan], RunResult],
     plans: list[Plan],
     workers: int,
     wanted: bool | None,
     cancel: Callable[[], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RunResult]:
     """``[run(plan) for plan in plans]`` on up to ``workers`` threads, with a progress bar.
 
     On Ctrl-C, runs not started yet never start, and ``cancel`` (the engine's, if it has one)

@@ -58,7 +58,7 @@ DEFAULT_WARM_KERNELS = 2
 FIRST_FILL_DELAY = 0.3
 
 #: Pause between the end of a run and the stop of its kernel and the fill of the pool, so
-#: that the caller's own finishing work (run files, catalog) does not compete with them.
+#: that the caller's own finishing work (run records, catalog) does not compete with them.
 SETTLE_DELAY = 0.05
 
 #: Longest a pooled kernel may take to start in the background.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError
 from .._sources.literals import is_literal_value
+from .._types import ParameterInfo
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -77,7 +78,7 @@ class Parameter:
     #: False when the default is an expression only the kernel can evaluate.
     literal_default: bool = True
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ParameterInfo:
         """The public form returned by ``inspect_parameters``."""
         return {
             "name": self.name,

@@ -28,7 +28,7 @@ __all__ = [
 
 
 def _declared_dicts(declared: Mapping[str, Parameter]) -> dict[str, dict[str, Any]]:
-    return {name: parameter.as_dict() for name, parameter in declared.items()}
+    return {name: dict(parameter.as_dict()) for name, parameter in declared.items()}
 
 
 def validate_parameters(

@@ -1,1 +1,1 @@
-"""Records: the result dict, scraps, secrets scrubbed, and the run files of one run."""
+"""Records: the result dict, scraps, secrets scrubbed, and the run records of one run."""

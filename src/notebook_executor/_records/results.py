@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._types import FailedCell, RunResult
 from ..engine import EngineOutcome
 from .scraps import find_scraps, summarize_scrap
 from .scrub import Redactor, redact
@@ -90,12 +91,12 @@ def build_result(
     cell_map: CellMap,
     secrets: Mapping[str, str] | None = None,
     output_cut: Mapping[int, str] | None = None,
-) -> dict[str, Any]:
+) -> RunResult:
     """Assemble the result dict for one run.
 
     The failed cell's texts are redacted of ``secrets`` and then clipped (:data:`ERROR_LIMITS`),
     so the result stays small whatever the notebook raises and a clip never leaves part of a
-    secret. ``output_cut`` maps job cell indices whose outputs the run files do not hold whole
+    secret. ``output_cut`` maps job cell indices whose outputs the run records do not hold whole
     to why (``"stream_cap"`` or ``"lost"``).
     """
     redactor = Redactor(secrets or {})
@@ -106,7 +107,7 @@ def build_result(
     ]
     completed = set(outcome.completed)
     failure = outcome.failure
-    failed_cell = None
+    failed_cell: FailedCell | None = None
     if failure is not None:
         source_index = cell_map.to_source(failure.index)
         failed_cell = {
@@ -142,7 +143,7 @@ def build_result(
 
 
 #: Longest text (in JSON characters, as ``json.dumps`` writes it) kept in the result dict for
-#: each part of ``failed_cell``: the run files keep them whole. Together they stay well under
+#: each part of ``failed_cell``: the run records keep them whole. Together they stay well under
 #: 20,000 characters whatever the notebook raises.
 ERROR_LIMITS = {"ename": 200, "evalue": 4_000, "source": 4_000, "traceback": 6_000}
 #: Longest single traceback line kept (the last line usually repeats ``ename: evalue``).
@@ -167,7 +168,7 @@ def _clip(text: str, part: str, limit: int | None = None) -> str:
             low = middle
         else:
             high = middle - 1
-    return text[:low] + f"... [{len(text) - low} more characters in the run files]"
+    return text[:low] + f"... [{len(text) - low} more characters in the run records]"
 
 
 def _clip_lines(lines: list[str]) -> list[str]:
@@ -177,7 +178,7 @@ def _clip_lines(lines: list[str]) -> list[str]:
         line = _clip(line, "traceback", min(MAX_TRACEBACK_LINE, budget))
         cost = _encoded(line) + 4  # quotes and separator
         if cost > budget or budget < 100:
-            clipped.append("[earlier traceback lines are in the run files]")
+            clipped.append("[earlier traceback lines are in the run records]")
             break
         clipped.append(line)
         budget -= cost

@@ -1,4 +1,4 @@
-"""What a run file holds: the record's key and shape, and the run rendered as markdown.
+"""What a run record holds: the record's key and shape, and the run rendered as markdown.
 
 The executed notebook (``runs/YYYY-MM-DD/<run_id>.ipynb``, the truth) carries the run's record
 in ``metadata["notebook_executor"]``: the result dict plus provenance (source path and sha256,
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._types import RunResult
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 
@@ -24,24 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["RECORD_KEY", "RESULT_KEYS", "render_markdown"]
 
 RECORD_KEY = "notebook_executor"
-#: Keys of the result dict, in order (SPEC section 4).
-RESULT_KEYS = (
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-)
+#: Keys of the result dict, in order (SPEC section 4): those of :class:`RunResult`.
+RESULT_KEYS = tuple(RunResult.__annotations__)
 
 
 def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:

@@ -1,10 +1,10 @@
-"""RunStore: the one owner of the run files, which names, writes, reads and lists them.
+"""RunStore: the one owner of the run records, which names, writes, reads and lists them.
 
 A run leaves ``<runs_dir>/YYYY-MM-DD/<run_id>.ipynb`` (the truth: the executed notebook, with
 the run's record in ``metadata["notebook_executor"]``) and ``<run_id>.md`` beside it (the same
 run for people, :func:`.run_files.render_markdown`). Everything else (the executor, the
 catalog, the report, the Dask client, the MCP server) goes through a :class:`RunStore`: no
-other module builds a run file's path or parses one.
+other module builds a run record's path or parses one.
 
 Files are written atomically (a reader never sees half of one). A read parses the file once
 into a :class:`RunFile`, from which the record, the cells as stored and an nbformat notebook
@@ -45,7 +45,7 @@ NOTEBOOK_SUFFIX, MARKDOWN_SUFFIX = ".ipynb", ".md"
 
 @dataclass(frozen=True)
 class RunFile:
-    """One run file, parsed once: its record, its cells as stored (text split into lines,
+    """One run record, parsed once: its record, its cells as stored (text split into lines,
     as nbformat writes them) and the whole document. A store's cache shares it between
     readers: it is read, never changed (:meth:`notebook` gives a copy to change)."""
 
@@ -70,8 +70,8 @@ class RunFile:
             nb = nbformat.versions[major].to_notebook_json(self.document, minor=minor)
             converted: nbformat.NotebookNode = nbformat.convert(nb, 4)
             return converted
-        except Exception as exc:  # a damaged run file can break nbformat in many ways
-            raise NotebookSourceError(str(self.path), f"unreadable run file: {exc}") from None
+        except Exception as exc:  # a damaged run record can break nbformat in many ways
+            raise NotebookSourceError(str(self.path), f"unreadable run record: {exc}") from None
 
 
 def _parse(path: Path, missing: str) -> dict[str, Any]:
@@ -81,14 +81,14 @@ def _parse(path: Path, missing: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise RunNotFoundError(missing, "no such run") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run file: {exc}") from None
+        raise NotebookSourceError(str(path), f"unreadable run record: {exc}") from None
     if not isinstance(raw, dict):
-        raise NotebookSourceError(str(path), "unreadable run file: not a JSON object")
+        raise NotebookSourceError(str(path), "unreadable run record: not a JSON object")
     return raw
 
 
 def read_run_file(path: Path) -> RunFile:
-    """The run file at ``path``, parsed once.
+    """The run record at ``path``, parsed once.
 
     Raises
     ------
@@ -107,14 +107,14 @@ def read_run_file(path: Path) -> RunFile:
 
 
 def executed_cells(path: Path) -> list[Any]:
-    """The cells of an executed notebook at ``path``, as stored: a run file, or any other
+    """The cells of an executed notebook at ``path``, as stored: a run record, or any other
     executed ``.ipynb`` (papermill's output, a caller's copy), which needs no record."""
     cells = _parse(path, os.fspath(path)).get("cells")
     return cells if isinstance(cells, list) else []
 
 
 class RunStore:
-    """The run files under ``runs_dir``.
+    """The run records under ``runs_dir``.
 
     Parameters
     ----------
@@ -209,7 +209,7 @@ class RunStore:
         return self.read_path(self.path(run_id))
 
     def read_path(self, path: Path) -> RunFile:
-        """The run file at ``path`` (one :meth:`paths` gave), as :meth:`read`."""
+        """The run record at ``path`` (one :meth:`paths` gave), as :meth:`read`."""
         if not self._cache_size:
             return read_run_file(path)
         try:

@@ -1,4 +1,4 @@
-"""The cap on what a cell's streams keep in the run files."""
+"""The cap on what a cell's streams keep in the run records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_STREAM_CHARS", "cap_streams"]
 
-#: Longest text kept per stream of a cell in the run files; the rest is cut with a visible marker.
+#: Longest text kept per stream of a cell in the run records; the rest is cut with a visible marker.
 MAX_STREAM_CHARS = 1_000_000
 
 

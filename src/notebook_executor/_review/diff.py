@@ -13,10 +13,11 @@ import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._parameters.declared import INJECTED_TAG
 from .._records.text import strip_ansi
+from .._types import CellChange, NotebookDiff, RunDiff
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -173,13 +174,13 @@ def diff_cells(
     *,
     outputs: bool = False,
     labels: tuple[str, str] = ("a", "b"),
-) -> dict[str, Any]:
+) -> NotebookDiff:
     """The difference of two notebooks (see ``NotebookExecutor.diff_notebooks``)."""
     cells_a, cells_b = source_cells(nb_a), source_cells(nb_b)
     pairs = _pairs(cells_a, cells_b)
     paired_a = {i for i, _ in pairs}
     paired_b = {j for _, j in pairs}
-    changes: list[tuple[tuple[float, int], dict[str, Any]]] = []
+    changes: list[tuple[tuple[float, int], CellChange]] = []
     for i, j in pairs:
         a, b = cells_a[i], cells_b[j]
         source_changed = a.source != b.source or a.cell_type != b.cell_type
@@ -208,14 +209,14 @@ def diff_cells(
 
 
 def _change(
-    op: str,
+    op: Literal["added", "removed", "modified"],
     index_a: int | None,
     index_b: int | None,
     a: NotebookNode | None,
     b: NotebookNode | None,
     outputs_changed: bool,
     labels: tuple[str, str],
-) -> dict[str, Any]:
+) -> CellChange:
     source_a = a.source if a is not None else ""
     source_b = b.source if b is not None else ""
     cell = b if b is not None else a
@@ -249,7 +250,7 @@ def diff_records(
     result_b: Mapping[str, Any],
     nb_a: NotebookNode,
     nb_b: NotebookNode,
-) -> dict[str, Any]:
+) -> RunDiff:
     """What differs between two runs, from their result dicts and executed notebooks."""
     return {
         "status": [result_a.get("status"), result_b.get("status")],

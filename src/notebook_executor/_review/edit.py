@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError, NotebookSourceError
+from .._errors import (
+    EditConflictError,
+    InvalidArgumentError,
+    NotebookSourceError,
+)
 from .._sources.bounded import unencodable
 from .._sources.formats import SourceFormat, format_for, load_source, parse_source_text
 
@@ -75,7 +79,7 @@ def insert_cell(path: PathLike, index: int, source: str, cell_type: str = "code"
     """
     _check_text("source", source)
     if cell_type not in CELL_TYPES:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             f"cell_type must be one of {', '.join(CELL_TYPES)}, got {cell_type!r}"
         )
     return _change(path, "insert", index, source, cell_type, None)
@@ -91,10 +95,10 @@ def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> Not
 
 def _check_text(name: str, value: object) -> None:
     if not isinstance(value, str):
-        raise NotebookExecutorError(f"{name} must be a str, got {type(value).__name__}")
+        raise InvalidArgumentError(f"{name} must be a str, got {type(value).__name__}")
     problem = unencodable(value)
     if problem:
-        raise NotebookExecutorError(f"{name}: {problem}; a notebook file cannot hold it")
+        raise InvalidArgumentError(f"{name}: {problem}; a notebook file cannot hold it")
 
 
 @dataclass
@@ -116,7 +120,7 @@ def _change(
     shown = os.fspath(path)
     fmt = format_for(path)
     if isinstance(index, bool) or not isinstance(index, int):
-        raise NotebookExecutorError(f"cell index must be an int, got {index!r}")
+        raise InvalidArgumentError(f"cell index must be an int, got {index!r}")
     if expect is not None:
         _check_text("expect", expect)
     target = Path(path)
@@ -127,11 +131,12 @@ def _change(
     limit = count if op == "insert" else count - 1
     if not 0 <= index <= limit:
         have = f"cells 0-{count - 1}" if count else "no cells"
-        raise NotebookExecutorError(
-            f"{shown}: cell index {index} is out of range (the notebook has {have})"
+        raise InvalidArgumentError(
+            f"{shown}: cell index {index} is out of range (the notebook has {have})",
+            argument="index",
         )
     if expect is not None and nb.cells[index].source != expect:
-        raise NotebookExecutorError(
+        raise EditConflictError(
             f"{shown}: cell {index} changed since it was read (its source is not the expected "
             "one); read the notebook again before editing"
         )
@@ -217,7 +222,7 @@ def _replace_file(target: Path, old: bytes, new: bytes) -> None:
             os.fsync(handle.fileno())
         tmp.chmod(mode)
         if target.read_bytes() != old:
-            raise NotebookExecutorError(
+            raise EditConflictError(
                 f"{target}: the file changed while it was being edited; nothing was written"
             )
         tmp.replace(target)
@@ -396,7 +401,7 @@ def _change_text(
     layout = _layout(shown, text, fmt, nb)
     index = request.index
     if layout.header_is_cell and index == 0:
-        raise NotebookExecutorError(
+        raise InvalidArgumentError(
             f"{shown}: cell 0 is the front matter (the logbook's parameters); edit it by hand"
         )
     renderer = Renderer(nb, fmt)

@@ -2,7 +2,11 @@
 
 Static checks: the file reads (for ``.ipynb``, each nbformat schema error with its cell), the
 parameters cell parses and declares something, code cells compile, the notebook names one
-language, its kernel is installed, and the environment variables it declares can be found.
+language; then everything ``execute`` checks before a kernel starts, by the same code (the
+executor's planning): the kernel, the given parameters, the declared environment variables
+(with the executor's ``base_env`` and ``.env`` folders), front matter and placeholders, and
+the options. So a notebook called valid is one ``execute`` starts with the same options; the
+file's own checks (syntax of every cell, one language) are stricter than ``execute``.
 
 With ``execute=True`` the notebook also runs (on the executor's engine, so on its warm kernels;
 the run is not kept in the run records), honouring nbval's markers:
@@ -28,9 +32,9 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._errors import InvalidArgumentError, NotebookSourceError, ParameterError
 from .._parameters.declared import (
     INJECTED_TAG,
     PARAMETERS_TAG,
@@ -39,8 +43,10 @@ from .._parameters.declared import (
     parameters_cell_index,
     parse_python,
 )
-from .._parameters.environment import declared_env_names, resolve_declared_env
+from .._parameters.environment import declared_env_names
+from .._run.plan import parses_parameters
 from .._sources.formats import NESTED_TOO_DEEP
+from .._types import ValidateAnswer, ValidateProblem
 from .diff import normalised_outputs
 
 if TYPE_CHECKING:
@@ -50,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["validate_notebook"]
 
-Problem = dict[str, Any]
+Problem = ValidateProblem
 
 SKIP_TAGS = frozenset({"skip-execution", "nbval-skip"})
 RAISES_TAGS = frozenset({"raises-exception", "nbval-raises-exception"})
@@ -61,7 +67,19 @@ COMPARED_MIMES = frozenset(
 )
 
 
-def _problem(cell: int | None, severity: str, message: str) -> Problem:
+#: A value of each declared type, standing in for a required parameter without one.
+_STAND_INS: dict[str, Any] = {
+    "int": 0,
+    "float": 0.0,
+    "str": "",
+    "bool": False,
+    "list": [],
+    "dict": {},
+    "tuple": (),
+}
+
+
+def _problem(cell: int | None, severity: Literal["error", "warning"], message: str) -> Problem:
     return {"cell": cell, "severity": severity, "message": message}
 
 
@@ -76,22 +94,29 @@ def _marker(cell: NotebookNode, comment: str, tags: frozenset[str]) -> bool:
 def validate_notebook(
     path: str | os.PathLike[str],
     *,
+    plan: Callable[..., Plan],
     execute: bool = False,
-    plan: Callable[..., Plan] | None = None,
     engine: Engine | None = None,
     options: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ValidateAnswer:
     """``{"valid", "problems"}`` for ``path`` (see ``NotebookExecutor.validate``).
 
-    ``plan`` and ``engine`` are the executor's (needed with ``execute``); ``options`` are
-    ``execute`` options (parameters, timeouts, env, secrets...).
+    ``plan`` is the executor's own planning (the function ``execute`` calls), so every check
+    a run makes before its kernel starts (the given parameters, the kernel, the declared
+    environment with the executor's ``base_env`` and ``.env`` folders, placeholders, front
+    matter, the options) is made here by the same code: ``valid`` means ``execute`` starts.
+    A problem with the notebook or its parameters is reported; an option that ``execute``
+    refuses raises the same error here. ``engine`` runs the notebook with ``execute``;
+    ``options`` are ``execute``'s (parameters, timeouts, env, secrets...).
     """
     from .._sources.formats import format_for, load_source
 
     options = dict(options or {})
     if "output_path" in options:
-        raise NotebookExecutorError("validate does not take output_path (its run is not kept)")
-    shown = os.fspath(path)
+        raise InvalidArgumentError(
+            "validate does not take output_path (its run is not kept)", argument="output_path"
+        )
+    options.setdefault("parameters", None)
     problems: list[Problem] = []
     try:
         fmt = format_for(path)
@@ -105,21 +130,57 @@ def validate_notebook(
         nb = load_source(path).nb
     except NotebookSourceError as exc:
         return _verdict([_problem(None, "error", exc.reason)])
-    problems.extend(_parameters_problems(nb))
-    language = _language(nb)
+    planned, language = None, _language(nb)
+    stand_ins = {} if execute else _stand_ins(nb, options, language)
+    try:
+        planned = plan(path, output_path=None, **{**options, **stand_ins})
+        language = planned.job.kernel.language
+    except ParameterError as exc:
+        if exc.parameter not in stand_ins.get("parameters", {}):
+            cell = None if exc.parameter in _env_names(nb) else parameters_cell_index(nb)
+            problems.extend(_problem(cell, "error", problem) for problem in exc.problems)
+    except NotebookSourceError as exc:
+        if not (parses_parameters(language) and parameters_cell_error(nb)):
+            problems.append(_problem(None, "error", exc.reason))
+        # else: the parameters cell does not parse, reported below with its cell
     problems.extend(_language_problems(nb, language))
-    if language == "python":
+    if parses_parameters(language):
+        # The notebook's own language: its parameters and cells are read as Python.
+        problems.extend(_parameters_problems(nb))
         problems.extend(_syntax_problems(nb))
-    problems.extend(_kernel_problems(shown, nb, options.get("kernel_name")))
-    problems.extend(_env_problems(Path(path), nb, options))
-    if execute and not any(p["severity"] == "error" for p in problems):
-        if plan is None or engine is None:
-            raise NotebookExecutorError("validate(execute=True) needs an executor")
-        problems.extend(_run_problems(path, nb, plan, engine, options))
+    if execute and planned is not None and not any(p["severity"] == "error" for p in problems):
+        if engine is None:
+            raise InvalidArgumentError("validate(execute=True) needs an engine", argument="engine")
+        problems.extend(_run_problems(path, nb, planned, engine))
     return _verdict(problems)
 
 
-def _verdict(problems: list[Problem]) -> dict[str, Any]:
+def _stand_ins(nb: NotebookNode, options: Mapping[str, Any], language: str) -> dict[str, Any]:
+    """Without ``parameters``, a stand-in value for each required parameter, so that the
+    checks after the parameters' (environment, placeholders...) still run: a notebook that
+    requires a parameter is valid, and ``execute`` needs its value."""
+    if options.get("parameters") is not None or not parses_parameters(language):
+        return {}
+    try:
+        declared = declared_parameters(nb)
+    except (NotebookSourceError, ParameterError):
+        return {}
+    values = {
+        name: _STAND_INS.get(parameter.type)
+        for name, parameter in declared.items()
+        if parameter.required
+    }
+    return {"parameters": values} if values else {}
+
+
+def _env_names(nb: NotebookNode) -> list[str]:
+    try:
+        return declared_env_names("", nb)
+    except NotebookSourceError:
+        return []
+
+
+def _verdict(problems: list[Problem]) -> ValidateAnswer:
     problems.sort(key=lambda p: -1 if p["cell"] is None else p["cell"])
     return {"valid": not any(p["severity"] == "error" for p in problems), "problems": problems}
 
@@ -237,58 +298,15 @@ def _language_problems(nb: NotebookNode, language: str) -> list[Problem]:
     return problems
 
 
-def _kernel_problems(shown: str, nb: NotebookNode, requested: Any) -> list[Problem]:
-    from .._kernels.launch import choose_kernel
-
-    try:
-        choose_kernel(shown, requested, nb.metadata.get("kernelspec"))
-    except NotebookSourceError as exc:
-        return [_problem(None, "error", exc.reason)]
-    return []
-
-
-def _env_problems(path: Path, nb: NotebookNode, options: Mapping[str, Any]) -> list[Problem]:
-    """Each declared variable must be found where a run looks for it (SPEC section 8): the
-    run's own lookup, on copies of the given ``env``/``secrets``."""
-    try:
-        names = declared_env_names(str(path), nb)
-    except NotebookSourceError as exc:
-        return [_problem(None, "error", exc.reason)]
-    if not names:
-        return []
-    env = options.get("env")
-    secrets = options.get("secrets")
-    try:
-        resolve_declared_env(
-            names,
-            env=dict(env) if isinstance(env, Mapping) else {},
-            secrets=dict(secrets) if isinstance(secrets, Mapping) else {},
-            folders=[path.parent, Path.cwd()],
-        )
-    except ParameterError as exc:
-        return [_problem(None, "error", problem) for problem in exc.problems]
-    return []
-
-
 def _run_problems(
-    path: str | os.PathLike[str],
-    nb: NotebookNode,
-    plan: Callable[..., Plan],
-    engine: Engine,
-    options: dict[str, Any],
+    path: str | os.PathLike[str], nb: NotebookNode, planned: Plan, engine: Engine
 ) -> list[Problem]:
-    """Run the notebook with nbval's markers honoured; the problems its run shows."""
+    """Run the planned notebook with nbval's markers honoured; the problems its run shows."""
     import nbformat
 
     from .._records.scrub import Redactor, scrub_notebook
     from .._run.runner import run_plan
 
-    options = {k: v for k, v in options.items() if k != "kernel_name"}
-    options.setdefault("parameters", None)
-    try:
-        planned = plan(path, output_path=None, **options)
-    except (ParameterError, NotebookSourceError) as exc:
-        return [_problem(parameters_cell_index(nb), "error", f"cannot run: {exc}")]
     job_cells = [
         i
         for i, cell in enumerate(planned.nb.cells)
@@ -323,7 +341,7 @@ def _run_problems(
         where = failed["index"] if failed else None
         what = f"{failed['ename']}: {failed['evalue']}" if failed else "the run failed"
         problems.append(_problem(where, "error", f"{result['error_kind']}: {what}"))
-    # Compared as a run file stores them: a secret printed by a cell never reaches a problem.
+    # Compared as a run record stores them: a secret printed by a cell never reaches a problem.
     ran = scrub_notebook(planned.nb, planned.secrets).cells
     for index in sorted(raising):
         outputs = ran[job_cells[index]].get("outputs", [])

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .._errors import NotebookExecutorError, NotebookSourceError
+from .._errors import InvalidArgumentError, NotebookSourceError, OutputPathError
 from .._sources.bounded import unencodable
 from .._sources.files import missing_folder
 from .._sources.remote import is_url
@@ -38,7 +38,9 @@ def check_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise NotebookExecutorError(f"{name} must be a positive number of seconds, got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be a positive number of seconds, got {value!r}", argument=name
+        )
     try:
         seconds = float(value)
     except OverflowError:  # an int beyond any float: no limit, as infinity
@@ -53,14 +55,14 @@ def check_count(name: str, value: int | None, *, minimum: int) -> int | None:
 
     Raises
     ------
-    NotebookExecutorError
+    InvalidArgumentError
         It is not.
     """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         wanted = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise NotebookExecutorError(f"{name} must be {wanted}, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be {wanted}, got {value!r}", argument=name)
     return value
 
 
@@ -69,7 +71,9 @@ def check_path(name: str, value: object) -> None:
     if isinstance(value, (str, os.PathLike)):
         return
     hint = " (parameters go in parameters=...)" if isinstance(value, Mapping) else ""
-    raise NotebookExecutorError(f"{name} must be a path, got {type(value).__name__}{hint}")
+    raise InvalidArgumentError(
+        f"{name} must be a path, got {type(value).__name__}{hint}", argument=name
+    )
 
 
 def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
@@ -78,16 +82,22 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
     if values is None:
         return {}
     if not isinstance(values, Mapping):
-        raise NotebookExecutorError(f"{kind} must be a mapping of names to strings")
+        raise InvalidArgumentError(f"{kind} must be a mapping of names to strings", argument=kind)
     checked: dict[str, str] = {}
     for name, value in values.items():
         if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
-            raise NotebookExecutorError(f"{kind}: {name!r} is not a valid environment name")
+            raise InvalidArgumentError(
+                f"{kind}: {name!r} is not a valid environment name", argument=kind
+            )
         if not isinstance(value, str) or "\x00" in value:
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} must be a string")
+            raise InvalidArgumentError(
+                f"{kind}: the value of {name!r} must be a string", argument=kind
+            )
         if kind == "secrets" and unencodable(value):
             # Searched for in outputs as UTF-8 text (an env value may hold any bytes).
-            raise NotebookExecutorError(f"{kind}: the value of {name!r} is not valid Unicode")
+            raise InvalidArgumentError(
+                f"{kind}: the value of {name!r} is not valid Unicode", argument=kind
+            )
         checked[name] = value
     return checked
 
@@ -102,12 +112,13 @@ def check_unicode(notebook: str, output_path: PathLike | None, request: str | No
     if problem:
         raise NotebookSourceError(notebook, f"the file name is not UTF-8 ({problem}); rename it")
     if output_path is not None and unencodable(os.fspath(output_path)):
-        raise NotebookExecutorError(
-            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it"
+        raise OutputPathError(
+            f"output_path {os.fspath(output_path)!r}: the file name is not UTF-8; rename it",
+            argument="output_path",
         )
     problem = unencodable(request) if request is not None else None
     if problem:
-        raise NotebookExecutorError(f"request: {problem}")
+        raise InvalidArgumentError(f"request: {problem}", argument="request")
 
 
 def check_output_path(input_path: PathLike, output_path: PathLike) -> None:
@@ -119,20 +130,23 @@ def check_output_path(input_path: PathLike, output_path: PathLike) -> None:
     """
     target = Path(output_path)
     if target.suffix.lower() != ".ipynb":
-        raise NotebookExecutorError(f"output_path must end in .ipynb, got {output_path!r}")
+        raise OutputPathError(
+            f"output_path must end in .ipynb, got {output_path!r}", argument="output_path"
+        )
     if is_url(output_path):
         # A store's object, written by papermill's I/O; it must not be the source's URL.
         if is_url(input_path) and _url_key(os.fspath(input_path)) == _url_key(
             os.fspath(output_path)
         ):
-            raise NotebookExecutorError(
+            raise OutputPathError(
                 f"output_path {os.fspath(output_path)!r} is the source notebook itself; "
-                "give another path (the source is never overwritten)"
+                "give another path (the source is never overwritten)",
+                argument="output_path",
             )
         return
     shown = os.fspath(output_path)
     if target.is_dir():
-        raise NotebookExecutorError(f"output_path {shown!r} is a directory")
+        raise OutputPathError(f"output_path {shown!r} is a directory", argument="output_path")
     same = target.resolve() == Path(input_path).resolve()
     if not same and target.exists():
         try:
@@ -140,9 +154,10 @@ def check_output_path(input_path: PathLike, output_path: PathLike) -> None:
         except OSError:
             same = False
     if same:
-        raise NotebookExecutorError(
+        raise OutputPathError(
             f"output_path {shown!r} is the source notebook itself; "
-            "give another path (the source is never overwritten)"
+            "give another path (the source is never overwritten)",
+            argument="output_path",
         )
     _check_writable_folder(shown, target.parent)
 
@@ -158,14 +173,15 @@ def _check_writable_folder(shown: str, folder: Path) -> None:
     """Refuse ``output_path`` (shown as ``shown``) unless ``folder`` exists and takes a file."""
     problem = missing_folder(folder / "probe")
     if problem:
-        raise NotebookExecutorError(f"output_path {shown!r}: {problem}")
+        raise OutputPathError(f"output_path {shown!r}: {problem}", argument="output_path")
     probe = folder / f".notebook-executor-probe-{uuid.uuid4().hex}"
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
-        raise NotebookExecutorError(
+        raise OutputPathError(
             f"output_path {shown!r}: the folder {os.fspath(folder)!r} is not writable "
-            f"({exc.strerror or type(exc).__name__})"
+            f"({exc.strerror or type(exc).__name__})",
+            argument="output_path",
         ) from None
     os.close(fd)
     probe.unlink()

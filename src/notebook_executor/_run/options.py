@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .._errors import NotebookExecutorError
+from .._errors import InvalidArgumentError
 from .checks import PathLike
 
 __all__ = ["RUN_OPTIONS", "RunOptions", "option_help"]
@@ -71,12 +71,12 @@ class RunOptions:
 
         Raises
         ------
-        NotebookExecutorError
+        InvalidArgumentError
             A name that is not an option.
         """
         unknown = sorted(set(given) - set(RUN_OPTIONS))
         if unknown:
-            raise NotebookExecutorError(
+            raise InvalidArgumentError(
                 f"{where} got an unknown option {unknown[0]!r} (options: {', '.join(RUN_OPTIONS)})"
             )
         return cls(**given)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookExecutorError, NotebookSourceError, ParameterError
+from .._errors import InvalidArgumentError, NotebookSourceError, ParameterError
 from .._kernels.launch import choose_kernel, kernel_environment
 from .._parameters.declared import INJECTED_TAG, check_parameters_cell, declared_parameters
 from .._parameters.environment import declared_env_names, resolve_declared_env
@@ -100,11 +100,14 @@ def plan_run(
         check_path("cwd", cwd)
     notebook = os.fspath(input_path)
     if parameters is not None and not isinstance(parameters, Mapping):
-        raise NotebookExecutorError(
-            f"parameters must be a mapping of name to value, got {type(parameters).__name__}"
+        raise InvalidArgumentError(
+            f"parameters must be a mapping of name to value, got {type(parameters).__name__}",
+            argument="parameters",
         )
     if request is not None and not isinstance(request, str):
-        raise NotebookExecutorError(f"request must be a string, got {type(request).__name__}")
+        raise InvalidArgumentError(
+            f"request must be a string, got {type(request).__name__}", argument="request"
+        )
     check_unicode(notebook, output_path, request)
     extra_env = check_env("env", env)
     secret_env = check_env("secrets", secrets)
@@ -129,7 +132,7 @@ def plan_run(
     if cwd is not None:
         workdir = Path(cwd)
         if not workdir.is_dir():
-            raise NotebookExecutorError(f"cwd {os.fspath(cwd)!r} is not a directory")
+            raise InvalidArgumentError(f"cwd {os.fspath(cwd)!r} is not a directory", argument="cwd")
     elif is_url(notebook):
         workdir = Path.cwd()  # papermill's default too: the caller's working directory
     else:

@@ -1,4 +1,4 @@
-"""Running a plan: the engine executes it, the results are built and the run files written.
+"""Running a plan: the engine executes it, the results are built and the run records written.
 
 Data flows one way here: the plan's job goes to the engine, the engine's outcome becomes the
 result dict, and the result and executed notebook become the run record.
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import NotebookExecutorError, OutputWriteError
 from .._records.ids import new_run_id
@@ -34,6 +34,7 @@ from .._records.streams import cap_streams
 from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
+from .._types import RunResult
 from ..engine import CellFailure, Engine, EngineOutcome
 from .plan import Plan
 
@@ -68,17 +69,17 @@ def run_plan(
     engine: Engine,
     runs_dir: Path,
     on_record: Callable[[str, Mapping[str, Any]], None],
-) -> dict[str, Any]:
-    """Run ``plan`` on ``engine``, write its run files under ``runs_dir``, return its result.
+) -> RunResult:
+    """Run ``plan`` on ``engine``, write its run records under ``runs_dir``, return its result.
 
     ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
-    ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run files, as a
+    ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run records, as a
     cancelled run, and is then raised again, holding the cancelled run's result dict as its
     ``result`` attribute. Any other exception from the engine (a bug or
     an unexpected failure of its machinery) does not escape: the run is finished as failed,
     with a ``kernel_died`` failure naming the exception's type and its (redacted) message on
     the first unfinished code cell, and that error result is returned, so no record is left
-    ``running``. When the caller's copy (``output_path``) cannot be written, the run files and
+    ``running``. When the caller's copy (``output_path``) cannot be written, the run records and
     catalog are still finished, then :class:`OutputWriteError` (holding the result) is raised.
     """
     clock = time.perf_counter()
@@ -194,8 +195,8 @@ def finish_run(
     *,
     finished: datetime,
     duration_seconds: float,
-) -> dict[str, Any]:
-    """Build the result of a run ``plan.nb`` was executed for, write its final run files."""
+) -> RunResult:
+    """Build the result of a run ``plan.nb`` was executed for, write its final run records."""
     annotate_cells(plan.nb, outcome)
     annotate_papermill(
         plan.nb,
@@ -209,7 +210,7 @@ def finish_run(
         finished=finished,
     )
     # What is stored: streams coalesced, secrets redacted, outputs holding one withheld; the
-    # run files also cap each cell's streams (the caller's copy keeps them whole).
+    # run records also cap each cell's streams (the caller's copy keeps them whole).
     executed = scrub_notebook(plan.nb, plan.secrets)
     recorded, capped = cap_streams(executed)
     output_cut = dict.fromkeys(capped, "stream_cap")
@@ -229,7 +230,7 @@ def finish_run(
         secrets=plan.secrets,
         output_cut=output_cut,
     )
-    result = dict(redact(result, plan.secrets))
+    result = cast("RunResult", dict(redact(result, plan.secrets)))
     stored = {
         **result,
         "notebook": start.record["notebook"],

@@ -33,7 +33,7 @@ def atomic_write_text(target: Path, text: str, *, private: bool = True) -> None:
 
     The text goes to a new temporary file beside ``target`` (created with ``O_EXCL``), which
     then replaces ``target`` in one rename; a failure removes it. ``target``'s folder is
-    created when missing. ``private`` files (run files) get mode 0600; others the usual mode
+    created when missing. ``private`` files (run records) get mode 0600; others the usual mode
     of a new file (0666 less the umask), or the mode of the file they replace.
     """
     data = text.encode("utf-8")

@@ -1,7 +1,7 @@
 """nbformat's file layout written fast: JSON with sorted keys and a one-space indent.
 
 ``json.dumps`` with an ``indent`` runs the standard library's pure-Python encoder, which yields
-every token through a chain of generators; the run files are written once per run, so that
+every token through a chain of generators; the run records are written once per run, so that
 cost is paid by every run. :func:`dumps_indented` writes the same bytes by appending to one
 list, and hands anything it does not know (keys that are not strings, unknown types, a
 reference cycle) to ``json.dumps`` itself, so its output is always exactly ``json.dumps``'s.

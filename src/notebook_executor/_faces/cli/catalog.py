@@ -42,7 +42,7 @@ def register(commands: Any) -> None:
     show.add_argument("--json", action="store_true", help="print the result dict as JSON")
     show.set_defaults(handler=_cmd_show)
 
-    reindex = commands.add_parser("reindex", help="rebuild the run catalog from the run files")
+    reindex = commands.add_parser("reindex", help="rebuild the run catalog from the run records")
     common.add_runs_dir(reindex)
     reindex.set_defaults(handler=_cmd_reindex)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -138,7 +139,7 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def write_diff(difference: dict[str, Any], a: str, b: str, out: TextIO, colour: bool) -> None:
+def write_diff(difference: Mapping[str, Any], a: str, b: str, out: TextIO, colour: bool) -> None:
     """The readable form of a ``diff_notebooks`` result."""
     if difference["identical"]:
         out.write(f"identical: {a} and {b}\n")

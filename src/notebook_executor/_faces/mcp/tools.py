@@ -12,7 +12,7 @@ Blocking work runs on worker threads, so a long run does not hold up other reque
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -30,6 +30,7 @@ from ..._parameters.declared import declared_parameters
 from ..._run.options import option_help
 from ..._sources.bounded import unencodable
 from ..._sources.formats import load_source
+from ..._types import RunResult
 from ...engine import RunCancelled
 from .arguments import StrictTool, strict_tool, typed_values
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
@@ -257,7 +258,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         def on_cell(cells_done: int, total: int) -> None:
             anyio.from_thread.run_sync(send.send_nowait, (cells_done, total), token=token)
 
-        def run() -> dict[str, Any] | None:
+        def run() -> RunResult | None:
             try:
                 values = parameters
                 if parameters and any(isinstance(v, str) for v in parameters.values()):
@@ -286,7 +287,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                     )
 
         failure: NotebookExecutorError | None = None
-        result: dict[str, Any] | None = None
+        result: RunResult | None = None
         async with anyio.create_task_group() as group:
             if wants_progress:
                 group.start_soon(report)
@@ -368,7 +369,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         (cells added, removed, modified, with unified diffs of their sources)."""
         (first, first_run), (second, second_run) = ws.path_or_run(a), ws.path_or_run(b)
         if first_run and second_run and not outputs:
-            found = await ws.call(lambda: ex.diff_runs(first, second))
+            found: Mapping[str, Any] = await ws.call(lambda: ex.diff_runs(first, second))
         else:
             found = await ws.call(lambda: ex.diff_notebooks(first, second, outputs=outputs))
         return ws.answer({"a": a, "b": b, **found})

@@ -150,7 +150,7 @@ class Workspace:
             known = dict(self._secrets)
         return tool_result(_sendable(redact(payload, known)))
 
-    def present(self, result: dict[str, Any]) -> dict[str, Any]:
+    def present(self, result: Mapping[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
         shown = dict(result)
         for key in ("notebook", "output_path"):

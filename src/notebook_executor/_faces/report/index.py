@@ -199,7 +199,7 @@ def table_for(
     previews: Previews | None = None,
 ) -> Table:
     """The table of ``runs`` (some of ``group``'s), with links relative to ``prefix``; with
-    ``previews``, DataFrame scraps get a preview read from their run files."""
+    ``previews``, DataFrame scraps get a preview read from their run records."""
     rows = [_row(run, group, prefix, previews(run) if previews is not None else {}) for run in runs]
     return Table(
         group.parameters,

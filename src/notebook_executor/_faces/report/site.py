@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._errors import NotebookExecutorError, NotebookSourceError, RunNotFoundError
+from ..._errors import (
+    InvalidArgumentError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    ReportError,
+    RunNotFoundError,
+)
 from ..._records.run_files import RESULT_KEYS
 from ..._records.scraps import SCRAP_PREFIX
 from ..._records.store import RunStore
@@ -117,7 +123,7 @@ def build_report(
     runs
         The runs to list, as :meth:`NotebookExecutor.runs` returns them.
     runs_dir
-        Where their run files are (run pages are rendered from the executed notebooks).
+        Where their run records are (run pages are rendered from the executed notebooks).
     out_dir
         The site's folder; created when missing.
     progress
@@ -131,15 +137,15 @@ def build_report(
     """
     index = out_dir / "index.html"
     if not _check_ours(index):
-        raise NotebookExecutorError(
+        raise ReportError(
             f"{index} exists and was not written by a report: choose another --out folder"
         )
     pages_dir = out_dir / "runs"
     try:
         pages_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NotebookExecutorError(f"cannot create the report folder {out_dir}: {exc}") from None
-    # One parse of each run file: a page and its previews share it; the index reuses the
+        raise ReportError(f"cannot create the report folder {out_dir}: {exc}") from None
+    # One parse of each run record: a page and its previews share it; the index reuses the
     # previews its pages already read.
     previews = Previews(RunStore(runs_dir, cache=1))
     written = kept = 0
@@ -150,7 +156,7 @@ def build_report(
             kept += 1
         else:
             if not _check_ours(page):
-                raise NotebookExecutorError(f"{page} exists and was not written by a report")
+                raise ReportError(f"{page} exists and was not written by a report")
             try:
                 text = _run_page(run, previews, back_link="../index.html")
             except (NotebookSourceError, RunNotFoundError) as exc:
@@ -171,7 +177,7 @@ def _write(path: Path, text: str) -> None:
     except NotebookExecutorError:
         raise
     except OSError as exc:
-        raise NotebookExecutorError(f"cannot write {path}: {exc}") from None
+        raise ReportError(f"cannot write {path}: {exc}") from None
 
 
 def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
@@ -194,7 +200,7 @@ def _write_lists(groups: list[Group], previews: Previews, out_dir: Path, title: 
         for number in range(1, group.page_count + 1):
             page = out_dir / group.page_href(number)
             if not _check_ours(page):
-                raise NotebookExecutorError(f"{page} exists and was not written by a report")
+                raise ReportError(f"{page} exists and was not written by a report")
             start = (number - 1) * group.per_page
             table = table_for(group, group.runs[start : start + group.per_page], prefix="../")
             text = _html(
@@ -397,8 +403,8 @@ def export_run(run_id: str, runs_dir: Path, to: str) -> tuple[bytes, str, dict[s
         body, resources = ScriptExporter().from_notebook_node(nb)
         extension = str(resources.get("output_extension") or ".txt")
         if extension == ".txt":
-            # Run files of kernels that sent no language_info still name their language.
+            # Run records of kernels that sent no language_info still name their language.
             language = str(_mapping(record.get("kernel")).get("language") or "").lower()
             extension = _SCRIPT_EXTENSIONS.get(language, extension)
         return body.encode("utf-8"), extension, {}
-    raise NotebookExecutorError(f"cannot export to {to!r}: use html, markdown or script")
+    raise InvalidArgumentError(f"cannot export to {to!r}: use html, markdown or script")

@@ -82,7 +82,7 @@ def _is_frame(value: Any) -> bool:
 
 
 class Previews:
-    """Previews of runs' DataFrame scraps, read from their run files through ``store``, each
+    """Previews of runs' DataFrame scraps, read from their run records through ``store``, each
     run's once however many pages show it (a run without one costs nothing)."""
 
     def __init__(self, store: RunStore) -> None:
