@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from .._errors import InvalidArgumentError, NotebookSourceError, OutputPathError
 from .._sources.bounded import unencodable
 from .._sources.files import missing_folder
+from .._sources.formats import FORMATS, find_format
 from .._sources.remote import is_url
 
 __all__ = [
@@ -129,9 +130,13 @@ def check_output_path(input_path: PathLike, output_path: PathLike) -> None:
     a bad path is found before any kernel starts.
     """
     target = Path(output_path)
-    if target.suffix.lower() != ".ipynb":
+    fmt = find_format(target)
+    if fmt is None or fmt.is_text:
+        # The copy holds outputs: only a format that stores them can take it.
+        stored = [f.extension for f in FORMATS if not f.is_text]
         raise OutputPathError(
-            f"output_path must end in .ipynb, got {output_path!r}", argument="output_path"
+            f"output_path must end in {' or '.join(stored)}, got {output_path!r}",
+            argument="output_path",
         )
     if is_url(output_path):
         # A store's object, written by papermill's I/O; it must not be the source's URL.
