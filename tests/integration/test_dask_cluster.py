@@ -33,7 +33,8 @@ from notebook_executor._cluster import dask as _cluster_dask
 from notebook_executor._cluster.worker import PLUGIN_NAME
 from notebook_executor._faces.cli import main
 
-pytestmark = pytest.mark.kernel
+# Several processes (or a browser, or a cluster) and their kernels on a loaded machine.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
 
 NOTEBOOK = """# %% tags=["parameters"]
 x: int = 1
