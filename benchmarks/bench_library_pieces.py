@@ -21,10 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import base64
-import copy
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -37,16 +33,12 @@ from typing import Any
 from notebook_executor._notebook import (
     NotebookNode,
     new_code_cell,
-    new_markdown_cell,
     new_notebook,
     new_output,
 )
-from notebook_executor._run import records as _records
-from notebook_executor._run.copying import copy_notebook
-from notebook_executor._run.literals import to_literal
-from notebook_executor._run.nbjson import dumps_indented
-from notebook_executor._run.percent import read_plain_percent
-from notebook_executor._run.scraps import find_scraps
+from notebook_executor._records.scraps import find_scraps
+from notebook_executor._sources.literals import to_literal
+from notebook_executor._sources.percent import read_plain_percent
 
 
 def best_ms(function: Callable[[], object], repeat: int) -> float:
@@ -60,81 +52,14 @@ def best_ms(function: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1000
 
 
-def notebook(cells: int, image_bytes: int, table_rows: int) -> NotebookNode:
-    """An executed notebook: markdown, code with stdout, an HTML table and a PNG per cell."""
-    png = base64.b64encode(os.urandom(image_bytes)).decode("ascii")
-    table = "<table>" + "".join(
-        f"<tr><td>{i}</td><td>{i * 0.5:.3f}</td><td>name {i}</td></tr>" for i in range(table_rows)
+PERCENT = (
+    "\n\n".join(
+        ["# %% tags=[\"parameters\"]\nname = 'world'\ncount = 3"]
+        + [f"# %% [markdown]\n# Step {i}\n#\n# Some words." for i in range(3)]
+        + [f"# %%\nvalue_{i} = count * {i}\nprint(name, value_{i})" for i in range(6)]
     )
-    made = []
-    for index in range(cells):
-        if index % 4 == 0:
-            made.append(new_markdown_cell(f"## Part {index}\n\nSome text about the step, é ü."))
-            continue
-        cell = new_code_cell(f"x{index} = compute({index})\nprint(x{index})\nplot(x{index})")
-        cell.execution_count = index
-        cell.outputs = [
-            new_output("stream", name="stdout", text="".join(f"line {k}\n" for k in range(20))),
-            new_output(
-                "execute_result",
-                data={"text/html": table, "text/plain": "<DataFrame>"},
-                execution_count=index,
-            ),
-        ]
-        if image_bytes:
-            cell.outputs.append(
-                new_output(
-                    "display_data",
-                    data={"image/png": png, "text/plain": "<Figure size 640x480>"},
-                    metadata={"image/png": {"width": 640}},
-                )
-            )
-        made.append(cell)
-    nb = new_notebook(made, metadata={"kernelspec": {"name": "python3", "language": "python"}})
-    return nb
-
-
-def bench_json(label: str, nb: NotebookNode, repeat: int) -> None:
-    import nbformat
-
-    document = _records._split_lines(copy_notebook(nb))
-    ours = dumps_indented(document)
-    library = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False)
-    assert ours == library
-    as_nbformat = nbformat.from_dict(copy.deepcopy(dict(nb)))
-    size = len(ours.encode("utf-8"))
-    t_ours = best_ms(lambda: dumps_indented(document), repeat)
-    t_json = best_ms(
-        lambda: json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False), repeat
-    )
-    t_compact = best_ms(lambda: json.dumps(document, sort_keys=True, ensure_ascii=False), repeat)
-    t_nbformat = best_ms(lambda: nbformat.writes(as_nbformat), repeat)
-    print(
-        f"json  {label:6} {size / 1e6:6.2f} MB  dumps_indented {t_ours:7.2f} ms  "
-        f"json.dumps(indent=1) {t_json:7.2f} ms  nbformat.writes {t_nbformat:7.2f} ms  "
-        f"(json.dumps without indent {t_compact:6.2f} ms)"
-    )
-
-
-def bench_copy(label: str, nb: NotebookNode, repeat: int) -> None:
-    import nbformat
-
-    assert copy_notebook(nb) == copy.deepcopy(nb)
-    theirs = nbformat.from_dict(dict(nb))
-    t_ours = best_ms(lambda: copy_notebook(nb), repeat)
-    t_deep = best_ms(lambda: copy.deepcopy(nb), repeat)
-    t_nbformat = best_ms(lambda: copy.deepcopy(theirs), repeat)
-    print(
-        f"copy  {label:6} copy_notebook {t_ours:7.2f} ms  copy.deepcopy (our node) {t_deep:7.2f} ms"
-        f"  copy.deepcopy (nbformat's node) {t_nbformat:7.2f} ms"
-    )
-
-
-PERCENT = "\n\n".join(
-    ["# %% tags=[\"parameters\"]\nname = 'world'\ncount = 3"]
-    + [f"# %% [markdown]\n# Step {i}\n#\n# Some words." for i in range(3)]
-    + [f"# %%\nvalue_{i} = count * {i}\nprint(name, value_{i})" for i in range(6)]
-) + "\n"
+    + "\n"
+)
 
 
 def bench_percent(repeat: int) -> None:
@@ -150,10 +75,15 @@ def bench_percent(repeat: int) -> None:
     t_jupytext = best_ms(lambda: jupytext.reads(PERCENT, fmt="py:percent"), repeat)
     imports = []
     for module in ("jupytext", "json"):
-        code = f"import time; s = time.perf_counter(); import {module}; print(time.perf_counter() - s)"
+        code = (
+            f"import time; s = time.perf_counter(); import {module}; print(time.perf_counter() - s)"
+        )
         runs = [
-            float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                 check=True).stdout)
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", code], capture_output=True, text=True, check=True
+                ).stdout
+            )
             for _ in range(3)
         ]
         imports.append(min(runs) * 1000)
@@ -228,19 +158,14 @@ def bench_literals(repeat: int) -> None:
             ours = to_literal(value)
         except TypeError as error:
             ours = f"TypeError({error})"
-        print(f"         {value!r:40.40}  ours {ours!r:50.50}  papermill {PythonTranslator.translate(value)!r}")
+        theirs = PythonTranslator.translate(value)
+        print(f"         {value!r:40.40}  ours {ours!r:50.50}  papermill {theirs!r}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    small = notebook(cells=8, image_bytes=0, table_rows=3)
-    large = notebook(cells=60, image_bytes=9000, table_rows=40)
-    for label, nb in (("small", small), ("1 MB", large)):
-        bench_json(label, nb, args.repeat)
-    for label, nb in (("small", small), ("1 MB", large)):
-        bench_copy(label, nb, args.repeat)
     bench_percent(args.repeat)
     bench_scraps(args.repeat)
     bench_literals(args.repeat)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError, RunsDirError
 from .._sources.files import atomic_write_text
-from .._sources.nbjson import dumps_indented
 from .._sources.remote import is_url
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
@@ -235,10 +234,9 @@ def write_run_files(
 
 
 def _json(document: Any, *, indent: int | None) -> str:
-    # nbformat.writes would also validate the whole document against the schema and deep-copy
-    # it: the source was validated when read and the kernel's outputs come from nbclient.
-    if indent == 1:
-        return dumps_indented(document, default=_bytes_as_base64)
+    # nbformat.writes would also validate the whole document against the schema and copy it
+    # (15 ms against json.dumps's 8 ms for a 0.7 MB notebook): the source was validated when
+    # read, and the outputs were built by our own kernel client.
     separators = (",", ": ") if indent is not None else (",", ":")
     return json.dumps(
         document,

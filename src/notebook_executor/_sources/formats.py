@@ -32,7 +32,6 @@ from .bounded import (
     load_yaml,
     unencodable,
 )
-from .copying import copy_notebook
 from .files import atomic_write_text, missing_folder
 from .literals import to_literal
 from .percent import read_plain_percent
@@ -190,7 +189,7 @@ def _parse_cached(notebook: str, text: str, fmt: SourceFormat, digest: str) -> N
             _PARSED[key] = cached
             while len(_PARSED) > _PARSED_MAX:
                 _PARSED.popitem(last=False)
-    return copy_notebook(cached)
+    return copy.deepcopy(cached)
 
 
 def _parse(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
