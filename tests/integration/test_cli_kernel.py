@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from notebook_executor import NotebookExecutor, read_notebook
+from support import RESULT_KEYS
 
 pytestmark = pytest.mark.kernel
 
@@ -28,24 +29,6 @@ EXAMPLES = ROOT / "notebooks"
 MODULE = [sys.executable, "-m", "notebook_executor"]
 SCRIPT = [os.fspath(Path(sys.executable).parent / "notebook-executor")]
 PROG = "notebook-executor: error: "
-
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
 
 
 def cli(

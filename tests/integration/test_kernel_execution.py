@@ -24,29 +24,13 @@ import yaml
 from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError, read_notebook
 from notebook_executor._kernels.kernel_engine import KernelEngine
+from support import RESULT_KEYS
 
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "notebooks"
 
-RESULT_KEYS = [
-    "run_id",
-    "status",
-    "error_kind",
-    "notebook",
-    "output_path",
-    "parameters",
-    "request",
-    "started_at",
-    "finished_at",
-    "duration_seconds",
-    "cells_total",
-    "cells_executed",
-    "failed_cell",
-    "scraps",
-    "output_cut",
-]
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 ANSI = "\x1b"

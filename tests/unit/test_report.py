@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +45,12 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def runs(workdir: Path) -> Iterator[list[dict[str, Any]]]:
-    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
-        sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
-        sets.append({"x": 1.5, "label": HOSTILE})
-        for values in sets:
-            ex.execute("sweep.py", parameters=values, request=f"try {values}")
-        yield ex.runs()
+def runs(workdir: Path, ex: NotebookExecutor) -> list[dict[str, Any]]:
+    sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
+    sets.append({"x": 1.5, "label": HOSTILE})
+    for values in sets:
+        ex.execute("sweep.py", parameters=values, request=f"try {values}")
+    return ex.runs()
 
 
 def _runs_of(workdir: Path) -> list[dict[str, Any]]:
@@ -259,10 +257,9 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
 
 @pytest.fixture
-def rich_run(workdir: Path) -> dict[str, Any]:
+def rich_run(workdir: Path, ex: NotebookExecutor) -> dict[str, Any]:
     (workdir / "rich.py").write_text(MARKDOWN, encoding="utf-8")
-    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
-        result = ex.execute("rich.py")
+    result = ex.execute("rich.py")
     _add_outputs(workdir, result["run_id"])
     return result
 
