@@ -32,6 +32,7 @@ result, the run files, a face) can be tested without a kernel.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,7 +242,9 @@ class ScriptedEngine:
     ``sys.exit()`` does on a kernel). The handler may instead return a :class:`CellFailure` (a
     ``timeout`` or a ``kernel_died``, say), which ends the run at that cell; a failure of kind
     ``cancelled``, or the job's ``cancel`` event set before a cell, raises
-    :class:`RunCancelled`, as Ctrl-C does. Every job is kept in :attr:`jobs`.
+    :class:`RunCancelled`, as Ctrl-C does. Outputs the handler appends to the cell itself
+    stay before those it returns (what a kernel sent before it timed out or died, say). Each
+    cell's time is the handler's. Every job is kept in :attr:`jobs`.
 
     Parameters
     ----------
@@ -286,12 +289,13 @@ class ScriptedEngine:
                 raise RunCancelled(outcome)
             job.cell_starting(index)
             outcome.cell_started[index] = iso(now_utc())
-            outcome.cell_seconds[index] = 0.0
+            began = time.monotonic()
             if str(cell.get("source", "")).strip():
                 count += 1
                 cell["execution_count"] = count
                 cell["outputs"] = []
                 reply = () if self.handler is None else self.handler(job, index)
+                outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
                 if isinstance(reply, CellFailure):
                     outcome.failure = reply
                     if reply.kind == "cancelled":
@@ -314,6 +318,8 @@ class ScriptedEngine:
                     return outcome
                 if errors:
                     outcome.exited = index
+            else:
+                outcome.cell_seconds[index] = 0.0
             outcome.completed.append(index)
             job.cell_done(index)
             if outcome.exited is not None:
