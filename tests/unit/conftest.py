@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
 from support import cli_on_engine
+from unit.fake_engine import FakeEngine
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import (
     NotebookExecutor,
@@ -26,6 +25,7 @@ from notebook_executor import (
 )
 from notebook_executor._sources.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
 from support import run_cli
+from unit.fake_engine import FakeEngine
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -57,7 +57,7 @@ LOGBOOK += "\n---\n\n# Bomb\n\n```python\nprint(a)\n```\n"
 
 CHILD = """
 import json, sys
-from fake_engine import FakeEngine
+from unit.fake_engine import FakeEngine
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import common, main
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
 from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """\
 # %% tags=["parameters"]

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import read_notebook
 from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1  # how many

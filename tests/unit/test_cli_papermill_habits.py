@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor._faces.cli import main
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = "# %%\nx = 1\n"
 

@@ -12,7 +12,6 @@ from typing import Any
 import nbformat
 import pandas as pd
 import pytest
-from fake_engine import FakeEngine
 
 import notebook_executor
 from notebook_executor import (
@@ -24,6 +23,7 @@ from notebook_executor import (
     read_notebook,
 )
 from support import RESULT_KEYS
+from unit.fake_engine import FakeEngine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 

@@ -13,7 +13,6 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from fake_engine import scrap_output
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from notebook_executor._records.run_files import (
     run_notebook_path,
     write_run_files,
 )
+from unit.fake_engine import scrap_output
 
 STARTED = datetime(2024, 3, 9, 17, 26, 45, 123456, tzinfo=timezone.utc)
 SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
 from notebook_executor._faces.report import build_report
 from notebook_executor._faces.report.charts import Chart, charts_for, render_svg
+from unit.fake_engine import FakeEngine
 
 HOSTILE = "<script>alert(1)</script>"
 

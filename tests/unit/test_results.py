@@ -7,7 +7,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from fake_engine import scrap_output
 
 from notebook_executor import EngineOutcome
 from notebook_executor._records.results import (
@@ -19,6 +18,7 @@ from notebook_executor._records.results import (
 )
 from notebook_executor._records.text import strip_ansi
 from notebook_executor.engine import CellFailure
+from unit.fake_engine import scrap_output
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,13 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
 from notebook_executor._cluster import folder as _folder
 from notebook_executor._cluster.grid import combine, parse_grid_option, split_values
 from notebook_executor._cluster.worker import _unpack, mask, unmask
 from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1
