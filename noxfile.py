@@ -20,8 +20,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
-    session.install("ruff>=0.6")
+    """ruff: lint and formatting; import-linter: the layers (also run by the unit tier)."""
+    session.install("ruff>=0.6", "import-linter>=2.1")
+    # import-linter reads the source; it needs the package findable, not installed.
+    session.run("lint-imports", "--no-cache", env={"PYTHONPATH": "src"})
     session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
     session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
 

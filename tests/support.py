@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from notebook_executor._types import FailedCell
 
 __all__ = [
+    "RESULT_KEYS",
     "SESSION_MARKER",
     "alive",
     "cli_on_engine",
@@ -27,6 +28,28 @@ __all__ = [
     "report",
     "run_cli",
     "wait_gone",
+]
+
+#: The keys of the result dict, in order (SPEC section 4), written here once and pinned by the
+#: tests that compare a result's keys with it: a copy of the contract, not read from the
+#: package, so that a change there fails a test. Once the package exports a ``TypedDict`` of
+#: the result, the tests pin its keys against this list.
+RESULT_KEYS = [
+    "run_id",
+    "status",
+    "error_kind",
+    "notebook",
+    "output_path",
+    "parameters",
+    "request",
+    "started_at",
+    "finished_at",
+    "duration_seconds",
+    "cells_total",
+    "cells_executed",
+    "failed_cell",
+    "scraps",
+    "output_cut",
 ]
 
 #: Environment variable the suite sets in its own process (so every process it starts, and

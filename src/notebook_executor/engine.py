@@ -23,15 +23,20 @@ A custom engine is any object with the two methods of :class:`Engine`::
 It may also have either optional hook, :meth:`~SupportsPrepare.prepare_kernel` and
 :meth:`~SupportsPrestart.prestart`, to start work early; the executor calls a hook only when the
 engine has it.
+
+:class:`ScriptedEngine` runs no code at all: a function gives each code cell's outputs, as
+httpx's ``MockTransport`` answers requests, so that what surrounds the engine (parameters, the
+result, the run files, a face) can be tested without a kernel.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ._notebook import NotebookNode
 
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CellFailure",
+    "CellReply",
     "Engine",
     "EngineOutcome",
     "ErrorKind",
@@ -47,6 +53,7 @@ __all__ = [
     "NotebookNode",
     "RunCancelled",
     "RunJob",
+    "ScriptedEngine",
     "SupportsPrepare",
     "SupportsPrestart",
 ]
@@ -224,3 +231,124 @@ class SupportsPrestart(Protocol):
         engine knows a sweep is coming. A job announced this way may still never run (Ctrl-C).
         """
         ...
+
+
+#: What a :class:`ScriptedEngine`'s handler gives for one code cell: its outputs (nbformat
+#: output dicts), or the failure that ends the run there.
+CellReply: TypeAlias = "Iterable[Mapping[str, Any]] | CellFailure"
+
+
+class ScriptedEngine:
+    """An engine that runs no code: ``handler(job, index)`` gives each code cell's outputs.
+
+    The cells of ``job.nb`` are taken in order, as the kernel engine takes them: markdown and
+    raw cells and cells tagged ``skip-execution`` are passed over, a blank code cell completes
+    without running; every other code cell gets the next execution count (from 1) and the
+    outputs the handler returns. An ``error`` output among them fails the run there with a
+    ``cell_error`` (a ``SystemExit`` with no status or 0 ends it early and successfully, as
+    ``sys.exit()`` does on a kernel). The handler may instead return a :class:`CellFailure` (a
+    ``timeout`` or a ``kernel_died``, say), which ends the run at that cell; a failure of kind
+    ``cancelled``, or the job's ``cancel`` event set before a cell, raises
+    :class:`RunCancelled`, as Ctrl-C does. Outputs the handler appends to the cell itself
+    stay before those it returns (what a kernel sent before it timed out or died, say). Each
+    cell's time is the handler's. Every job is kept in :attr:`jobs`.
+
+    Parameters
+    ----------
+    handler : callable, optional
+        ``handler(job, index) -> outputs or CellFailure``; by default each cell produces no
+        output.
+
+    Examples
+    --------
+    >>> def handler(job, index):
+    ...     source = job.nb.cells[index].source
+    ...     if "1 / 0" in source:
+    ...         return [{"output_type": "error", "ename": "ZeroDivisionError",
+    ...                  "evalue": "division by zero", "traceback": []}]
+    ...     return [{"output_type": "stream", "name": "stdout", "text": "ran\\n"}]
+    >>> engine = ScriptedEngine(handler)  # NotebookExecutor(engine=engine) runs on it
+    """
+
+    def __init__(self, handler: Callable[[RunJob, int], CellReply] | None = None) -> None:
+        self.handler = handler
+        #: Every job run, in order.
+        self.jobs: list[RunJob] = []
+        #: How many times :meth:`close` was called.
+        self.closed = 0
+
+    def run(self, job: RunJob) -> EngineOutcome:
+        """Give each code cell of ``job.nb`` its scripted outputs; see the class."""
+        from ._notebook import from_dict
+        from ._times import iso, now_utc
+
+        self.jobs.append(job)
+        outcome = EngineOutcome()
+        count = 0
+        for index, cell in enumerate(job.nb.cells):
+            tags = cell.get("metadata", {}).get("tags", [])
+            if cell.get("cell_type") != "code" or "skip-execution" in tags:
+                continue
+            if job.cancel is not None and job.cancel.is_set():
+                outcome.failure = CellFailure(
+                    index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
+                )
+                raise RunCancelled(outcome)
+            job.cell_starting(index)
+            outcome.cell_started[index] = iso(now_utc())
+            began = time.monotonic()
+            if str(cell.get("source", "")).strip():
+                count += 1
+                cell["execution_count"] = count
+                cell["outputs"] = []
+                reply = () if self.handler is None else self.handler(job, index)
+                outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
+                if isinstance(reply, CellFailure):
+                    outcome.failure = reply
+                    if reply.kind == "cancelled":
+                        raise RunCancelled(outcome)
+                    return outcome
+                for output in reply:
+                    node = from_dict(dict(output))
+                    cell["outputs"].append(node)
+                    self._report(job, index, node)
+                errors = [o for o in cell["outputs"] if o.get("output_type") == "error"]
+                if errors and not _clean_exit(errors):
+                    last = errors[-1]
+                    outcome.failure = CellFailure(
+                        index,
+                        "cell_error",
+                        str(last.get("ename", "")),
+                        str(last.get("evalue", "")),
+                        [str(line) for line in last.get("traceback", [])],
+                    )
+                    return outcome
+                if errors:
+                    outcome.exited = index
+            else:
+                outcome.cell_seconds[index] = 0.0
+            outcome.completed.append(index)
+            job.cell_done(index)
+            if outcome.exited is not None:
+                break
+        return outcome
+
+    def close(self) -> None:
+        """Nothing to release; counts the calls."""
+        self.closed += 1
+
+    @staticmethod
+    def _report(job: RunJob, index: int, output: Mapping[str, Any]) -> None:
+        if job.on_output is None:
+            return
+        try:
+            job.on_output(index, output)
+        except Exception as exc:
+            logger.debug("the output callback failed: %s", exc)
+
+
+def _clean_exit(errors: list[Mapping[str, Any]]) -> bool:
+    """Whether every error is a ``SystemExit`` with no status or 0 (``sys.exit()``)."""
+    return all(
+        e.get("ename") == "SystemExit" and str(e.get("evalue", "")) in ("", "0") for e in errors
+    )

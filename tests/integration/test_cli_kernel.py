@@ -13,13 +13,14 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import nbformat
 import pytest
 import yaml
 
-from notebook_executor import NotebookExecutor, RunResult, read_notebook
+from notebook_executor import NotebookExecutor, read_notebook
+from support import RESULT_KEYS
 
 pytestmark = pytest.mark.kernel
 
@@ -28,9 +29,6 @@ EXAMPLES = ROOT / "notebooks"
 MODULE = [sys.executable, "-m", "notebook_executor"]
 SCRIPT = [os.fspath(Path(sys.executable).parent / "notebook-executor")]
 PROG = "notebook-executor: error: "
-
-#: The result dict's keys, in order: those of the public RunResult type.
-RESULT_KEYS = list(get_type_hints(RunResult))
 
 
 def cli(

@@ -35,7 +35,8 @@ from notebook_executor._faces.cli import main
 from notebook_executor._types import RunResult
 from support import failed_cell
 
-pytestmark = pytest.mark.kernel
+# Several processes (or a browser, or a cluster) and their kernels on a loaded machine.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
 
 NOTEBOOK = """# %% tags=["parameters"]
 x: int = 1

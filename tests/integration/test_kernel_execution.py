@@ -14,7 +14,7 @@ import platform
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import nbformat
 import pandas as pd
@@ -26,19 +26,16 @@ from notebook_executor import (
     NotebookExecutor,
     NotebookExecutorError,
     ParameterError,
-    RunResult,
     read_notebook,
 )
 from notebook_executor._kernels.kernel_engine import KernelEngine
-from support import failed_cell
+from support import RESULT_KEYS, failed_cell
 
 pytestmark = pytest.mark.kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "notebooks"
 
-#: The result dict's keys, in order: those of the public RunResult type.
-RESULT_KEYS = list(get_type_hints(RunResult))
 RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[A-Za-z0-9_.-]+$")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 ANSI = "\x1b"

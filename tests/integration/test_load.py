@@ -30,7 +30,8 @@ from notebook_executor import NotebookExecutor
 from notebook_executor._records.store import RunStore
 from support import report
 
-pytestmark = pytest.mark.kernel
+# Several processes (or a browser, or a cluster) and their kernels on a loaded machine.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
 WORKERS = 4
 RUNS_EACH = 6

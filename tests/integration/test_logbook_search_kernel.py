@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +54,8 @@ def _stdout(result: Mapping[str, Any]) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(runs_dir=tmp_path_factory.mktemp("runs"), warm_kernels=0) as ex:
-        yield ex
+#: Options of the tier's ``executor`` fixture: a kernel started per run, none kept warm.
+EXECUTOR_OPTIONS = {"warm_kernels": 0}
 
 
 @pytest.fixture

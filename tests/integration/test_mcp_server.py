@@ -19,7 +19,8 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_client import (
+
+from integration.mcp_client import (
     MAX_RESPONSE_CHARS,
     Served,
     http_server,
@@ -1068,7 +1069,7 @@ def test_lone_surrogates_in_a_request_are_tool_errors_before_any_run(tmp_path: P
     written, and the server goes on answering."""
     import subprocess
 
-    from mcp_client import SERVER
+    from integration.mcp_client import SERVER
 
     write(tmp_path, "hello.py", HELLO)
     calls = [

@@ -11,7 +11,6 @@ import json
 import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -37,10 +36,8 @@ def bash_kernel() -> str:
     return "bash"
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(tmp_path_factory.mktemp("runs"), warm_kernels=0) as ex:
-        yield ex
+#: Options of the tier's ``executor`` fixture: a kernel started per run, none kept warm.
+EXECUTOR_OPTIONS = {"warm_kernels": 0}
 
 
 def _bash_notebook(path: Path) -> Path:

@@ -48,12 +48,6 @@ CASES: dict[str, tuple[list[str | tuple[str, str]], str | None, dict[str, int]]]
 }
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(tmp_path_factory.mktemp("runs")) as ex:
-        yield ex
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_same_outcome_as_papermill(executor: NotebookExecutor, tmp_path: Path, case: str) -> None:
     cells, parameters_cell, parameters = CASES[case]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +34,8 @@ def _notebook(path: Path, fail: bool) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(tmp_path_factory.mktemp("runs"), warm_kernels=0) as ex:
-        yield ex
+#: Options of the tier's ``executor`` fixture: a kernel started per run, none kept warm.
+EXECUTOR_OPTIONS = {"warm_kernels": 0}
 
 
 def _papermill(cell: Any) -> dict[str, Any]:

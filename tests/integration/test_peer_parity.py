@@ -27,12 +27,6 @@ def _close_plugin_kernels() -> Iterator[None]:
         plugin.NotebookExecutorEngine.close()
 
 
-@pytest.fixture(scope="module")
-def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(tmp_path_factory.mktemp("runs")) as ex:
-        yield ex
-
-
 def _notebook(path: Path, sources: list[str], metadata: dict[str, Any] | None = None) -> Path:
     nb = v4.new_notebook(cells=[v4.new_code_cell(source) for source in sources])
     nb.metadata.update(

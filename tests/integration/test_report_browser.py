@@ -27,7 +27,8 @@ import pytest
 from chromium import Chromium, find_chromium
 from notebook_executor import NotebookExecutor
 
-pytestmark = pytest.mark.kernel
+# Several processes (or a browser, or a cluster) and their kernels on a loaded machine.
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
 
 #: What every payload runs, if anything lets it: a changed title and a stored marker.
 JS = "document.title='pwned';localStorage.setItem('pwned','1')"

@@ -4,7 +4,7 @@ real runs, and the edit-and-rerun loop on every source format."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -22,15 +22,6 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 FORMATS = ["unit_basic.ipynb", "unit_basic.py", "unit_basic.md", "unit_myst.md", "unit_logbook.md"]
 
 
-@pytest.fixture(scope="module")
-def ex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NotebookExecutor]:
-    executor = NotebookExecutor(runs_dir=tmp_path_factory.mktemp("runs"))
-    try:
-        yield executor
-    finally:
-        executor.close()
-
-
 def _options(name: str) -> dict[str, Any]:
     return {"parameters": {"station": "S1"}} if "logbook" in name else {}
 
@@ -40,17 +31,20 @@ def _errors(verdict: Mapping[str, Any]) -> list[tuple[int | None, str]]:
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_validate_runs_every_format(ex: NotebookExecutor, tmp_path: Path, name: str) -> None:
+def test_validate_runs_every_format(executor: NotebookExecutor, tmp_path: Path, name: str) -> None:
     path = tmp_path / name
     shutil.copy(DATA / name, path)
-    assert ex.validate(path, execute=True, **_options(name)) == {"valid": True, "problems": []}
+    assert executor.validate(path, execute=True, **_options(name)) == {
+        "valid": True,
+        "problems": [],
+    }
     # A cell that fails at run time (it compiles) is reported with its index.
-    ex.edit_cell(path, 2, "raise ValueError('broken on purpose')")
-    verdict = ex.validate(path, execute=True, **_options(name))
+    executor.edit_cell(path, 2, "raise ValueError('broken on purpose')")
+    verdict = executor.validate(path, execute=True, **_options(name))
     assert verdict["valid"] is False
     assert _errors(verdict) == [(2, "cell_error: ValueError: broken on purpose")]
     # A validation run is not recorded.
-    assert ex.runs() == []
+    assert executor.runs() == []
 
 
 def _cell(source: str, tags: list[str] | None = None, outputs: list[Any] | None = None) -> Any:
@@ -87,23 +81,25 @@ def _marked(tmp_path: Path, *, stored: str = "2\n", raising: str = "1 / 0") -> P
     return path
 
 
-def test_nbval_markers_are_honoured(ex: NotebookExecutor, tmp_path: Path) -> None:
-    assert ex.validate(_marked(tmp_path), execute=True) == {"valid": True, "problems": []}
+def test_nbval_markers_are_honoured(executor: NotebookExecutor, tmp_path: Path) -> None:
+    assert executor.validate(_marked(tmp_path), execute=True) == {"valid": True, "problems": []}
 
 
 def test_check_output_compares_with_the_stored_outputs(
-    ex: NotebookExecutor, tmp_path: Path
+    executor: NotebookExecutor, tmp_path: Path
 ) -> None:
-    verdict = ex.validate(_marked(tmp_path, stored="3\n"), execute=True)
+    verdict = executor.validate(_marked(tmp_path, stored="3\n"), execute=True)
     [(cell, message)] = _errors(verdict)
     assert cell == 6
     assert message.startswith("outputs differ from the stored ones")
     # The parameters given to the run count: with x = 2 the stored "3" is right.
-    assert ex.validate(_marked(tmp_path, stored="3\n"), execute=True, parameters={"x": 2})["valid"]
+    assert executor.validate(_marked(tmp_path, stored="3\n"), execute=True, parameters={"x": 2})[
+        "valid"
+    ]
 
 
-def test_raises_exception_needs_an_exception(ex: NotebookExecutor, tmp_path: Path) -> None:
-    verdict = ex.validate(_marked(tmp_path, raising="y = 0"), execute=True)
+def test_raises_exception_needs_an_exception(executor: NotebookExecutor, tmp_path: Path) -> None:
+    verdict = executor.validate(_marked(tmp_path, raising="y = 0"), execute=True)
     assert _errors(verdict) == [(4, "marked raises-exception but raised no exception")]
 
 
@@ -127,10 +123,10 @@ print(x)
 """
 
 
-def test_markers_in_a_percent_script(ex: NotebookExecutor, tmp_path: Path) -> None:
+def test_markers_in_a_percent_script(executor: NotebookExecutor, tmp_path: Path) -> None:
     path = tmp_path / "marked.py"
     path.write_text(PERCENT_MARKED)
-    verdict = ex.validate(path, execute=True)
+    verdict = executor.validate(path, execute=True)
     assert verdict["valid"] is True
     # A text source stores no outputs to compare: said as a warning.
     [problem] = verdict["problems"]
@@ -138,36 +134,38 @@ def test_markers_in_a_percent_script(ex: NotebookExecutor, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_edit_the_failed_cell_and_rerun(ex: NotebookExecutor, tmp_path: Path, name: str) -> None:
+def test_edit_the_failed_cell_and_rerun(
+    executor: NotebookExecutor, tmp_path: Path, name: str
+) -> None:
     path = tmp_path / name
     shutil.copy(DATA / name, path)
-    broken = ex.read_notebook(path).cells[2].source
-    ex.edit_cell(path, 2, "undefined_name_here", expect=broken)
-    failed = ex.execute(path, **_options(name))
+    broken = executor.read_notebook(path).cells[2].source
+    executor.edit_cell(path, 2, "undefined_name_here", expect=broken)
+    failed = executor.execute(path, **_options(name))
     assert failed["status"] == "error"
     index = failed_cell(failed)["index"]
     assert index == 2
-    ex.edit_cell(path, index, broken, expect="undefined_name_here")
+    executor.edit_cell(path, index, broken, expect="undefined_name_here")
     assert path.read_bytes() == (DATA / name).read_bytes()
-    fixed = ex.execute(path, **_options(name))
+    fixed = executor.execute(path, **_options(name))
     assert fixed["status"] == "success"
 
 
-def test_diff_runs_of_one_notebook(ex: NotebookExecutor, tmp_path: Path) -> None:
+def test_diff_runs_of_one_notebook(executor: NotebookExecutor, tmp_path: Path) -> None:
     path = tmp_path / "unit_basic.py"
     shutil.copy(DATA / "unit_basic.py", path)
-    first = ex.execute(path, parameters={"name": "Ada"})
-    second = ex.execute(path, parameters={"name": "Bo"})
-    again = ex.execute(path, parameters={"name": "Ada"})
-    difference = ex.diff_runs(first["run_id"], second["run_id"])
+    first = executor.execute(path, parameters={"name": "Ada"})
+    second = executor.execute(path, parameters={"name": "Bo"})
+    again = executor.execute(path, parameters={"name": "Ada"})
+    difference = executor.diff_runs(first["run_id"], second["run_id"])
     assert difference["status"] == ["success", "success"]
     assert difference["parameters"] == {"name": ["Ada", "Bo"]}
     assert difference["scraps"] == {"greeting": ["Hello, Ada!", "Hello, Bo!"]}
     changed = [(c["op"], c["index_a"], c["outputs_changed"]) for c in difference["cells"]]
     assert (("modified", 2, True)) in changed
     # Two runs with the same parameters produce the same notebook, timings aside.
-    assert ex.diff_notebooks(first["run_id"], again["run_id"], outputs=True)["identical"]
-    same = ex.diff_runs(first["run_id"], again["run_id"])
+    assert executor.diff_notebooks(first["run_id"], again["run_id"], outputs=True)["identical"]
+    same = executor.diff_runs(first["run_id"], again["run_id"])
     assert dict(same) == {
         "status": ["success", "success"],
         "parameters": {},
@@ -175,7 +173,7 @@ def test_diff_runs_of_one_notebook(ex: NotebookExecutor, tmp_path: Path) -> None
         "cells": [],
     }
     # A run compared with its source: same cells (the injected parameters cell is left out).
-    assert ex.diff_notebooks(path, first["run_id"])["cells"] == []
+    assert executor.diff_notebooks(path, first["run_id"])["cells"] == []
 
 
 def test_check_execute_in_parallel_with_junit(
@@ -201,7 +199,9 @@ def test_check_execute_in_parallel_with_junit(
     assert main(["check", "notebooks", "--execute", "-j", "2"]) == 0
 
 
-def test_check_output_problems_never_quote_a_secret(ex: NotebookExecutor, tmp_path: Path) -> None:
+def test_check_output_problems_never_quote_a_secret(
+    executor: NotebookExecutor, tmp_path: Path
+) -> None:
     secret = "hunter2secretvalue"
     nb = nbformat.v4.new_notebook(
         cells=[
@@ -215,7 +215,7 @@ def test_check_output_problems_never_quote_a_secret(ex: NotebookExecutor, tmp_pa
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "P"}
     path = tmp_path / "chk.ipynb"
     nbformat.write(nb, path)
-    verdict = ex.validate(path, execute=True, secrets={"TOK": secret})
+    verdict = executor.validate(path, execute=True, secrets={"TOK": secret})
     [(cell, message)] = _errors(verdict)
     assert cell == 0
     assert message.startswith("outputs differ from the stored ones")

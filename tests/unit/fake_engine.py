@@ -4,7 +4,10 @@ This is a **test double** for :class:`notebook_executor.Engine`. It is honest en
 everything around the engine (validation, injection, result building, run records, redaction,
 the CLI), not a Python kernel:
 
-- every code cell of the job notebook is ``exec``-ed in one namespace shared by the run, in order;
+- it is the public :class:`~notebook_executor.engine.ScriptedEngine` whose handler ``exec``-s
+  each code cell in one namespace shared by the run, so the cells are taken by the engine
+  contract's rules (tests/engine_contract.py): markdown, ``skip-execution`` and blank cells
+  are not run, counts start at 1, an error output stops the run;
   IPython magics and shell escapes (lines starting with ``%`` or ``!``) are ignored;
 - each write to ``sys.stdout`` or ``sys.stderr`` (``print`` included) becomes a ``stream`` output
   of its own, as each IOPub message does on a kernel (a secret printed in two writes lands in two
@@ -12,8 +15,7 @@ the CLI), not a Python kernel:
   ``execution_count``;
 - ``sys.exit()``, ``sys.exit(0)`` and ``raise SystemExit`` end the run early and successfully
   (an ``error`` output ``SystemExit``, as IPython shows it); other exit codes are cell errors;
-  ``input()`` raises ``StdinNotImplementedError`` (no one can answer); cells tagged
-  ``skip-execution`` do not run;
+  ``input()`` raises ``StdinNotImplementedError`` (no one can answer);
 - an exception becomes an ``error`` output with an ANSI-coloured traceback and a
   :class:`CellFailure` of kind ``"cell_error"``; the run stops there;
 - ``import scrapbook as sb`` gives a fake module whose ``glue`` writes outputs in scrapbook's exact
@@ -44,12 +46,19 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 import nbformat
 
-from notebook_executor.engine import CellFailure, EngineOutcome, ErrorKind, RunCancelled, RunJob
+from notebook_executor.engine import (
+    CellFailure,
+    CellReply,
+    EngineOutcome,
+    ErrorKind,
+    RunCancelled,
+    RunJob,
+    ScriptedEngine,
+)
 
 __all__ = [
     "FakeEngine",
@@ -122,8 +131,12 @@ class _Glue:
         self.cell.outputs.extend(scrap_output(name, data, encoder, display=bool(display)))
 
 
-class FakeEngine:
+class FakeEngine(ScriptedEngine):
     """Runs a job's code cells with ``exec`` in this process; see the module docstring.
+
+    The cells are taken as :class:`~notebook_executor.engine.ScriptedEngine` takes them (which
+    run, their counts, how an error, an exit or a failure ends the run); what each produces is
+    what ``exec`` of its source gives.
 
     Parameters
     ----------
@@ -132,12 +145,13 @@ class FakeEngine:
     """
 
     def __init__(self, before_cell: Callable[[RunJob, int], None] | None = None) -> None:
-        self.jobs: list[RunJob] = []
+        super().__init__(self._execute)
         self.outcomes: list[EngineOutcome] = []
-        self.closed = 0
         #: Calls of :meth:`prepare_kernel`, with the number of jobs run before each.
         self.prepared: list[int] = []
         self.before_cell = before_cell
+        #: Each run's namespace and glue, by job (runs of ``execute_many`` share the engine).
+        self._runs: dict[int, tuple[dict[str, Any], _Glue]] = {}
 
     def prepare_kernel(self) -> None:
         """Record that the caller asked for a head start (the optional hook of
@@ -146,9 +160,6 @@ class FakeEngine:
 
     def run(self, job: RunJob) -> EngineOutcome:
         """Execute ``job.nb`` in place and return what happened."""
-        self.jobs.append(job)
-        outcome = EngineOutcome()
-        self.outcomes.append(outcome)
         glue = _Glue()
         namespace: dict[str, Any] = {
             "__name__": "__main__",
@@ -157,47 +168,33 @@ class FakeEngine:
             "SimulatedKernelDeath": SimulatedKernelDeath,
             "SimulatedInterrupt": SimulatedInterrupt,
         }
-        count = 0
-        with _captured():
-            for index, cell in enumerate(job.nb.cells):
-                tags = cell.get("metadata", {}).get("tags", [])
-                if cell.cell_type != "code" or "skip-execution" in tags:
-                    continue
-                if self.before_cell is not None:
-                    self.before_cell(job, index)
-                count += 1
-                cell.outputs = []
-                cell.execution_count = count
-                glue.cell = cell
-                outcome.cell_started[index] = _now_iso()
-                began = time.monotonic()
-                failure = _run_cell(cell, index, namespace)
-                elapsed = time.monotonic() - began
-                outcome.cell_seconds[index] = round(elapsed, 6)
-                if failure is None and job.cell_timeout is not None and elapsed > job.cell_timeout:
-                    failure = _failure(index, "timeout", "TimeoutError", "cell_timeout exceeded")
-                if failure is not None and failure.kind == "cancelled":
-                    outcome.failure = failure
-                    raise RunCancelled(outcome)
-                if (
-                    failure is not None
-                    and failure.ename == "SystemExit"
-                    and failure.evalue in ("", "0")
-                ):
-                    outcome.completed.append(index)
-                    outcome.exited = index
-                    job.cell_done(index)
-                    return outcome
-                if failure is not None:
-                    outcome.failure = failure
-                    return outcome
-                outcome.completed.append(index)
-                job.cell_done(index)
+        self._runs[id(job)] = (namespace, glue)
+        try:
+            with _captured():
+                outcome = super().run(job)
+        except RunCancelled as stop:
+            self.outcomes.append(stop.outcome)
+            raise
+        finally:
+            del self._runs[id(job)]
+        self.outcomes.append(outcome)
         return outcome
 
-    def close(self) -> None:
-        """Nothing to release; counts the calls."""
-        self.closed += 1
+    def _execute(self, job: RunJob, index: int) -> CellReply:
+        """One cell: its outputs go into the cell as they are made (a failure keeps them)."""
+        if self.before_cell is not None:
+            self.before_cell(job, index)
+        namespace, glue = self._runs[id(job)]
+        cell = job.nb.cells[index]
+        glue.cell = cell
+        began = time.monotonic()
+        failure = _run_cell(cell, index, namespace)
+        elapsed = time.monotonic() - began
+        if failure is None and job.cell_timeout is not None and elapsed > job.cell_timeout:
+            return _failure(index, "timeout", "TimeoutError", "cell_timeout exceeded")
+        if failure is not None and failure.kind != "cell_error":
+            return failure
+        return ()
 
 
 def _run_cell(cell: Any, index: int, namespace: dict[str, Any]) -> CellFailure | None:
@@ -395,7 +392,3 @@ def _os_view(env: Mapping[str, str]) -> types.ModuleType:
     view.environ = environ  # type: ignore[attr-defined]
     view.getenv = environ.get  # type: ignore[attr-defined]
     return view
-
-
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, RunNotFoundError
+from notebook_executor.engine import ScriptedEngine
 
 CALLS: dict[str, Callable[[NotebookExecutor], Any]] = {
     "runs-notebook-int": lambda ex: ex.runs(notebook=5),  # type: ignore[arg-type]
@@ -36,7 +36,7 @@ def test_a_wrongly_typed_argument_raises_a_typed_error(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nb.py").write_text("# %%\nx = 1\n", encoding="utf-8")
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
         ex.execute("nb.py")  # a catalog with a run in it
         with pytest.raises(NotebookExecutorError) as caught:

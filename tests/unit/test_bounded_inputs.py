@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import (
     NotebookExecutor,
@@ -25,7 +24,8 @@ from notebook_executor import (
     ParameterError,
 )
 from notebook_executor._sources.bounded import MAX_ALIAS_NODES, MAX_PARAMETERS_CHARS, load_yaml
-from support import cli_on_engine, run_cli
+from support import run_cli
+from unit.fake_engine import FakeEngine
 
 TESTS = Path(__file__).resolve().parents[1]
 SRC = TESTS.parent / "src"
@@ -57,7 +57,7 @@ LOGBOOK += "\n---\n\n# Bomb\n\n```python\nprint(a)\n```\n"
 
 CHILD = """
 import json, sys
-from fake_engine import FakeEngine
+from unit.fake_engine import FakeEngine
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import common, main
 
@@ -160,13 +160,10 @@ def test_load_yaml_keeps_ordinary_anchors_and_refuses_what_multiplies() -> None:
 
 
 @pytest.fixture
-def fake_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
-    monkeypatch.chdir(tmp_path)
+def fake_cli(tmp_path: Path, cli_engine: FakeEngine) -> FakeEngine:
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
     (tmp_path / "dict.py").write_text(DICT_NOTEBOOK, encoding="utf-8")
-    engine = FakeEngine()
-    cli_on_engine(monkeypatch, engine)
-    return engine
+    return cli_engine
 
 
 def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -237,11 +234,12 @@ IPYNB_WITH_SURROGATE = (
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> tuple[NotebookExecutor, FakeEngine]:
+def api(
+    tmp_path: Path, ex: NotebookExecutor, engine: FakeEngine
+) -> tuple[NotebookExecutor, FakeEngine]:
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
     (tmp_path / "s.ipynb").write_text(IPYNB_WITH_SURROGATE, encoding="utf-8")
-    engine = FakeEngine()
-    return NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine), engine
+    return ex, engine
 
 
 @pytest.mark.parametrize(

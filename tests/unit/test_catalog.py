@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -116,8 +116,15 @@ class FakeEngine:
 
 
 @pytest.fixture
+def engine() -> FakeEngine:
+    """This module's engine, for the tier's ``ex``."""
+    return FakeEngine()
+
+
+@pytest.fixture(autouse=True)
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory holding three notebooks; run paths are recorded relative to it."""
+    """A working directory holding three notebooks; run paths are recorded relative to it
+    (the tier's ``ex`` writes to ``runs`` there)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "other").mkdir()
@@ -125,12 +132,6 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "other" / "beta.py").write_text(BETA)
     (tmp_path / "other" / "alpha.py").write_text(GAMMA)
     return tmp_path
-
-
-@pytest.fixture
-def ex(workdir: Path) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as executor:
-        yield executor
 
 
 @pytest.fixture

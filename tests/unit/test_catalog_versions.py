@@ -7,10 +7,10 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import CatalogError, NotebookExecutor
 from notebook_executor._catalog.sql import SCHEMA_VERSION
+from notebook_executor.engine import ScriptedEngine
 
 _OLD_RUNS = """CREATE TABLE runs (
     run_id TEXT PRIMARY KEY NOT NULL, status TEXT NOT NULL, error_kind TEXT,
@@ -31,7 +31,7 @@ OLD_CATALOGS = {
 def _one_run(tmp_path: Path) -> tuple[Path, str]:
     (tmp_path / "nb.py").write_text("# %%\nx = 1\n", encoding="utf-8")
     runs = tmp_path / "runs"
-    with NotebookExecutor(runs_dir=runs, engine=FakeEngine()) as ex:
+    with NotebookExecutor(runs_dir=runs, engine=ScriptedEngine()) as ex:
         run_id = ex.execute(tmp_path / "nb.py")["run_id"]
     return runs, run_id
 
@@ -51,7 +51,7 @@ def test_an_older_catalog_is_rebuilt_without_being_moved_aside(tmp_path: Path, o
     runs, run_id = _one_run(tmp_path)
     version, table = OLD_CATALOGS[old]
     _replace_catalog(runs / "catalog.sqlite", version, table)
-    with NotebookExecutor(runs_dir=runs, engine=FakeEngine()) as ex:
+    with NotebookExecutor(runs_dir=runs, engine=ScriptedEngine()) as ex:
         assert [row["run_id"] for row in ex.runs()] == [run_id]
         assert [hit["run_id"] for hit in ex.search("x")] == [run_id]
     assert sorted(p.name for p in runs.glob("catalog.sqlite*")) == ["catalog.sqlite"]
@@ -70,7 +70,7 @@ def test_a_foreign_database_is_refused_and_left_as_it_is(tmp_path: Path, version
         "INSERT INTO notes (body) VALUES ('mine')",
     )
     before = catalog.read_bytes()
-    with NotebookExecutor(runs_dir=runs, engine=FakeEngine()) as ex:
+    with NotebookExecutor(runs_dir=runs, engine=ScriptedEngine()) as ex:
         with pytest.raises(CatalogError, match="not created by notebook-executor") as caught:
             ex.runs()
         assert str(catalog) in str(caught.value)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
-from support import cli_on_engine, run_cli
+from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """\
 # %% tags=["parameters"]
@@ -32,9 +32,7 @@ print("done")
 
 
 @pytest.fixture
-def notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    cli_on_engine(monkeypatch, FakeEngine())
+def notebook(tmp_path: Path, cli_engine: FakeEngine) -> Path:
     path = tmp_path / "hello.py"
     path.write_text(NOTEBOOK)
     return path

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import read_notebook
-from support import cli_on_engine, run_cli
+from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1  # how many
@@ -27,16 +27,9 @@ if count < 0:
 """
 
 
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
 @pytest.fixture(autouse=True)
-def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
-    monkeypatch.chdir(tmp_path)
+def fake_executor(tmp_path: Path, cli_engine: FakeEngine) -> None:
     (tmp_path / "nb.py").write_text(NOTEBOOK)
-    cli_on_engine(monkeypatch, engine)
 
 
 _run = run_cli

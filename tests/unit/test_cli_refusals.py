@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
-from notebook_executor import NotebookExecutor
-from notebook_executor._faces.cli import common as _cli_common
 from notebook_executor._faces.cli import main
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = "# %%\nx = 1\n"
 
 
-@pytest.fixture
-def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(autouse=True)
+def notebook(tmp_path: Path, cli_engine: FakeEngine) -> None:
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
-    fake = FakeEngine()
-
-    def factory(args: argparse.Namespace, **options: Any) -> NotebookExecutor:
-        return NotebookExecutor(runs_dir=args.runs_dir, engine=fake, **options)
-
-    monkeypatch.setattr(_cli_common, "executor", factory)
-    return fake
 
 
 def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -7,10 +7,10 @@ import types
 from pathlib import Path
 
 import nbformat
-from fake_engine import FakeEngine
 
 from notebook_executor._cluster import worker as _worker
 from notebook_executor.engine import KernelChoice
+from unit.fake_engine import FakeEngine
 
 SECRET = "hunter2secretvalue"
 

@@ -7,17 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
-from notebook_executor.engine import EngineOutcome, RunJob
+from notebook_executor.engine import EngineOutcome, RunJob, ScriptedEngine
 from support import failed_cell
 
 NOTEBOOK = "# %% [markdown]\n# title\n\n# %%\nx = 1\n\n# %%\ny = 2\n"
 SECRET = "hunter2-very-secret-token"
 
 
-class BrokenEngine(FakeEngine):
+class BrokenEngine(ScriptedEngine):
     """An engine whose machinery fails (not a cell): ``run`` raises."""
 
     def run(self, job: RunJob) -> EngineOutcome:
@@ -59,7 +58,7 @@ def test_bad_cancel_or_on_cell_is_refused_before_anything_starts(
     tmp_path: Path, name: str, value: Any
 ) -> None:
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     with (
         NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
         pytest.raises(NotebookExecutorError, match=name),

@@ -6,14 +6,12 @@ import hashlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pandas as pd
 import pytest
-from fake_engine import FakeEngine
 
 import notebook_executor
 from notebook_executor import (
@@ -24,7 +22,8 @@ from notebook_executor import (
     RunNotFoundError,
     read_notebook,
 )
-from support import failed_cell
+from support import RESULT_KEYS, failed_cell
+from unit.fake_engine import FakeEngine
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 
@@ -71,22 +70,13 @@ raise RuntimeError("failed with " + token)
 """
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test runs in ``tmp_path``, which holds ``nb.py`` (and the tier's ``ex`` writes
+    to ``runs`` there)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "nb.py").write_text(NOTEBOOK)
     return tmp_path
-
-
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
-@pytest.fixture
-def ex(workdir: Path, engine: FakeEngine) -> Iterator[NotebookExecutor]:
-    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as executor:
-        yield executor
 
 
 def _all_bytes(folder: Path) -> list[tuple[Path, bytes]]:
@@ -98,23 +88,7 @@ def _all_bytes(folder: Path) -> list[tuple[Path, bytes]]:
 
 def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
     result = ex.execute("nb.py", parameters={"x": 3}, request="triple check")
-    assert list(result) == [
-        "run_id",
-        "status",
-        "error_kind",
-        "notebook",
-        "output_path",
-        "parameters",
-        "request",
-        "started_at",
-        "finished_at",
-        "duration_seconds",
-        "cells_total",
-        "cells_executed",
-        "failed_cell",
-        "scraps",
-        "output_cut",
-    ]
+    assert list(result) == RESULT_KEYS
     assert json.loads(json.dumps(result)) == result
     assert result["status"] == "success"
     assert result["error_kind"] is None

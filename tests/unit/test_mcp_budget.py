@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from notebook_executor._faces.mcp.budget import (
@@ -150,6 +150,7 @@ JSON_VALUES = st.recursive(_SCALARS, _containers, max_leaves=60)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@example(document="0" * 3000, limit=MIN_LIMIT)  # one string, too long even when clipped
 @given(
     document=JSON_VALUES | st.integers(1, 400).map(_deeply_nested),
     limit=st.integers(MIN_LIMIT, 12_000),

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, ParameterError
+from notebook_executor.engine import ScriptedEngine
 
 LOGBOOK = """---
 parameters:
@@ -35,7 +35,7 @@ def test_a_confined_executor_reads_env_files_inside_its_root(
         "NBX_ROOTED_TOKEN=inside-value\n", encoding="utf-8"
     )
     monkeypatch.chdir(tmp_path)
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     with NotebookExecutor(
         runs_dir=tmp_path / "runs", engine=engine, base_env={}, dotenv_root=root
     ) as ex:
@@ -55,7 +55,7 @@ def test_a_confined_executor_never_reads_the_working_directory_env_file(
     (work / ".env").write_text("NBX_ROOTED_TOKEN=outside-value\n", encoding="utf-8")
     (tmp_path / ".env").write_text("NBX_ROOTED_TOKEN=outside-value\n", encoding="utf-8")
     monkeypatch.chdir(work)
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     with (
         NotebookExecutor(
             runs_dir=tmp_path / "runs", engine=engine, base_env={}, dotenv_root=root
@@ -79,7 +79,7 @@ def test_the_workspace_hands_over_only_allowed_variables(tmp_path: Path) -> None
     from notebook_executor._faces.mcp.workspace import Workspace
 
     environ = {"API_KEY": "allowed-value", "AWS_SECRET_ACCESS_KEY": "aws-value"}
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=ScriptedEngine()) as ex:
         ws = Workspace(Root(tmp_path), ex, environ, allowed=["API_KEY", "UNSET"])
         assert ws.secrets(["API_KEY"]) == {"API_KEY": "allowed-value"}
         with pytest.raises(ToolError, match="--allow-secret AWS_SECRET_ACCESS_KEY"):

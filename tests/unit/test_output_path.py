@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
+from notebook_executor.engine import ScriptedEngine
 
 NOTEBOOK = "# %%\nx = 1\n"
 
@@ -24,7 +24,7 @@ NOTEBOOK = "# %%\nx = 1\n"
 def test_a_url_output_that_is_the_url_source_is_refused(
     tmp_path: Path, source: str, output: str
 ) -> None:
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     with (
         NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
         pytest.raises(NotebookExecutorError, match="source notebook itself"),
@@ -47,7 +47,7 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_run(
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
     (tmp_path / "afile").write_text("not a folder", encoding="utf-8")
     before = sorted(tmp_path.rglob("*"))
-    engine = FakeEngine()
+    engine = ScriptedEngine()
     target = output if output.startswith("/") else tmp_path / output
     with (
         NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
@@ -61,6 +61,6 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_run(
 def test_the_writability_probe_leaves_nothing_behind(tmp_path: Path) -> None:
     (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
     (tmp_path / "out").mkdir()
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=ScriptedEngine()) as ex:
         assert ex.execute(tmp_path / "nb.py", tmp_path / "out" / "x.ipynb")["status"] == "success"
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["x.ipynb"]

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookSourceError, ParameterError
 from notebook_executor._parameters.environment import read_dotenv
 from notebook_executor._parameters.placeholders import substitute_in_code
+from unit.fake_engine import FakeEngine
 
 INJECTION = '"); open("pwned","w").close(); print("'
 NASTY = [

@@ -13,7 +13,6 @@ from typing import Any, get_type_hints
 
 import nbformat
 import pytest
-from fake_engine import FakeEngine
 
 import notebook_executor
 from notebook_executor import (
@@ -39,6 +38,7 @@ from notebook_executor import (
     write_notebook,
 )
 from notebook_executor._records.run_files import RESULT_KEYS
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """\
 # %% tags=["parameters"]

@@ -13,7 +13,6 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from fake_engine import scrap_output
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from notebook_executor._records.provenance import display_path
 from notebook_executor._records.run_files import render_markdown
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._records.streams import cap_streams
+from unit.fake_engine import scrap_output
 
 STARTED = datetime(2024, 3, 9, 17, 26, 45, 123456, tzinfo=timezone.utc)
 SAFE = re.compile(r"^[A-Za-z0-9_.-]+$")

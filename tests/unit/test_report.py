@@ -10,18 +10,17 @@ import itertools
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
 from notebook_executor._faces.report import build_report
 from notebook_executor._faces.report.charts import Chart, charts_for, render_svg
 from notebook_executor._types import RunResult
+from unit.fake_engine import FakeEngine
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -49,13 +48,12 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def runs(workdir: Path) -> Iterator[list[RunResult]]:
-    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
-        sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
-        sets.append({"x": 1.5, "label": HOSTILE})
-        for values in sets:
-            ex.execute("sweep.py", parameters=values, request=f"try {values}")
-        yield ex.runs()
+def runs(workdir: Path, ex: NotebookExecutor) -> list[RunResult]:
+    sets: list[dict[str, Any]] = [{"x": float(x)} for x in range(6)]
+    sets.append({"x": 1.5, "label": HOSTILE})
+    for values in sets:
+        ex.execute("sweep.py", parameters=values, request=f"try {values}")
+    return ex.runs()
 
 
 def _runs_of(workdir: Path) -> list[RunResult]:
@@ -262,10 +260,9 @@ def _add_outputs(workdir: Path, run_id: str) -> None:
 
 
 @pytest.fixture
-def rich_run(workdir: Path) -> RunResult:
+def rich_run(workdir: Path, ex: NotebookExecutor) -> RunResult:
     (workdir / "rich.py").write_text(MARKDOWN, encoding="utf-8")
-    with NotebookExecutor(runs_dir="runs", engine=FakeEngine()) as ex:
-        result = ex.execute("rich.py")
+    result = ex.execute("rich.py")
     _add_outputs(workdir, result["run_id"])
     return result
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from fake_engine import scrap_output
 
 from notebook_executor import EngineOutcome
 from notebook_executor._records.results import (
@@ -21,6 +20,7 @@ from notebook_executor._records.text import strip_ansi
 from notebook_executor._types import RunResult
 from notebook_executor.engine import CellFailure
 from support import failed_cell
+from unit.fake_engine import scrap_output
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookSourceError, RunNotFoundError
 from notebook_executor._faces.cli import main
@@ -18,11 +17,6 @@ from notebook_executor._review.diff import diff_cells, normalised_outputs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 BASIC = ["unit_basic.ipynb", "unit_basic.py", "unit_basic.md", "unit_myst.md"]
-
-
-@pytest.fixture
-def ex(tmp_path: Path) -> NotebookExecutor:
-    return NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine())
 
 
 @pytest.mark.parametrize("name", [*BASIC, "unit_logbook.md"])

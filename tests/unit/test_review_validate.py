@@ -10,7 +10,6 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
@@ -18,11 +17,6 @@ from notebook_executor._review.check import CheckResult, find_notebooks, junit_x
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "notebooks"
 FORMATS = ["unit_basic.ipynb", "unit_basic.py", "unit_basic.md", "unit_myst.md", "unit_logbook.md"]
-
-
-@pytest.fixture
-def ex(tmp_path: Path) -> NotebookExecutor:
-    return NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine())
 
 
 def _errors(verdict: Mapping[str, Any]) -> list[tuple[int | None, str]]:

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, read_notebook
 from notebook_executor._run import plan as planning
 from notebook_executor._run.options import RUN_OPTIONS, RunOptions, option_help
 from support import cli_on_engine, run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1

@@ -11,9 +11,9 @@ import nbformat
 import pandas as pd
 import pytest
 import scrapbook
-from fake_engine import scrap_output
 
 from notebook_executor._records.scraps import RawScrap, decode_scrap, find_scraps, summarize_scrap
+from unit.fake_engine import scrap_output
 
 FRAME = pd.DataFrame({"k": [1, 2, 3], "v": [0.5, 1.0, 1.5], "s": ["a", "b", "c"]})
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
 from notebook_executor._catalog.search import WHERE, match_expression
 from notebook_executor._faces.cli import main
 from notebook_executor._types import SearchHit
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% [markdown]
 # Narrative about the quarterly turbine inspection.

@@ -13,13 +13,13 @@ from typing import Any
 import nbformat
 import pytest
 import yaml
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
 from notebook_executor._cluster import folder as _folder
 from notebook_executor._cluster.grid import combine, parse_grid_option, split_values
 from notebook_executor._cluster.worker import _unpack, mask, unmask
-from support import cli_on_engine, run_cli
+from support import run_cli
+from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """# %% tags=["parameters"]
 count: int = 1
@@ -35,16 +35,9 @@ if count < 0:
 """
 
 
-@pytest.fixture
-def engine() -> FakeEngine:
-    return FakeEngine()
-
-
 @pytest.fixture(autouse=True)
-def fake_executor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngine) -> None:
-    monkeypatch.chdir(tmp_path)
+def fake_executor(tmp_path: Path, cli_engine: FakeEngine) -> None:
     (tmp_path / "nb.py").write_text(NOTEBOOK)
-    cli_on_engine(monkeypatch, engine)
 
 
 # -- the grid ------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_engine import FakeEngine
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
+from unit.fake_engine import FakeEngine
 
 LOGBOOK = """\
 ---

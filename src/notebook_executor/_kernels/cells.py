@@ -1,8 +1,10 @@
 """One code cell on one kernel: the execute request, its reply, and the outputs it produces.
 
 The Jupyter messaging protocol, spoken directly with jupyter_client (nbclient would import
-nbformat and its schema validator before any kernel could start). The outputs are kept as
-nbformat stores them and as nbclient keeps them: an ``execute_input`` sets the execution
+nbformat and its schema validator before any kernel could start: 0.76-0.83 s next to
+JupyterLab, where a format checker builds a grammar on import; README, Speed). The outputs are
+kept as nbformat stores them and as nbclient keeps them (tests/unit/test_cell_conformance.py
+checks them against nbclient's own message handler): an ``execute_input`` sets the execution
 count; outputs are appended in order; ``clear_output`` clears at once, or before the next
 output with ``wait=True``; a display with a ``display_id`` can be updated later from any cell;
 comm messages produce no output but keep the widgets' state, and what an ``ipywidgets.Output``

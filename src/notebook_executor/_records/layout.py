@@ -6,8 +6,6 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._sources.nbjson import dumps_indented
-
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
@@ -21,11 +19,9 @@ def run_json(document: Any, *, indent: int | None) -> str:
     """``document`` as JSON: compact (``indent=None``) or in nbformat's layout (``indent=1``).
 
     Not ``nbformat.writes``: it would also validate the whole document against the schema and
-    deep-copy it, and the source was validated when read and the kernel's outputs come from
-    nbclient.
+    copy it (15 ms against json.dumps's 8 ms for a 0.7 MB notebook); the source was validated
+    when read, and the outputs were built by our own kernel client.
     """
-    if indent == 1:
-        return dumps_indented(document, default=bytes_as_base64)
     separators = (",", ": ") if indent is not None else (",", ":")
     return json.dumps(
         document,

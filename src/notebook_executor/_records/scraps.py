@@ -6,6 +6,10 @@ Format-compatible with scrapbook: a scrap is a ``display_data`` output whose dat
 ``application/papermill.record/<encoder>`` outputs are read too. Unlike scrapbook, reading does
 not validate each payload against a JSON schema: the shape is checked by hand, which costs
 nothing, and a malformed payload is skipped rather than aborting the read.
+
+Measured by ``benchmarks/bench_library_pieces.py``: the scraps of a notebook with 20 glued values
+take 0.13-0.16 ms here and 38-54 ms through ``scrapbook.models.Notebook(nb).scraps`` (most of it
+validating each payload); the catalog reads them for every run it indexes.
 """
 
 from __future__ import annotations

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import io
 import logging
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._sources.copying import copy_notebook
 from .redaction import MIN_SECRET_CHARS, Redactor, redact
 from .scraps import PAPERMILL_PREFIX, SCRAP_PREFIX
 
@@ -119,7 +119,7 @@ def _settle(outputs: list[Any]) -> None:
 
 def scrub_notebook(notebook: NotebookNode, secrets: Mapping[str, str]) -> NotebookNode:
     """A copy of an executed ``notebook`` fit to store: streams coalesced, no secret left."""
-    scrubbed = copy_notebook(notebook)
+    scrubbed = copy.deepcopy(notebook)
     coalesce_streams(scrubbed)
     redactor = Redactor(secrets)
     if redactor.unsearched:

@@ -17,6 +17,7 @@ source format.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import threading
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError
 from .bounded import MAX_SOURCE_BYTES, MAX_TEXT_SOURCE_BYTES
-from .copying import copy_notebook
 from .files import atomic_write_text, missing_folder
 from .ipynb import read_ipynb, write_ipynb
 from .parsing import NESTED_TOO_DEEP, first_line
@@ -240,7 +240,7 @@ def _parse_cached(notebook: str, text: str, fmt: SourceFormat, digest: str) -> N
             _PARSED[key] = cached
             while len(_PARSED) > _PARSED_MAX:
                 _PARSED.popitem(last=False)
-    return copy_notebook(cached)
+    return copy.deepcopy(cached)
 
 
 def _parse(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:

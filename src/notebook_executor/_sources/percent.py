@@ -9,6 +9,10 @@ None for anything else: a header, raw cells, titles or other cell metadata, anyt
 would read as a magic or a command, unusual spacing, top-level functions or classes, triple
 quotes. The caller then reads the text with jupytext. For the scripts it accepts, the notebook
 is the one ``jupytext.reads(text, fmt="py:percent")`` builds (a test compares them).
+
+Measured by ``benchmarks/bench_library_pieces.py`` (a ten-cell script): importing jupytext takes
+370-440 ms in a fresh interpreter (about 0.7 s more next to JupyterLab), then ``jupytext.reads``
+3.4-5.3 ms; this reader takes 0.15-0.24 ms and imports nothing.
 """
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ def fit(document: Any, limit: int = MAX_PAYLOAD_CHARS) -> Any:
         if serialized_size(document) <= limit:
             return document
     tree = _Node.of(document)
+    if not isinstance(tree, _Node):  # one string (or number) too long even when clipped
+        return _as_text(document, limit)
     while True:
         shown = tree.render()
         if serialized_size(shown) <= limit:

@@ -1,0 +1,1 @@
+"""The integration tier: real kernels and real servers, started on loopback."""
