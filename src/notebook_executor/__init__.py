@@ -7,6 +7,16 @@
 Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
 """
 
+from ._catalog.digest import (
+    Digest,
+    DigestError,
+    DigestNote,
+    DigestParameter,
+    DigestScraps,
+    DigestStatus,
+    DigestTrend,
+    DigestValue,
+)
 from ._errors import (
     CatalogError,
     NotebookExecutorError,
@@ -24,6 +34,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CatalogError",
+    "Digest",
+    "DigestError",
+    "DigestNote",
+    "DigestParameter",
+    "DigestScraps",
+    "DigestStatus",
+    "DigestTrend",
+    "DigestValue",
     "Engine",
     "EngineOutcome",
     "NotebookExecutor",

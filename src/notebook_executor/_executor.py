@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import nbformat
     import pandas as pd
 
+    from ._catalog.digest import Digest
     from ._catalog.store import Catalog
     from ._notebook import NotebookNode
 
@@ -580,6 +581,41 @@ class NotebookExecutor:
         return self._open_catalog().search(
             query, notebook=notebook, status=status, since=since, limit=limit
         )
+
+    def digest(
+        self,
+        notebook: PathLike | None = None,
+        *,
+        since: Any = None,
+        limit_chars: int = 4000,
+    ) -> Digest:
+        """What earlier runs of a notebook (or of every notebook) found, in one page.
+
+        Computed from the catalog: runs by status with the first and last run times; the
+        parameter values tried, as ranges or sets; the scraps of the latest successful run
+        and how each numeric scrap moved across runs; the errors grouped by cell and name,
+        each with its count and the last run that had it; the requests and edit notes,
+        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
+        accept. Filters as in :meth:`runs`.
+
+        Parameters
+        ----------
+        notebook : path, optional
+            Only runs of this notebook; all runs by default.
+        since : str, date or datetime, optional
+            Only runs started at or after this moment.
+        limit_chars : int, default 4000
+            Longest ``text``; whole items are left out to keep within it, and a last line
+            says how many.
+
+        Returns
+        -------
+        Digest
+            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
+            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
+            ``text`` is the same digest as markdown.
+        """
+        return self._open_catalog().digest(notebook, since=since, limit_chars=limit_chars)
 
     def reindex(self) -> int:
         """Rebuild the catalog from the run files; return the number of runs indexed."""

@@ -40,6 +40,7 @@ TOOLS = {
     "get_run",
     "list_runs",
     "search_runs",
+    "digest",
     "collect_outputs",
     "diff",
     "validate",

@@ -489,6 +489,14 @@ def test_constructor_checks_timeouts(value: Any) -> None:
 def test_public_names_are_pinned() -> None:
     assert notebook_executor.__all__ == [
         "CatalogError",
+        "Digest",
+        "DigestError",
+        "DigestNote",
+        "DigestParameter",
+        "DigestScraps",
+        "DigestStatus",
+        "DigestTrend",
+        "DigestValue",
         "Engine",
         "EngineOutcome",
         "NotebookExecutor",

@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records import run_files as _records
+from .digest import Digest, digest_rows, fold
+from .digest_text import MIN_LIMIT_CHARS, render
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -314,6 +316,51 @@ class Catalog:
         count = check_limit(limit)
         hits = self._query(lambda conn: _search(conn, expression, where, values, count))
         return hits or []
+
+    def digest(
+        self,
+        notebook: str | os.PathLike[str] | None = None,
+        *,
+        since: str | date | None = None,
+        limit_chars: int = 4000,
+    ) -> Digest:
+        """What earlier runs found, in one page: see :mod:`notebook_executor._catalog.digest`.
+
+        Raises
+        ------
+        NotebookExecutorError
+            A filter is not valid, or ``limit_chars`` is not an int of at least
+            :data:`~notebook_executor._catalog.digest_text.MIN_LIMIT_CHARS`.
+        """
+        if (
+            isinstance(limit_chars, bool)
+            or not isinstance(limit_chars, int)
+            or limit_chars < MIN_LIMIT_CHARS
+        ):
+            raise NotebookExecutorError(
+                f"limit_chars must be an int of at least {MIN_LIMIT_CHARS}, got {limit_chars!r}"
+            )
+        where, values = filters(notebook, None, since)
+        rows = self._query(lambda conn: digest_rows(conn, where, values)) or []
+        try:
+            found = fold(rows)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
+        digest: Digest = {
+            "notebook": None if notebook is None else os.fspath(notebook),
+            "since": values[-1] if since is not None else None,
+            "runs": found["runs"],
+            "statuses": found["statuses"],
+            "parameters": found["parameters"],
+            "scraps": found["scraps"],
+            "trends": found["trends"],
+            "errors": found["errors"],
+            "notes": found["notes"],
+            "omitted": found["omitted"],
+            "text": "",
+        }
+        digest["text"] = render(digest, limit_chars)
+        return digest
 
     # -- connection ---------------------------------------------------------------------------
 

@@ -344,6 +344,35 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         return ws.answer({"hits": [ws.present(hit) for hit in hits]})
 
     @tool(_READ_ONLY)
+    async def digest(
+        notebook: NotebookFilter = None,
+        since: Annotated[
+            str | None,
+            Field(
+                max_length=64,
+                description="Only runs started at or after this ISO date or datetime.",
+            ),
+        ] = None,
+        limit_chars: Annotated[
+            int, Field(ge=400, le=16000, description="Longest markdown page, in characters.")
+        ] = 4000,
+    ) -> CallToolResult:
+        """What earlier runs of a notebook (or of every notebook) found, in one page: runs by
+        status, parameter values tried, the latest scraps and how numeric scraps moved,
+        recurring errors with their cell and count, requests and edit notes. Read it before
+        running a notebook again; every item names run ids for get_run and search_runs."""
+        wanted = where(notebook) if notebook is not None else None
+        found: dict[str, Any] = dict(
+            await ws.call(lambda: ex.digest(wanted, since=since, limit_chars=limit_chars))
+        )
+        # Paths as the caller names them (the text is made relative the same way).
+        for key in ("parameters", "scraps", "trends", "errors", "notes"):
+            found[key] = [
+                {**item, "notebook": ws.root.relative(item["notebook"])} for item in found[key]
+            ]
+        return ws.answer({**found, "notebook": notebook, "text": ws.shown(found["text"])})
+
+    @tool(_READ_ONLY)
     async def collect_outputs(
         run_id: Annotated[str, Field(description="A run id.")],
     ) -> CallToolResult:

@@ -1,0 +1,386 @@
+"""Breadcrumbs: what earlier runs of a notebook found, summarised from the catalog in one pass.
+
+:func:`digest` reads one row per run (oldest first) with the few columns it needs, the
+failed cell's index, name and value picked out of its JSON by SQLite (a traceback is never
+parsed), and folds them into a :class:`Digest`: runs by status, parameter values tried,
+the latest successful run's scraps and how each numeric scrap moved, errors grouped by notebook,
+kind, cell and name, and the requests and edit notes, newest first. Every item names run ids
+that ``get_run`` and ``search`` accept. The markdown page is written by
+:mod:`notebook_executor._catalog.digest_text`.
+
+At 10,000 runs the whole digest takes about 60 ms (``benchmarks/bench_catalog.py``): the query
+and the parameters and scraps parsed as one JSON array each (several times faster than a
+``json.loads`` per row), then one loop in Python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = [
+    "MAX_ITEMS",
+    "MAX_VALUES",
+    "Digest",
+    "DigestError",
+    "DigestNote",
+    "DigestParameter",
+    "DigestScraps",
+    "DigestStatus",
+    "DigestTrend",
+    "DigestValue",
+    "digest_rows",
+    "fold",
+]
+
+#: Most items a list of the digest holds; the others are counted in ``omitted``.
+MAX_ITEMS = 50
+#: Most values listed for a parameter tried as a set (the most recent ones).
+MAX_VALUES = 12
+#: A parameter with more distinct numbers than this is shown as a range.
+_SET_AT_MOST = 8
+
+
+class DigestStatus(TypedDict):
+    """Runs of one status, with the first and the last of them."""
+
+    status: str
+    count: int
+    first_at: str
+    first_run_id: str
+    last_at: str
+    last_run_id: str
+
+
+class DigestValue(TypedDict):
+    """One value a parameter took: in how many runs, and the last of them."""
+
+    value: Any
+    runs: int
+    last_run_id: str
+
+
+class DigestParameter(TypedDict):
+    """The values one parameter of one notebook took: a range of numbers, or a set.
+
+    ``min``/``max`` and their run ids are given when every value is a number; ``values`` lists
+    the most recent distinct values for a set (``more_values`` counts the others), and is empty
+    for a range.
+    """
+
+    notebook: str
+    name: str
+    kind: Literal["range", "set"]
+    runs: int
+    distinct: int
+    min: float | None
+    max: float | None
+    min_run_id: str | None
+    max_run_id: str | None
+    values: list[DigestValue]
+    more_values: int
+
+
+class DigestScraps(TypedDict):
+    """The JSON scraps of a notebook's latest successful run."""
+
+    notebook: str
+    run_id: str
+    started_at: str
+    scraps: dict[str, Any]
+
+
+class DigestTrend(TypedDict):
+    """How one numeric scrap moved across the runs that recorded it (oldest to newest)."""
+
+    notebook: str
+    name: str
+    runs: int
+    first: float
+    first_run_id: str
+    last: float
+    last_run_id: str
+    min: float
+    min_run_id: str
+    max: float
+    max_run_id: str
+
+
+class DigestError(TypedDict):
+    """Failed runs grouped by notebook, error kind, cell and exception name.
+
+    ``evalue`` is the last run's; ``run_ids`` the newest few, ``last_run_id`` first.
+    """
+
+    notebook: str
+    error_kind: str | None
+    ename: str | None
+    evalue: str | None
+    cell: int | None
+    count: int
+    first_at: str
+    last_at: str
+    last_run_id: str
+    run_ids: list[str]
+
+
+class DigestNote(TypedDict):
+    """A request, or an edit note, with the newest run that carried it and how many did."""
+
+    kind: Literal["request", "edit"]
+    text: str
+    cell: int | None
+    notebook: str
+    run_id: str
+    started_at: str
+    status: str
+    runs: int
+
+
+class Digest(TypedDict):
+    """What :meth:`NotebookExecutor.digest <notebook_executor.NotebookExecutor.digest>` returns.
+
+    ``text`` is the same digest as markdown, within the ``limit_chars`` asked for. ``omitted``
+    counts, per list, the items left out of it (each list holds at most :data:`MAX_ITEMS`).
+    """
+
+    notebook: str | None
+    since: str | None
+    runs: int
+    statuses: list[DigestStatus]
+    parameters: list[DigestParameter]
+    scraps: list[DigestScraps]
+    trends: list[DigestTrend]
+    errors: list[DigestError]
+    notes: list[DigestNote]
+    omitted: dict[str, int]
+    text: str
+
+
+_COLUMNS = (
+    "run_id, notebook, status, started_at, request, error_kind, parameters, scrap_values, "
+    "edit_notes, json_extract(failed_cell, '$.index'), json_extract(failed_cell, '$.ename'), "
+    "json_extract(failed_cell, '$.evalue')"
+)
+_ERROR_VALUE_CHARS = 300
+_RUN_IDS_PER_ERROR = 5
+
+
+def digest_rows(
+    conn: sqlite3.Connection, where: str, values: Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    """The rows :func:`fold` reads, oldest run first; ``where`` as ``sql.filters`` builds it."""
+    sql = f"SELECT {_COLUMNS} FROM runs{where} ORDER BY started_at, run_id"
+    return conn.execute(sql, list(values)).fetchall()
+
+
+def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """The digest's lists (all but ``notebook``, ``since`` and ``text``) from ``rows``."""
+    if rows:
+        columns = list(zip(*rows, strict=True))
+        parameters = _json_array(columns[6])
+        scraps = _json_array(columns[7])
+    else:
+        parameters = scraps = []
+    statuses: dict[str, DigestStatus] = {}
+    tried: dict[tuple[str, str], _Tried] = {}
+    latest: dict[str, DigestScraps] = {}
+    trends: dict[tuple[str, str], DigestTrend] = {}
+    errors: dict[tuple[Any, ...], DigestError] = {}
+    notes: dict[tuple[Any, ...], DigestNote] = {}
+    for row, params, scrap in zip(rows, parameters, scraps, strict=True):
+        run_id, notebook, status, started, request, kind, _, _, edit_notes = row[:9]
+        _count_status(statuses, status, started, run_id)
+        for name, value in params.items():
+            entry = tried.get((notebook, name))
+            if entry is None:
+                entry = tried[(notebook, name)] = _Tried()
+            entry.add(value, run_id)
+        if status == "success":
+            latest[notebook] = {
+                "notebook": notebook,
+                "run_id": run_id,
+                "started_at": started,
+                "scraps": scrap,
+            }
+        for name, value in scrap.items():
+            if _is_number(value):
+                _move(trends, notebook, name, float(value), run_id)
+        if status == "error":
+            cell, ename, evalue = row[9:12]
+            key = (notebook, kind, cell, ename)
+            found = errors.get(key)
+            if found is None:
+                found = errors[key] = {
+                    "notebook": notebook,
+                    "error_kind": kind,
+                    "ename": ename,
+                    "evalue": None,
+                    "cell": cell if isinstance(cell, int) else None,
+                    "count": 0,
+                    "first_at": started,
+                    "last_at": started,
+                    "last_run_id": run_id,
+                    "run_ids": [],
+                }
+            found["count"] += 1
+            found["last_at"], found["last_run_id"] = started, run_id
+            found["evalue"] = None if evalue is None else str(evalue)[:_ERROR_VALUE_CHARS]
+            found["run_ids"] = [run_id, *found["run_ids"][: _RUN_IDS_PER_ERROR - 1]]
+        if request:
+            _note(notes, "request", request, None, notebook, run_id, started, status)
+        if edit_notes:
+            for edit in json.loads(edit_notes):
+                text = edit.get("note") or request
+                if text:
+                    _note(notes, "edit", text, edit.get("index"), notebook, run_id, started, status)
+    # Most frequent first; equal counts, the most recent first.
+    ordered_errors = sorted(errors.values(), key=lambda e: (e["count"], e["last_at"]), reverse=True)
+    lists: dict[str, list[Any]] = {
+        "statuses": sorted(statuses.values(), key=lambda s: -s["count"]),
+        "parameters": [entry.item(notebook, name) for (notebook, name), entry in tried.items()],
+        "scraps": sorted(latest.values(), key=lambda s: s["started_at"], reverse=True),
+        "trends": list(trends.values()),
+        "errors": ordered_errors,
+        "notes": sorted(notes.values(), key=lambda n: (n["started_at"], n["run_id"]), reverse=True),
+    }
+    omitted = {
+        name: len(items) - MAX_ITEMS for name, items in lists.items() if len(items) > MAX_ITEMS
+    }
+    found: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
+    found["runs"] = len(rows)
+    found["omitted"] = omitted
+    return found
+
+
+def _json_array(texts: Sequence[Any]) -> list[dict[str, Any]]:
+    # One parse of one JSON array: several times faster than a json.loads per row.
+    joined = ",".join(text if isinstance(text, str) and text else "{}" for text in texts)
+    parsed = json.loads("[" + joined + "]")
+    return [value if isinstance(value, dict) else {} for value in parsed]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _count_status(found: dict[str, DigestStatus], status: str, started: str, run_id: str) -> None:
+    entry = found.get(status)
+    if entry is None:
+        found[status] = {
+            "status": status,
+            "count": 1,
+            "first_at": started,
+            "first_run_id": run_id,
+            "last_at": started,
+            "last_run_id": run_id,
+        }
+        return
+    entry["count"] += 1
+    entry["last_at"], entry["last_run_id"] = started, run_id
+
+
+def _move(
+    trends: dict[tuple[str, str], DigestTrend], notebook: str, name: str, value: float, run_id: str
+) -> None:
+    trend = trends.get((notebook, name))
+    if trend is None:
+        trends[(notebook, name)] = {
+            "notebook": notebook,
+            "name": name,
+            "runs": 1,
+            "first": value,
+            "first_run_id": run_id,
+            "last": value,
+            "last_run_id": run_id,
+            "min": value,
+            "min_run_id": run_id,
+            "max": value,
+            "max_run_id": run_id,
+        }
+        return
+    trend["runs"] += 1
+    trend["last"], trend["last_run_id"] = value, run_id
+    if value < trend["min"]:
+        trend["min"], trend["min_run_id"] = value, run_id
+    if value > trend["max"]:
+        trend["max"], trend["max_run_id"] = value, run_id
+
+
+def _note(
+    notes: dict[tuple[Any, ...], DigestNote],
+    kind: Literal["request", "edit"],
+    text: str,
+    cell: Any,
+    notebook: str,
+    run_id: str,
+    started: str,
+    status: str,
+) -> None:
+    key = (kind, notebook, cell, text)
+    entry = notes.get(key)
+    runs = 1 if entry is None else entry["runs"] + 1
+    notes[key] = {
+        "kind": kind,
+        "text": text,
+        "cell": cell if isinstance(cell, int) else None,
+        "notebook": notebook,
+        "run_id": run_id,
+        "started_at": started,
+        "status": status,
+        "runs": runs,
+    }
+
+
+class _Tried:
+    """The values one parameter took, as runs come in (oldest first)."""
+
+    __slots__ = ("count", "high", "low", "numeric", "values")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.numeric = True
+        # Canonical JSON text -> [value, runs, last run id, number of the last use].
+        self.values: dict[str, list[Any]] = {}
+        self.low: tuple[float, str] | None = None
+        self.high: tuple[float, str] | None = None
+
+    def add(self, value: Any, run_id: str) -> None:
+        self.count += 1
+        key = json.dumps(value, sort_keys=True, default=str)
+        seen = self.values.get(key)
+        if seen is None:
+            self.values[key] = [value, 1, run_id, self.count]
+        else:
+            seen[1] += 1
+            seen[2], seen[3] = run_id, self.count
+        if not _is_number(value):
+            self.numeric = False
+            return
+        if self.low is None or value < self.low[0]:
+            self.low = (value, run_id)
+        if self.high is None or value > self.high[0]:
+            self.high = (value, run_id)
+
+    def item(self, notebook: str, name: str) -> DigestParameter:
+        numeric = self.numeric and self.low is not None and self.high is not None
+        as_range = numeric and len(self.values) > _SET_AT_MOST
+        recent = sorted(self.values.values(), key=lambda seen: seen[3], reverse=True)
+        listed = [] if as_range else recent[:MAX_VALUES]
+        return {
+            "notebook": notebook,
+            "name": name,
+            "kind": "range" if as_range else "set",
+            "runs": self.count,
+            "distinct": len(self.values),
+            "min": self.low[0] if numeric and self.low else None,
+            "max": self.high[0] if numeric and self.high else None,
+            "min_run_id": self.low[1] if numeric and self.low else None,
+            "max_run_id": self.high[1] if numeric and self.high else None,
+            "values": [{"value": v, "runs": n, "last_run_id": r} for v, n, r, _ in listed],
+            "more_values": 0 if as_range else max(0, len(recent) - MAX_VALUES),
+        }
