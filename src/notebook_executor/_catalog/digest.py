@@ -187,19 +187,31 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     else:
         parameters = scraps = []
     statuses: dict[str, DigestStatus] = {}
-    tried: dict[tuple[str, str], _Tried] = {}
+    # (notebook, name, value's key) -> [value, runs, index of the first row, of the last].
+    tried: dict[tuple[str, str, Any], list[Any]] = {}
     latest: dict[str, DigestScraps] = {}
     trends: dict[tuple[str, str], DigestTrend] = {}
     errors: dict[tuple[Any, ...], DigestError] = {}
-    notes: dict[tuple[Any, ...], DigestNote] = {}
-    for row, params, scrap in zip(rows, parameters, scraps, strict=True):
+    # (kind, notebook, cell, text) -> [runs, index of the newest row]; items built for the
+    # newest MAX_ITEMS only (every run of a sweep may have a request of its own).
+    notes: dict[tuple[Any, ...], list[int]] = {}
+    for at, (row, params, scrap) in enumerate(zip(rows, parameters, scraps, strict=True)):
         run_id, notebook, status, started, request, kind, _, _, edit_notes = row[:9]
         _count_status(statuses, status, started, run_id)
         for name, value in params.items():
-            entry = tried.get((notebook, name))
-            if entry is None:
-                entry = tried[(notebook, name)] = _Tried()
-            entry.add(value, run_id)
+            # Scalars are their own key, with their type (1, 1.0 and True are three values).
+            kind_of = type(value)
+            key = (
+                notebook,
+                name,
+                (kind_of, value) if kind_of in _SCALARS else json.dumps(value, sort_keys=True),
+            )
+            seen = tried.get(key)
+            if seen is None:
+                tried[key] = [value, 1, at, at]
+            else:
+                seen[1] += 1
+                seen[3] = at
         if status == "success":
             latest[notebook] = {
                 "notebook": notebook,
@@ -208,7 +220,7 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
                 "scraps": scrap,
             }
         for name, value in scrap.items():
-            if _is_number(value):
+            if type(value) in _NUMBERS and value == value:  # bool is not a number here; NaN
                 _move(trends, notebook, name, float(value), run_id)
         if status == "error":
             cell, ename, evalue = row[9:12]
@@ -232,26 +244,27 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
             found["evalue"] = None if evalue is None else str(evalue)[:_ERROR_VALUE_CHARS]
             found["run_ids"] = [run_id, *found["run_ids"][: _RUN_IDS_PER_ERROR - 1]]
         if request:
-            _note(notes, "request", request, None, notebook, run_id, started, status)
-        if edit_notes:
+            _note(notes, ("request", notebook, None, request), at)
+        if edit_notes and edit_notes != "[]":
             for edit in json.loads(edit_notes):
                 text = edit.get("note") or request
                 if text:
-                    _note(notes, "edit", text, edit.get("index"), notebook, run_id, started, status)
+                    _note(notes, ("edit", notebook, edit.get("index"), text), at)
     # Most frequent first; equal counts, the most recent first.
     ordered_errors = sorted(errors.values(), key=lambda e: (e["count"], e["last_at"]), reverse=True)
     lists: dict[str, list[Any]] = {
         "statuses": sorted(statuses.values(), key=lambda s: -s["count"]),
-        "parameters": [entry.item(notebook, name) for (notebook, name), entry in tried.items()],
+        "parameters": _parameters(tried, rows),
         "scraps": sorted(latest.values(), key=lambda s: s["started_at"], reverse=True),
         "trends": list(trends.values()),
         "errors": ordered_errors,
-        "notes": sorted(notes.values(), key=lambda n: (n["started_at"], n["run_id"]), reverse=True),
+        "notes": sorted(notes.items(), key=lambda item: item[1][1], reverse=True),
     }
     omitted = {
         name: len(items) - MAX_ITEMS for name, items in lists.items() if len(items) > MAX_ITEMS
     }
     found: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
+    found["notes"] = [_note_item(key, count, rows[at]) for key, (count, at) in found["notes"]]
     found["runs"] = len(rows)
     found["omitted"] = omitted
     return found
@@ -264,8 +277,8 @@ def _json_array(texts: Sequence[Any]) -> list[dict[str, Any]]:
     return [value if isinstance(value, dict) else {} for value in parsed]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_NUMBERS = frozenset({int, float})
 
 
 def _count_status(found: dict[str, DigestStatus], status: str, started: str, run_id: str) -> None:
@@ -311,76 +324,62 @@ def _move(
         trend["max"], trend["max_run_id"] = value, run_id
 
 
-def _note(
-    notes: dict[tuple[Any, ...], DigestNote],
-    kind: Literal["request", "edit"],
-    text: str,
-    cell: Any,
-    notebook: str,
-    run_id: str,
-    started: str,
-    status: str,
-) -> None:
-    key = (kind, notebook, cell, text)
-    entry = notes.get(key)
-    runs = 1 if entry is None else entry["runs"] + 1
-    notes[key] = {
+def _note(notes: dict[tuple[Any, ...], list[int]], key: tuple[Any, ...], at: int) -> None:
+    seen = notes.get(key)
+    if seen is None:
+        notes[key] = [1, at]
+    else:
+        seen[0] += 1
+        seen[1] = at
+
+
+def _note_item(key: tuple[Any, ...], runs: int, row: tuple[Any, ...]) -> DigestNote:
+    kind, notebook, cell, text = key
+    return {
         "kind": kind,
         "text": text,
-        "cell": cell if isinstance(cell, int) else None,
+        "cell": cell if isinstance(cell, int) and not isinstance(cell, bool) else None,
         "notebook": notebook,
-        "run_id": run_id,
-        "started_at": started,
-        "status": status,
+        "run_id": row[0],
+        "started_at": row[3],
+        "status": row[2],
         "runs": runs,
     }
 
 
-class _Tried:
-    """The values one parameter took, as runs come in (oldest first)."""
-
-    __slots__ = ("count", "high", "low", "numeric", "values")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.numeric = True
-        # Canonical JSON text -> [value, runs, last run id, number of the last use].
-        self.values: dict[str, list[Any]] = {}
-        self.low: tuple[float, str] | None = None
-        self.high: tuple[float, str] | None = None
-
-    def add(self, value: Any, run_id: str) -> None:
-        self.count += 1
-        key = json.dumps(value, sort_keys=True, default=str)
-        seen = self.values.get(key)
-        if seen is None:
-            self.values[key] = [value, 1, run_id, self.count]
-        else:
-            seen[1] += 1
-            seen[2], seen[3] = run_id, self.count
-        if not _is_number(value):
-            self.numeric = False
-            return
-        if self.low is None or value < self.low[0]:
-            self.low = (value, run_id)
-        if self.high is None or value > self.high[0]:
-            self.high = (value, run_id)
-
-    def item(self, notebook: str, name: str) -> DigestParameter:
-        numeric = self.numeric and self.low is not None and self.high is not None
-        as_range = numeric and len(self.values) > _SET_AT_MOST
-        recent = sorted(self.values.values(), key=lambda seen: seen[3], reverse=True)
+def _parameters(
+    tried: dict[tuple[str, str, Any], list[Any]], rows: Sequence[tuple[Any, ...]]
+) -> list[DigestParameter]:
+    """One item per (notebook, parameter) from the distinct values each took."""
+    grouped: dict[tuple[str, str], list[list[Any]]] = {}
+    for (notebook, name, _), seen in tried.items():
+        grouped.setdefault((notebook, name), []).append(seen)
+    items: list[DigestParameter] = []
+    for (notebook, name), values in grouped.items():
+        numbers = [seen for seen in values if type(seen[0]) in _NUMBERS and seen[0] == seen[0]]
+        numeric = len(numbers) == len(values)
+        as_range = numeric and len(values) > _SET_AT_MOST
+        # The first run that had the smallest (largest) value.
+        low = min(values, key=lambda seen: (seen[0], seen[2])) if numeric else None
+        high = min(values, key=lambda seen: (-seen[0], seen[2])) if numeric else None
+        recent = sorted(values, key=lambda seen: seen[3], reverse=True)
         listed = [] if as_range else recent[:MAX_VALUES]
-        return {
-            "notebook": notebook,
-            "name": name,
-            "kind": "range" if as_range else "set",
-            "runs": self.count,
-            "distinct": len(self.values),
-            "min": self.low[0] if numeric and self.low else None,
-            "max": self.high[0] if numeric and self.high else None,
-            "min_run_id": self.low[1] if numeric and self.low else None,
-            "max_run_id": self.high[1] if numeric and self.high else None,
-            "values": [{"value": v, "runs": n, "last_run_id": r} for v, n, r, _ in listed],
-            "more_values": 0 if as_range else max(0, len(recent) - MAX_VALUES),
-        }
+        items.append(
+            {
+                "notebook": notebook,
+                "name": name,
+                "kind": "range" if as_range else "set",
+                "runs": sum(seen[1] for seen in values),
+                "distinct": len(values),
+                "min": None if low is None else low[0],
+                "max": None if high is None else high[0],
+                "min_run_id": None if low is None else rows[low[2]][0],
+                "max_run_id": None if high is None else rows[high[2]][0],
+                "values": [
+                    {"value": seen[0], "runs": seen[1], "last_run_id": rows[seen[3]][0]}
+                    for seen in listed
+                ],
+                "more_values": 0 if as_range else max(0, len(recent) - MAX_VALUES),
+            }
+        )
+    return items
