@@ -27,6 +27,7 @@ from ._errors import (
     RunsDirError,
 )
 from ._executor import NotebookExecutor
+from ._run.edits import CellEdit
 from ._sources.formats import read_notebook, write_notebook
 from .engine import Engine, EngineOutcome, RunJob
 
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CatalogError",
+    "CellEdit",
     "Digest",
     "DigestError",
     "DigestNote",

@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from ._parameters.declared import declared_parameters
 from ._progress import cell_progress, output_printer, run_progress
 from ._records import run_files as _records
 from ._records.scraps import decode_scrap, find_scraps
+from ._run.edits import CellEdit
 from ._run.plan import PathLike, Plan, check_env, check_path, check_seconds, plan_run
 from ._run.runner import run_plan
 from ._sources.formats import load_source
@@ -172,6 +173,7 @@ class NotebookExecutor:
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        edits: Sequence[CellEdit] | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> dict[str, Any]:
@@ -204,6 +206,16 @@ class NotebookExecutor:
             or scrap that holds one where text search cannot reach (an image's bytes, a
             DataFrame) is withheld. Values shorter than 6 characters are not searched for
             (they would damage ordinary text); the record lists them and a warning is logged.
+        edits : list of CellEdit, optional
+            A modified run: ``[{"index": i, "source": text, "note": why}]`` replaces cell
+            ``i`` (as in ``failed_cell.index``; a code or markdown cell, not the parameters
+            cell) for this run only; the source file is not touched. Parameters, placeholders
+            and secrets work as in a plain run. The run's ``.md`` shows each edited cell's
+            template code, the note (or the request), then the code as run; the ``.ipynb``
+            keeps the template code in ``cell.metadata.notebook_executor.original_source``;
+            the result lists ``edited_cells``. A bad edit (an index out of range, a text that
+            would split the cell in the source's format, an unknown key) is refused before
+            any kernel starts.
         on_cell : callable, optional
             Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
             counting the code cells that run (the injected parameters cell included). Called
@@ -237,8 +249,15 @@ class NotebookExecutor:
             raise NotebookExecutorError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
+        checked: list[CellEdit] = []
+        if edits is not None:
+            from ._review.run_edits import check_edits
+
+            check_path("input_path", input_path)
+            checked = check_edits(input_path, edits)
         plan = self._plan(
             input_path,
+            edits=checked,
             output_path=output_path,
             parameters=parameters,
             timeout=timeout,
@@ -532,7 +551,9 @@ class NotebookExecutor:
         except CatalogError:
             # The files are the truth: an unusable catalog does not hide a run.
             record = _records.read_record(_records.run_notebook_path(self.runs_dir, run_id))
-            return {key: record.get(key) for key in _records.RESULT_KEYS}
+            found = {key: record.get(key) for key in _records.RESULT_KEYS}
+            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
+            return found
 
     def runs(
         self,

@@ -113,6 +113,7 @@ def test_result_shape(ex: NotebookExecutor, workdir: Path) -> None:
         "failed_cell",
         "scraps",
         "output_cut",
+        "edited_cells",
     ]
     assert json.loads(json.dumps(result)) == result
     assert result["status"] == "success"
@@ -489,6 +490,7 @@ def test_constructor_checks_timeouts(value: Any) -> None:
 def test_public_names_are_pinned() -> None:
     assert notebook_executor.__all__ == [
         "CatalogError",
+        "CellEdit",
         "Digest",
         "DigestError",
         "DigestNote",

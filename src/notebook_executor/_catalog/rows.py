@@ -33,7 +33,7 @@ __all__ = [
 
 STATUSES = ("success", "error", "running")
 
-_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut"})
+_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut", "edited_cells"})
 
 
 def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:

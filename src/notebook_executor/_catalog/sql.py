@@ -55,7 +55,6 @@ _COLUMNS = (
     *_records.RESULT_KEYS,
     "notebook_name",
     "scrap_values",
-    "edited_cells",
     "edit_notes",
     "source_path",
     "source_sha256",

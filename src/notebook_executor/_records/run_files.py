@@ -63,6 +63,7 @@ RESULT_KEYS = (
     "failed_cell",
     "scraps",
     "output_cut",
+    "edited_cells",
 )
 
 RECORD_VERSION = 1

@@ -11,7 +11,7 @@ import math
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from .._sources.formats import load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
 from ..engine import RunJob
+from .edits import CellEdit, apply_edits, forget_edits
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -84,6 +85,8 @@ class Plan:
     #: False when the notebook's language cannot be parsed here: the given values were
     #: injected by papermill's translators without being checked.
     parameters_checked: bool = True
+    #: The cells replaced for this run (a modified run), checked; none for a plain run.
+    edits: list[CellEdit] = field(default_factory=list)
 
 
 def plan_run(
@@ -102,13 +105,15 @@ def plan_run(
     default_cell_timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
     dotenv_root: Path | None = None,
+    edits: Sequence[CellEdit] = (),
 ) -> Plan:
     """Check everything about a run and prepare it; start nothing.
 
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
     starts. ``kernel_name``, the ``default_*`` limits, ``base_env`` (the environment the
     kernel starts from, default this process's) and ``dotenv_root`` (the folder ``.env``
-    files are confined to) are the executor's own settings.
+    files are confined to) are the executor's own settings. ``edits`` (already checked
+    against the source: ``_review.run_edits``) replace cells for this run only.
     """
     check_path("input_path", input_path)
     if output_path is not None:
@@ -162,7 +167,9 @@ def plan_run(
         environ=base_env,
     )
     _start_afresh(nb)
-    if _substitutes(notebook, nb):
+    substitutes = _substitutes(notebook, nb)
+    apply_edits(nb, edits, effective if substitutes else None, declared_dicts)
+    if substitutes:
         substitute_placeholders(nb, effective, declared_dicts)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
@@ -194,6 +201,7 @@ def plan_run(
         given={name: effective[name] for name in given},
         defaults=defaults,
         parameters_checked=checked,
+        edits=list(edits),
     )
 
 
@@ -373,6 +381,7 @@ def _start_afresh(nb: NotebookNode) -> None:
     its scraps for this run's scraps); its injected parameters would override this run's.
     Cells are kept, so indices still match ``read_notebook(source).cells``.
     """
+    forget_edits(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue

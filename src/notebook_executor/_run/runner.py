@@ -26,6 +26,7 @@ from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
 from ..engine import CellFailure, Engine, EngineOutcome
+from .edits import edit_notes
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ def begin_run(
             name for name, value in plan.secrets.items() if 0 < len(value) < MIN_SECRET_CHARS
         ),
         "parameters_checked": plan.parameters_checked,
+        # A modified run: which cells were replaced, and why (their texts are in the cells).
+        "edits": redact(edit_notes(plan.edits), plan.secrets),
         "host": socket.gethostname(),
         "pid": os.getpid(),
         **(provenance or {}),
@@ -213,6 +216,7 @@ def finish_run(
         cell_map=plan.cell_map,
         secrets=plan.secrets,
         output_cut=output_cut,
+        edited_cells=[edit["index"] for edit in plan.edits],
     )
     result = dict(redact(result, plan.secrets))
     stored = {
