@@ -27,7 +27,9 @@ class CellEdit(TypedDict, total=False):
 
     ``index`` (required) is a position in ``read_notebook(source).cells``, as in
     ``failed_cell.index``; ``source`` (required) the code or markdown the cell holds for this
-    run; ``note`` why, shown in the run's record (the run's request stands in when absent).
+    run; ``note`` why, shown as written in the run's ``.md`` between the template's code and
+    the code as run (the logbook pattern writes "Modified to be extra friendly and casual as
+    requested"); the run's request stands in when there is none.
     """
 
     index: int
