@@ -240,11 +240,22 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                 "appear in a record or an answer."
             ),
         ] = None,
+        edits: Annotated[
+            list[dict[str, Any]] | None,
+            Field(
+                max_length=100,
+                description="A modified run: [{'index': i, 'source': text, 'note': why}] "
+                "replaces cell i (as in failed_cell.index; a code or markdown cell) for this "
+                "run only; the file is not changed. The record shows the template's code, the "
+                "note, then the code as run.",
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
-        failed_cell (index, source, ename, evalue, traceback), scraps, run_id. A failure inside
-        the notebook is a result, not an error. Progress is reported per cell; cancelling the
-        request stops the kernel and records the run as cancelled."""
+        failed_cell (index, source, ename, evalue, traceback), scraps, run_id, edited_cells.
+        A failure inside the notebook is a result, not an error. Progress is reported per
+        cell; cancelling the request stops the kernel and records the run as cancelled. With
+        edits, some cells are replaced for this run only (the notebook file stays as it is)."""
         target = where(path)
         secret_values = ws.secrets(secrets)
         # Progress costs a hop to the event loop per cell: only when the client asked for it.
@@ -269,6 +280,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                     timeout=timeout,
                     request=request,
                     secrets=secret_values,
+                    edits=edits,  # type: ignore[arg-type]  # checked by the executor
                     on_cell=on_cell if wants_progress else None,
                     cancel=cancel,
                 )
