@@ -227,14 +227,13 @@ def test_bad_edits_are_refused_before_any_kernel_starts(
     path = _logbook(tmp_path)
     before = path.read_bytes()
     engine = FakeEngine()
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
-        with pytest.raises(error, match=match):
-            ex.execute(
-                path,
-                parameters={"name": "Richard"},
-                secrets={"GREETING_TOKEN": SECRET},
-                edits=edits,
-            )
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex,
+        pytest.raises(error, match=match),
+    ):
+        ex.execute(
+            path, parameters={"name": "Richard"}, secrets={"GREETING_TOKEN": SECRET}, edits=edits
+        )
     assert engine.jobs == []
     assert path.read_bytes() == before
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").rglob("*.ipynb"))
