@@ -28,10 +28,10 @@ _V3_TEXT = (
 
 #: What older builds left: version 1 (no output_cut, no full-text index), an intermediate
 #: version 2 (output_cut, but no full-text index), and version 3 (no edits of modified runs).
-OLD_CATALOGS = {
-    "v1": (1, _OLD_RUNS.format(extra="")),
-    "v2-without-fts": (2, _OLD_RUNS.format(extra="output_cut TEXT NOT NULL,")),
-    "v3-without-edits": (3, _OLD_RUNS.format(extra="output_cut TEXT NOT NULL,"), *_V3_TEXT),
+OLD_CATALOGS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "v1": (1, (_OLD_RUNS.format(extra=""),)),
+    "v2-without-fts": (2, (_OLD_RUNS.format(extra="output_cut TEXT NOT NULL,"),)),
+    "v3-without-edits": (3, (_OLD_RUNS.format(extra="output_cut TEXT NOT NULL,"), *_V3_TEXT)),
 }
 
 
@@ -56,7 +56,7 @@ def _replace_catalog(catalog: Path, version: int, *statements: str) -> None:
 @pytest.mark.parametrize("old", sorted(OLD_CATALOGS))
 def test_an_older_catalog_is_rebuilt_without_being_moved_aside(tmp_path: Path, old: str) -> None:
     runs, run_id = _one_run(tmp_path)
-    version, *statements = OLD_CATALOGS[old]
+    version, statements = OLD_CATALOGS[old]
     _replace_catalog(runs / "catalog.sqlite", version, *statements)
     with NotebookExecutor(runs_dir=runs, engine=FakeEngine()) as ex:
         assert [row["run_id"] for row in ex.runs()] == [run_id]

@@ -130,14 +130,14 @@ def test_the_digest_matches_the_runs_item_by_item(
         ("KeyError", 4, 3),
         ("ZeroDivisionError", 3, 2),
     ]
-    for item, having in zip(found["errors"], (key_errors, zero_errors), strict=True):
-        assert item["cell"] == having[-1]["failed_cell"]["index"]
-        assert item["evalue"] == having[-1]["failed_cell"]["evalue"]
-        assert item["error_kind"] == "cell_error"
-        assert item["last_run_id"] == having[-1]["run_id"]
-        assert item["last_at"] == having[-1]["started_at"]
-        assert item["first_at"] == having[0]["started_at"]
-        assert item["run_ids"] == [r["run_id"] for r in reversed(having)]
+    for error, having in zip(found["errors"], (key_errors, zero_errors), strict=True):
+        assert error["cell"] == having[-1]["failed_cell"]["index"]
+        assert error["evalue"] == having[-1]["failed_cell"]["evalue"]
+        assert error["error_kind"] == "cell_error"
+        assert error["last_run_id"] == having[-1]["run_id"]
+        assert error["last_at"] == having[-1]["started_at"]
+        assert error["first_at"] == having[0]["started_at"]
+        assert error["run_ids"] == [r["run_id"] for r in reversed(having)]
 
     # Requests, newest first, a repeated one counted once with its newest run.
     assert [(n["kind"], n["text"], n["runs"], n["run_id"]) for n in found["notes"]] == [

@@ -224,10 +224,10 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
                 _move(trends, notebook, name, float(value), run_id)
         if status == "error":
             cell, ename, evalue = row[9:12]
-            key = (notebook, kind, cell, ename)
-            found = errors.get(key)
-            if found is None:
-                found = errors[key] = {
+            group = (notebook, kind, cell, ename)
+            failed = errors.get(group)
+            if failed is None:
+                failed = errors[group] = {
                     "notebook": notebook,
                     "error_kind": kind,
                     "ename": ename,
@@ -239,10 +239,10 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
                     "last_run_id": run_id,
                     "run_ids": [],
                 }
-            found["count"] += 1
-            found["last_at"], found["last_run_id"] = started, run_id
-            found["evalue"] = None if evalue is None else str(evalue)[:_ERROR_VALUE_CHARS]
-            found["run_ids"] = [run_id, *found["run_ids"][: _RUN_IDS_PER_ERROR - 1]]
+            failed["count"] += 1
+            failed["last_at"], failed["last_run_id"] = started, run_id
+            failed["evalue"] = None if evalue is None else str(evalue)[:_ERROR_VALUE_CHARS]
+            failed["run_ids"] = [run_id, *failed["run_ids"][: _RUN_IDS_PER_ERROR - 1]]
         if request:
             _note(notes, ("request", notebook, None, request), at)
         if edit_notes and edit_notes != "[]":
@@ -263,11 +263,11 @@ def fold(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     omitted = {
         name: len(items) - MAX_ITEMS for name, items in lists.items() if len(items) > MAX_ITEMS
     }
-    found: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
-    found["notes"] = [_note_item(key, count, rows[at]) for key, (count, at) in found["notes"]]
-    found["runs"] = len(rows)
-    found["omitted"] = omitted
-    return found
+    folded: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
+    folded["notes"] = [_note_item(key, count, rows[at]) for key, (count, at) in folded["notes"]]
+    folded["runs"] = len(rows)
+    folded["omitted"] = omitted
+    return folded
 
 
 def _json_array(texts: Sequence[Any]) -> list[dict[str, Any]]:

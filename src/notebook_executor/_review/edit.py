@@ -109,7 +109,7 @@ def checked_edit(path: PathLike, index: object, source: str) -> str:
     """The source cell ``index`` of ``path`` would hold after :func:`edit_cell` with
     ``source``, checked as :func:`edit_cell` checks it; nothing is written."""
     _check_text("source", source)
-    return _changed(path, "edit", index, source, None, None)[3]
+    return _changed(path, "edit", index, source, None, None)[3] or ""
 
 
 def _change(
