@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records import run_files as _records
-from .digest import Digest, digest_rows, fold
+from .digest import Digest, gather, nothing
 from .digest_text import MIN_LIMIT_CHARS, render
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
@@ -341,9 +341,8 @@ class Catalog:
                 f"limit_chars must be an int of at least {MIN_LIMIT_CHARS}, got {limit_chars!r}"
             )
         where, values = filters(notebook, None, since)
-        rows = self._query(lambda conn: digest_rows(conn, where, values)) or []
         try:
-            found = fold(rows)
+            found = self._query(lambda conn: gather(conn, where, values)) or nothing()
         except (ValueError, TypeError, AttributeError) as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
         digest: Digest = {
