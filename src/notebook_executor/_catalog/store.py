@@ -340,14 +340,29 @@ class Catalog:
             raise NotebookExecutorError(
                 f"limit_chars must be an int of at least {MIN_LIMIT_CHARS}, got {limit_chars!r}"
             )
-        where, values = filters(notebook, None, since)
+        where, values = filters(None, None, since)
+        named, named_values = filters(notebook, None, None)
+
+        def digest_of(conn: sqlite3.Connection) -> dict[str, Any]:
+            if notebook is None:
+                return gather(conn, where, values)
+            # The notebook's recorded paths, matched once (path_matches is Python): the
+            # digest's queries then compare plain text.
+            paths = [p for (p,) in conn.execute(f"SELECT DISTINCT notebook FROM runs{named}",
+                                                named_values)]  # fmt: skip
+            if not paths:
+                return nothing()
+            clause = f"notebook IN ({', '.join('?' * len(paths))})"
+            clause = f"{where} AND {clause}" if where else f" WHERE {clause}"
+            return gather(conn, clause, [*values, *paths])
+
         try:
-            found = self._query(lambda conn: gather(conn, where, values)) or nothing()
+            found = self._query(digest_of) or nothing()
         except (ValueError, TypeError, AttributeError) as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
         digest: Digest = {
             "notebook": None if notebook is None else os.fspath(notebook),
-            "since": values[-1] if since is not None else None,
+            "since": values[0] if since is not None else None,
             "runs": found["runs"],
             "statuses": found["statuses"],
             "parameters": found["parameters"],
