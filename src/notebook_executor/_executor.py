@@ -249,12 +249,7 @@ class NotebookExecutor:
             raise NotebookExecutorError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
-        checked: list[CellEdit] = []
-        if edits is not None:
-            from ._review.run_edits import check_edits
-
-            check_path("input_path", input_path)
-            checked = check_edits(input_path, edits)
+        checked = [] if edits is None else self._checked_edits(input_path, edits)
         plan = self._plan(
             input_path,
             edits=checked,
@@ -324,6 +319,9 @@ class NotebookExecutor:
         self._check_open()
         if "output_path" in options:
             raise NotebookExecutorError("execute_many does not take output_path")
+        if options.get("edits") is not None:
+            # The same modified notebook for every set: checked once, as execute checks it.
+            options["edits"] = self._checked_edits(input_path, options["edits"])
         if max_workers is not None and (
             isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1
         ):
@@ -656,6 +654,13 @@ class NotebookExecutor:
 
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
+
+    @staticmethod
+    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
+        from ._review.run_edits import check_edits
+
+        check_path("input_path", input_path)
+        return check_edits(input_path, edits)
 
     def _run(self, plan: Plan) -> dict[str, Any]:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)

@@ -305,3 +305,16 @@ def test_the_command_line_edit(
             captured = capsys.readouterr()
             assert captured.out == "" and len(captured.err.strip().splitlines()) == 1, bad
     assert path.read_bytes() == before
+
+
+def test_a_sweep_of_a_modified_notebook(ex: NotebookExecutor, tmp_path: Path) -> None:
+    script = tmp_path / "nb.py"
+    script.write_text('# %% tags=["parameters"]\nx = 1\n\n# %%\nprint(x)\n', encoding="utf-8")
+    edits: list[CellEdit] = [{"index": 1, "source": "print(x * 100)", "note": "bigger"}]
+    results = ex.execute_many(script, [{"x": 1}, {"x": 2}], edits=edits)
+    assert [r["edited_cells"] for r in results] == [[1], [1]]
+    for result, printed in zip(results, ("100\n", "200\n"), strict=True):
+        nb = nbformat.read(result["output_path"], as_version=4)
+        assert _stdout(nb.cells[-1]) == printed
+    with pytest.raises(NotebookExecutorError, match="out of range"):
+        ex.execute_many(script, [{"x": 1}], edits=[{"index": 5, "source": "1"}])
