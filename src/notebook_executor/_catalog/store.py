@@ -33,8 +33,9 @@ as its finished row, and rebuilt by :meth:`Catalog.reindex`; :meth:`Catalog.sear
 them.
 
 This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
-record <-> row conversion in ``rows``, the full-text index in ``search``, and the lock files
-and process checks in ``liveness``.
+record <-> row conversion in ``rows``, the full-text index in ``search``, the lock files
+and process checks in ``liveness``, and the digest (:meth:`Catalog.digest`) in ``digest`` and
+``digest_text``.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._parameters.declared import INJECTED_TAG, PARAMETERS_TAG
 from .scraps import find_scraps, summarize_scrap
 from .text import strip_ansi
 
@@ -31,8 +32,6 @@ __all__ = ["RECORD_KEY", "render_markdown"]
 
 #: Where the run's record lives in the executed notebook's metadata (and its cells').
 RECORD_KEY = "notebook_executor"
-_PARAMETERS_TAG = "parameters"
-_INJECTED_TAG = "injected-parameters"
 
 
 def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
@@ -79,7 +78,7 @@ def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
         parts.append("")
     request = record.get("request")
     for cell in nb.cells:
-        if logbook and _tagged(cell, _PARAMETERS_TAG, _INJECTED_TAG):
+        if logbook and _tagged(cell, PARAMETERS_TAG, INJECTED_TAG):
             continue  # the values are in the front matter
         parts.extend(_render_cell(cell, request))
     scraps = {name: summarize_scrap(raw) for name, raw in find_scraps(nb.cells).items()}
@@ -119,7 +118,7 @@ def _render_cell(cell: Mapping[str, Any], request: Any) -> list[str]:
         return _fence(source, "text")
     lines: list[str] = []
     status = info.get("status") if isinstance(info, Mapping) else None
-    if _tagged(cell, _INJECTED_TAG):
+    if _tagged(cell, INJECTED_TAG):
         lines += ["*Injected parameters:*", ""]
     if status in ("not_run", "skipped"):
         lines.append("*Not run.*" if status == "not_run" else "*Skipped (`skip-execution`).*")
