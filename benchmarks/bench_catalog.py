@@ -11,6 +11,8 @@
 4. Full-text search: the median time of ``search()`` over every run for queries from rare (one
    run) to common (every run), and the catalog's size per 1,000 runs with and without the
    index (both vacuumed).
+5. ``digest()`` of every run (one in ten of the clones failed, in one of three ways), and of
+   one notebook, on an open catalog.
 
 Usage::
 
@@ -50,6 +52,13 @@ TARGET_INDEX_MS = 5.0
 TARGET_REINDEX_SECONDS = 60.0
 TARGET_SEARCH_MS = 50.0
 TARGET_FULL_TEXT_MS = 2.0
+TARGET_DIGEST_MS = 100.0
+#: One cloned run in ten failed: (cell, exception name, message).
+FAILURES = (
+    (3, "ValueError", "negative row count"),
+    (3, "KeyError", "'squares'"),
+    (4, "ZeroDivisionError", "division by zero"),
+)
 #: Requests the cloned runs carry, so the index holds varied text (a word per run, too).
 REQUESTS = (
     "weekly check of station {station}",
@@ -91,8 +100,23 @@ def clone_runs(templates: list[Path], runs_dir: Path, count: int) -> None:
         run_id = f"{started:%Y%m%dT%H%M%S}Z-dataframe-{index:08x}"
         path = RunStore(runs_dir).path(run_id)
         station = f"KX-{index % 100}"
+        failure: dict[str, Any] = {}
+        if index % 10 == 3:
+            cell, ename, evalue = FAILURES[index // 10 % len(FAILURES)]
+            failure = {
+                "status": "error",
+                "error_kind": "cell_error",
+                "failed_cell": {
+                    "index": cell,
+                    "source": "...",
+                    "ename": ename,
+                    "evalue": evalue,
+                    "traceback": [f"{ename}: {evalue}"] * 5,
+                },
+            }
         clone = {
             **record,
+            **failure,
             "request": REQUESTS[index % len(REQUESTS)].format(station=station)
             + f" token{index:08x}",
             "parameters": {**record["parameters"], "station": station},
@@ -277,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         ours = catalog.scraps()
         assert len(ours) == args.runs
         runs_best, _ = best_of(5, lambda: catalog.runs(limit=500))
+        digest_best, digest_median = best_of(args.repeat, catalog.digest)
+        digest = catalog.digest()
+        assert digest["runs"] == args.runs and len(digest["errors"]) == len(FAILURES)
+        one_best, _ = best_of(args.repeat, lambda: catalog.digest("dataframe.py"))
         catalog.close()
 
         def cold() -> Any:
@@ -328,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("scraps() with a fresh Catalog (open + query)", f"{cold_best * 1000:.1f} ms", ""),
         ("runs(limit=500)", f"{runs_best * 1000:.1f} ms", ""),
+        (
+            f"digest() of {args.runs} runs (best of {args.repeat})",
+            f"{digest_best * 1000:.1f} ms (median {digest_median * 1000:.1f})",
+            _verdict(digest_median * 1000 <= TARGET_DIGEST_MS, f"<= {TARGET_DIGEST_MS:g} ms"),
+        ),
+        (f"digest('dataframe.py') of {args.runs} runs", f"{one_best * 1000:.1f} ms", ""),
         (
             "open catalog + runs(limit=1)",
             f"{open_best * 1000:.2f} ms (median {open_median * 1000:.2f})",

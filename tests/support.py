@@ -50,6 +50,7 @@ RESULT_KEYS = [
     "failed_cell",
     "scraps",
     "output_cut",
+    "edited_cells",
 ]
 
 #: Environment variable the suite sets in its own process (so every process it starts, and

@@ -7,6 +7,16 @@
 Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
 """
 
+from ._catalog.digest import (
+    Digest,
+    DigestError,
+    DigestNote,
+    DigestParameter,
+    DigestScraps,
+    DigestStatus,
+    DigestTrend,
+    DigestValue,
+)
 from ._errors import (
     CatalogError,
     ClusterError,
@@ -24,6 +34,7 @@ from ._errors import (
     SearchQueryError,
 )
 from ._executor import NotebookExecutor
+from ._run.edits import CellEdit
 from ._sources.formats import read_notebook, write_notebook
 from ._types import (
     CellChange,
@@ -44,7 +55,16 @@ __version__ = "0.1.0"
 __all__ = [
     "CatalogError",
     "CellChange",
+    "CellEdit",
     "ClusterError",
+    "Digest",
+    "DigestError",
+    "DigestNote",
+    "DigestParameter",
+    "DigestScraps",
+    "DigestStatus",
+    "DigestTrend",
+    "DigestValue",
     "EditConflictError",
     "Engine",
     "EngineOutcome",

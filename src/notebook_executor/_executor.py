@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +28,7 @@ from ._records.run_files import RESULT_KEYS
 from ._records.scraps import decode_scrap, find_scraps
 from ._records.store import RunStore, executed_cells
 from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
+from ._run.edits import CellEdit
 from ._run.options import RunOptions
 from ._run.plan import Plan, plan_run
 from ._run.runner import prepared_notebook, run_plan
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     import nbformat
     import pandas as pd
 
+    from ._catalog.digest import Digest
     from ._catalog.store import Catalog
     from ._notebook import NotebookNode
 
@@ -185,6 +187,7 @@ class NotebookExecutor:
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
+        edits: Sequence[CellEdit] | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> RunResult:
@@ -220,6 +223,16 @@ class NotebookExecutor:
             or scrap that holds one where text search cannot reach (an image's bytes, a
             DataFrame) is withheld. Values shorter than 6 characters are not searched for
             (they would damage ordinary text); the record lists them and a warning is logged.
+        edits : list of CellEdit, optional
+            A modified run: ``[{"index": i, "source": text, "note": why}]`` replaces cell
+            ``i`` (as in ``failed_cell.index``; a code or markdown cell, not the parameters
+            cell) for this run only; the source file is not touched. Parameters, placeholders
+            and secrets work as in a plain run. The run's ``.md`` shows each edited cell's
+            template code, the note (or the request), then the code as run; the ``.ipynb``
+            keeps the template code in ``cell.metadata.notebook_executor.original_source``;
+            the result lists ``edited_cells``. A bad edit (an index out of range, a text that
+            would split the cell in the source's format, an unknown key) is refused before
+            any kernel starts.
         on_cell : callable, optional
             Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
             counting the code cells that run (the injected parameters cell included). Called
@@ -258,6 +271,7 @@ class NotebookExecutor:
             raise InvalidArgumentError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
+        checked = None if edits is None else self._checked_edits(input_path, edits)
         plan = self._plan(
             input_path,
             RunOptions(
@@ -269,6 +283,7 @@ class NotebookExecutor:
                 cwd=cwd,
                 env=env,
                 secrets=secrets,
+                edits=checked,
             ),
         )
         # The kernel starts while the run records are written.
@@ -325,6 +340,9 @@ class NotebookExecutor:
         if given.parameters is not None:
             raise InvalidArgumentError("execute_many takes its parameters from parameter_sets")
         check_count("max_workers", max_workers, minimum=1)
+        if given.edits is not None:
+            # The same modified notebook for every set: checked once, as execute checks it.
+            given = given.replace(edits=self._checked_edits(input_path, given.edits))
         if client is not None and max_workers is not None:
             raise InvalidArgumentError("max_workers applies to local runs, not with client")
         check_count("retries", retries, minimum=0)
@@ -377,10 +395,10 @@ class NotebookExecutor:
         import nbformat
 
         self._check_open()
-        plan = self._plan(
-            input_path,
-            RunOptions.from_keywords("prepare", {"output_path": output_path, **options}),
-        )
+        given = RunOptions.from_keywords("prepare", {"output_path": output_path, **options})
+        if given.edits is not None:
+            given = given.replace(edits=self._checked_edits(input_path, given.edits))
+        plan = self._plan(input_path, given)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:
             _write_notebook(prepared, plan.output_path)
@@ -570,6 +588,7 @@ class NotebookExecutor:
             # The files are the truth: an unusable catalog does not hide a run.
             record = self._store.record(run_id)
             found = {key: record.get(key) for key in RESULT_KEYS}
+            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
             return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
 
     def runs(
@@ -620,6 +639,41 @@ class NotebookExecutor:
             query, notebook=notebook, status=status, since=since, limit=limit
         )
 
+    def digest(
+        self,
+        notebook: PathLike | None = None,
+        *,
+        since: Any = None,
+        limit_chars: int = 4000,
+    ) -> Digest:
+        """What earlier runs of a notebook (or of every notebook) found, in one page.
+
+        Computed from the catalog: runs by status with the first and last run times; the
+        parameter values tried, as ranges or sets; the scraps of the latest successful run
+        and how each numeric scrap moved across runs; the errors grouped by cell and name,
+        each with its count and the last run that had it; the requests and edit notes,
+        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
+        accept. Filters as in :meth:`runs`.
+
+        Parameters
+        ----------
+        notebook : path, optional
+            Only runs of this notebook; all runs by default.
+        since : str, date or datetime, optional
+            Only runs started at or after this moment.
+        limit_chars : int, default 4000
+            Longest ``text``; whole items are left out to keep within it, and a last line
+            says how many.
+
+        Returns
+        -------
+        Digest
+            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
+            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
+            ``text`` is the same digest as markdown.
+        """
+        return self._open_catalog().digest(notebook, since=since, limit_chars=limit_chars)
+
     def reindex(self) -> int:
         """Rebuild the catalog from the run records; return the number of runs indexed."""
         return self._open_catalog().reindex()
@@ -638,6 +692,13 @@ class NotebookExecutor:
 
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
+
+    @staticmethod
+    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
+        from ._review.run_edits import check_edits
+
+        check_path("input_path", input_path)
+        return check_edits(input_path, edits)
 
     def _announce(self, plans: list[Plan]) -> None:
         """Get ready for ``plans``: the runs folder made, each run's kernel started (when the

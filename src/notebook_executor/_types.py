@@ -83,6 +83,9 @@ class RunResult(TypedDict):
     failed_cell: FailedCell | None
     scraps: dict[str, Any]
     output_cut: list[OutputCut]
+    #: Source indices of the cells a modified run replaced (``execute(edits=...)``, SPEC
+    #: section 16); empty for a plain run.
+    edited_cells: list[int]
 
 
 class ParameterInfo(TypedDict):

@@ -41,6 +41,7 @@ TOOLS = {
     "get_run",
     "list_runs",
     "search_runs",
+    "digest",
     "collect_outputs",
     "diff",
     "validate",

@@ -20,11 +20,18 @@ _OLD_RUNS = """CREATE TABLE runs (
     notebook_name TEXT NOT NULL, scrap_values TEXT NOT NULL, source_path TEXT,
     source_sha256 TEXT, uuid TEXT, kernel TEXT, host TEXT, pid INTEGER)"""
 
-#: What older builds left: version 1 (no output_cut, no full-text index) and an intermediate
-#: version 2 (output_cut, but no full-text index).
-OLD_CATALOGS = {
-    "v1": (1, _OLD_RUNS.format(extra="")),
-    "v2-without-fts": (2, _OLD_RUNS.format(extra="output_cut TEXT NOT NULL,")),
+_V3_TEXT = (
+    "CREATE TABLE run_text_keys (id INTEGER PRIMARY KEY, run_id TEXT UNIQUE NOT NULL)",
+    "CREATE VIRTUAL TABLE run_text USING fts5(request, parameters, narrative, code, output, "
+    "error, scraps, tokenize = 'unicode61 remove_diacritics 2')",
+)
+
+#: What older builds left: version 1 (no output_cut, no full-text index), an intermediate
+#: version 2 (output_cut, but no full-text index), and version 3 (no edits of modified runs).
+OLD_CATALOGS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "v1": (1, (_OLD_RUNS.format(extra=""),)),
+    "v2-without-fts": (2, (_OLD_RUNS.format(extra="output_cut TEXT NOT NULL,"),)),
+    "v3-without-edits": (3, (_OLD_RUNS.format(extra="output_cut TEXT NOT NULL,"), *_V3_TEXT)),
 }
 
 
@@ -49,17 +56,19 @@ def _replace_catalog(catalog: Path, version: int, *statements: str) -> None:
 @pytest.mark.parametrize("old", sorted(OLD_CATALOGS))
 def test_an_older_catalog_is_rebuilt_without_being_moved_aside(tmp_path: Path, old: str) -> None:
     runs, run_id = _one_run(tmp_path)
-    version, table = OLD_CATALOGS[old]
-    _replace_catalog(runs / "catalog.sqlite", version, table)
+    version, statements = OLD_CATALOGS[old]
+    _replace_catalog(runs / "catalog.sqlite", version, *statements)
     with NotebookExecutor(runs_dir=runs, engine=ScriptedEngine()) as ex:
         assert [row["run_id"] for row in ex.runs()] == [run_id]
         assert [hit["run_id"] for hit in ex.search("x")] == [run_id]
     assert sorted(p.name for p in runs.glob("catalog.sqlite*")) == ["catalog.sqlite"]
     with closing(sqlite3.connect(runs / "catalog.sqlite")) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+        assert {"edited_cells", "edit_notes"} <= columns
 
 
-@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_a_foreign_database_is_refused_and_left_as_it_is(tmp_path: Path, version: int) -> None:
     runs, run_id = _one_run(tmp_path)
     catalog = runs / "catalog.sqlite"

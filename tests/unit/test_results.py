@@ -104,6 +104,7 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "failed_cell": (dict, type(None)),
     "scraps": (dict,),
     "output_cut": (list,),
+    "edited_cells": (list,),
 }
 
 

@@ -34,6 +34,7 @@ VALUES: dict[str, Any] = {
     "cwd": ".",
     "env": {"NBX_OPTION_ENV": "value"},
     "secrets": {"NBX_OPTION_SECRET": "a-secret-value"},
+    "edits": [{"index": 1, "source": "print(count * 2)", "note": "twice as much"}],
 }
 
 
@@ -140,8 +141,10 @@ def test_the_command_line_gives_every_option_its_flags_name(
         "--timeout", "30", "--cell-timeout", "5", "--request", "why", "--cwd", ".",
         "--secret", "NBX_OPTION_SECRET",
     ]  # fmt: skip
-    # Every option but env (no flag: the kernel gets the shell's environment).
-    expected = {k: v for k, v in VALUES.items() if k != "env"}
+    # Every option but env (no flag: the kernel gets the shell's environment) and edits
+    # (run --edit INDEX FILE, which tests/unit/test_modified_runs.py covers; --prepare-only
+    # and sweep take none).
+    expected = {k: v for k, v in VALUES.items() if k not in ("env", "edits")}
     code, _, err = run_cli(capsys, "run", "nb.py", "out.ipynb", "-p", "count", "2", *flags)
     assert code == 0, err
     code, _, err = run_cli(

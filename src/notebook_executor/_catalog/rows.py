@@ -2,7 +2,8 @@
 
 A row holds the result dict's keys (``parameters``, ``scraps`` and ``failed_cell`` as JSON
 text), the run's provenance (source path and sha256, uuid, kernel, host, pid), and two derived
-columns the queries need: ``notebook_name`` and ``scrap_values`` (the JSON scraps alone). Times
+columns the queries need: ``notebook_name``, ``scrap_values`` (the JSON scraps alone) and
+``edit_notes`` (the index and note of each edit of a modified run). Times
 are stored canonical (``YYYY-MM-DDTHH:MM:SS.fffZ``), so they sort as text.
 """
 
@@ -33,7 +34,7 @@ __all__ = [
 
 STATUSES = ("success", "error", "running")
 
-_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut"})
+_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut", "edited_cells"})
 
 
 def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,6 +68,8 @@ def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
         ),
         "notebook_name": PurePosixPath(notebook).name,
         "scrap_values": _dumps({k: v for k, v in scraps.items() if not _is_summary(v)}),
+        "edited_cells": _dumps(_edited_cells(record.get("edited_cells"))),
+        "edit_notes": _dumps(_edit_notes(record.get("edits"))),
         "source_path": _text(source.get("path")),
         "source_sha256": _text(source.get("sha256")),
         "uuid": _text(record.get("uuid")),
@@ -147,6 +150,23 @@ def _is_summary(value: Any) -> bool:
         and isinstance(value.get("encoder"), str)
         and value["encoder"] not in JSON_ENCODERS
     )
+
+
+def _edited_cells(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        return []
+    return sorted({i for i in value if isinstance(i, int) and not isinstance(i, bool)})
+
+
+def _edit_notes(value: Any) -> list[dict[str, Any]]:
+    """``{"index", "note"}`` of each edit a record lists (the edited text is in the cells)."""
+    if not isinstance(value, list):
+        return []
+    return [
+        {"index": edit.get("index"), "note": _text(edit.get("note"))}
+        for edit in value
+        if isinstance(edit, Mapping)
+    ]
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -1,11 +1,12 @@
 """Full-text search over every run record: an SQLite FTS5 index inside ``catalog.sqlite``.
 
 Each run is indexed as up to seven texts, one per place it can match (:data:`WHERE`): the
-request, the parameters (``name: value`` lines), the narrative (markdown and raw cells), the code
-(the injected-parameters cell left out), the outputs (streams, plain text and markdown results),
-the errors (error outputs with their tracebacks, the failed cell, the error kind) and the scraps
-(``name: value`` lines). The texts come from the run records as written, so they are already
-redacted: a secret's value never reaches the index. Each text is cut at
+request (and the notes of a modified run's edits), the parameters (``name: value`` lines), the
+narrative (markdown and raw cells), the code (the injected-parameters cell left out), the
+outputs (streams, plain text and markdown results), the errors (error outputs with their
+tracebacks, the failed cell, the error kind) and the scraps (``name: value`` lines). The texts
+come from the run records as written, so they are already redacted: a secret's value never
+reaches the index. Each text is cut at
 :data:`MAX_TEXT_CHARS`.
 
 Tables: ``run_text_keys`` gives each run a small integer key; the FTS5 table ``run_text`` holds
@@ -82,6 +83,10 @@ def run_texts(record: Mapping[str, Any], cells: Sequence[Any]) -> dict[str, str]
     request = record.get("request")
     if isinstance(request, str):
         texts["request"].append(request)
+    for edit in record.get("edits") or ():
+        # A modified run's notes say why, as a request does (the edited text is code).
+        if isinstance(edit, Mapping) and isinstance(edit.get("note"), str):
+            texts["request"].append(edit["note"])
     texts["parameters"] += _name_values(record.get("parameters"))
     texts["scraps"] += _name_values(record.get("scraps"))
     for cell in cells:

@@ -44,8 +44,9 @@ __all__ = [
 #: Bumped whenever the tables change; an older catalog is rebuilt from the run records.
 #: 1: the ``runs`` table. 2: ``output_cut`` (and, in later builds also numbered 2, the
 #: full-text index of :mod:`notebook_executor._catalog.search`). 3: both, for certain: a
-#: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt.
-SCHEMA_VERSION = 3
+#: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt. 4: the
+#: edits of a modified run (``edited_cells``, ``edit_notes``), read by the digest.
+SCHEMA_VERSION = 4
 #: The objects a catalog of ours holds (tables, their indexes, the full-text index's own
 #: tables); a database holding anything else was not made here and is never changed.
 _OURS = ("runs", "run_text", "run_text_keys")
@@ -55,6 +56,7 @@ _COLUMNS = (
     *RESULT_KEYS,
     "notebook_name",
     "scrap_values",
+    "edit_notes",
     "source_path",
     "source_sha256",
     "uuid",
@@ -82,6 +84,8 @@ _SCHEMA = (
         output_cut TEXT NOT NULL,
         notebook_name TEXT NOT NULL,
         scrap_values TEXT NOT NULL,
+        edited_cells TEXT NOT NULL,
+        edit_notes TEXT NOT NULL,
         source_path TEXT,
         source_sha256 TEXT,
         uuid TEXT,

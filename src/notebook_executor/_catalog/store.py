@@ -33,8 +33,9 @@ as its finished row, and rebuilt by :meth:`Catalog.reindex`; :meth:`Catalog.sear
 them.
 
 This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
-record <-> row conversion in ``rows``, the full-text index in ``search``, and the lock files
-and process checks in ``liveness``.
+record <-> row conversion in ``rows``, the full-text index in ``search``, the lock files
+and process checks in ``liveness``, and the digest (:meth:`Catalog.digest`) in ``digest`` and
+``digest_text``.
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import CatalogError, NotebookExecutorError, RunsDirError
+from .._errors import CatalogError, InvalidArgumentError, NotebookExecutorError, RunsDirError
 from .._records.run_files import RESULT_KEYS
 from .._records.store import RunStore, unwritable
 from .._types import RunResult, SearchHit
+from .digest import Digest, gather, nothing
+from .digest_text import MIN_LIMIT_CHARS, render
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -317,6 +320,66 @@ class Catalog:
         count = check_limit(limit)
         hits = self._query(lambda conn: _search(conn, expression, where, values, count))
         return hits or []
+
+    def digest(
+        self,
+        notebook: str | os.PathLike[str] | None = None,
+        *,
+        since: str | date | None = None,
+        limit_chars: int = 4000,
+    ) -> Digest:
+        """What earlier runs found, in one page: see :mod:`notebook_executor._catalog.digest`.
+
+        Raises
+        ------
+        NotebookExecutorError
+            A filter is not valid, or ``limit_chars`` is not an int of at least
+            :data:`~notebook_executor._catalog.digest_text.MIN_LIMIT_CHARS`.
+        """
+        if (
+            isinstance(limit_chars, bool)
+            or not isinstance(limit_chars, int)
+            or limit_chars < MIN_LIMIT_CHARS
+        ):
+            raise InvalidArgumentError(
+                f"limit_chars must be an int of at least {MIN_LIMIT_CHARS}, got {limit_chars!r}",
+                argument="limit_chars",
+            )
+        where, values = filters(None, None, since)
+        named, named_values = filters(notebook, None, None)
+
+        def digest_of(conn: sqlite3.Connection) -> dict[str, Any]:
+            if notebook is None:
+                return gather(conn, where, values)
+            # The notebook's recorded paths, matched once (path_matches is Python): the
+            # digest's queries then compare plain text.
+            paths = [p for (p,) in conn.execute(f"SELECT DISTINCT notebook FROM runs{named}",
+                                                named_values)]  # fmt: skip
+            if not paths:
+                return nothing()
+            clause = f"notebook IN ({', '.join('?' * len(paths))})"
+            clause = f"{where} AND {clause}" if where else f" WHERE {clause}"
+            return gather(conn, clause, [*values, *paths])
+
+        try:
+            found = self._query(digest_of) or nothing()
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
+        digest: Digest = {
+            "notebook": None if notebook is None else os.fspath(notebook),
+            "since": values[0] if since is not None else None,
+            "runs": found["runs"],
+            "statuses": found["statuses"],
+            "parameters": found["parameters"],
+            "scraps": found["scraps"],
+            "trends": found["trends"],
+            "errors": found["errors"],
+            "notes": found["notes"],
+            "omitted": found["omitted"],
+            "text": "",
+        }
+        digest["text"] = render(digest, limit_chars)
+        return digest
 
     # -- connection ---------------------------------------------------------------------------
 

@@ -40,7 +40,12 @@ from .declared import INJECTED_TAG, PARAMETERS_TAG
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["placeholder_text", "substitute_in_code", "substitute_placeholders"]
+__all__ = [
+    "placeholder_text",
+    "substitute_in_code",
+    "substitute_placeholders",
+    "substitute_source",
+]
 
 _ESCAPES = {"\\": "\\\\", "'": "\\'", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PREFIX = re.compile(r"^[A-Za-z]*")
@@ -74,13 +79,40 @@ def substitute_placeholders(
         tags = cell.get("metadata", {}).get("tags", [])
         if PARAMETERS_TAG in tags or INJECTED_TAG in tags:
             continue
-        if cell.cell_type == "markdown":
-            cell.source = pattern.sub(lambda m: texts[m.group(1)], cell.source)
-        elif cell.cell_type == "code":
-            try:
-                cell.source = substitute_in_code(cell.source, texts, cell_index=index)
-            except ParameterError as exc:
-                raise ParameterError(exc.parameter, exc.problems, declared) from None
+        cell.source = _substituted(cell.cell_type, cell.source, index, texts, pattern, declared)
+
+
+def substitute_source(
+    cell_type: str,
+    source: str,
+    index: int,
+    values: Mapping[str, Any],
+    declared: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """``source`` of a cell (``cell_type``, at ``index``) as :func:`substitute_placeholders`
+    writes it: the template's text of a cell a modified run replaces."""
+    if not values:
+        return source
+    texts = {name: placeholder_text(value) for name, value in values.items()}
+    return _substituted(cell_type, source, index, texts, _placeholder_pattern(texts), declared)
+
+
+def _substituted(
+    cell_type: str,
+    source: str,
+    index: int,
+    texts: Mapping[str, str],
+    pattern: re.Pattern[str],
+    declared: Mapping[str, Mapping[str, Any]] | None,
+) -> str:
+    if cell_type == "markdown":
+        return pattern.sub(lambda m: texts[m.group(1)], source)
+    if cell_type != "code":
+        return source
+    try:
+        return substitute_in_code(source, texts, cell_index=index)
+    except ParameterError as exc:
+        raise ParameterError(exc.parameter, exc.problems, declared) from None
 
 
 def _placeholder_pattern(texts: Mapping[str, str]) -> re.Pattern[str]:

@@ -8,7 +8,7 @@ source does not have. :class:`CellMap` translates back, so ``failed_cell.index``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,11 @@ from .text import strip_ansi
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["CellMap", "annotate_cells", "build_result", "redact", "skip_tagged"]
+__all__ = ["EDIT_KEYS", "CellMap", "annotate_cells", "build_result", "redact", "skip_tagged"]
+
+#: The keys of a code cell's run metadata that a modified run's edited cell keeps: the
+#: template's text (after substitution) and the note saying why it was changed.
+EDIT_KEYS = ("original_source", "edit_note")
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
             info["started_at"] = outcome.cell_started[index]
         if index in outcome.cell_seconds:
             info["duration_seconds"] = outcome.cell_seconds[index]
+        # A modified run's edited cell keeps the template's text and the note beside it.
+        before = cell.metadata.get("notebook_executor")
+        if isinstance(before, dict):
+            info.update((key, before[key]) for key in EDIT_KEYS if key in before)
         cell.metadata["notebook_executor"] = info
 
 
@@ -91,6 +99,7 @@ def build_result(
     cell_map: CellMap,
     secrets: Mapping[str, str] | None = None,
     output_cut: Mapping[int, str] | None = None,
+    edited_cells: Iterable[int] = (),
 ) -> RunResult:
     """Assemble the result dict for one run.
 
@@ -139,6 +148,7 @@ def build_result(
             {"index": cell_map.to_source(index), "reason": reason}
             for index, reason in sorted((output_cut or {}).items())
         ],
+        "edited_cells": sorted(edited_cells),
     }
 
 

@@ -34,7 +34,7 @@ from .._sources.formats import SourceFormat, format_for, load_source, parse_sour
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["CELL_TYPES", "delete_cell", "edit_cell", "insert_cell"]
+__all__ = ["CELL_TYPES", "checked_edit", "delete_cell", "edit_cell", "insert_cell"]
 
 PathLike = str | os.PathLike[str]
 
@@ -109,6 +109,13 @@ class _Request:
     cell_type: str | None
 
 
+def checked_edit(path: PathLike, index: object, source: str) -> str:
+    """The source cell ``index`` of ``path`` would hold after :func:`edit_cell` with
+    ``source``, checked as :func:`edit_cell` checks it; nothing is written."""
+    _check_text("source", source)
+    return _changed(path, "edit", index, source, None, None)[3] or ""
+
+
 def _change(
     path: PathLike,
     op: str,
@@ -117,6 +124,20 @@ def _change(
     cell_type: str | None,
     expect: str | None,
 ) -> NotebookNode:
+    target, data, new, _ = _changed(path, op, index, source, cell_type, expect)
+    _replace_file(target, data, new)
+    return load_source(target).nb
+
+
+def _changed(
+    path: PathLike,
+    op: str,
+    index: object,
+    source: str | None,
+    cell_type: str | None,
+    expect: str | None,
+) -> tuple[Path, bytes, bytes, str | None]:
+    """The file, its bytes now and after the change, and the changed cell's new source."""
     shown = os.fspath(path)
     fmt = format_for(path)
     if isinstance(index, bool) or not isinstance(index, int):
@@ -162,8 +183,7 @@ def _change(
     else:
         new_text = _change_text(shown, text, fmt, nb, request)
     _verify(shown, new_text, fmt, shape, request)
-    _replace_file(target, data, (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8"))
-    return load_source(target).nb
+    return target, data, (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8"), source
 
 
 def _verify(shown: str, text: str, fmt: SourceFormat, shape: _Shape, request: _Request) -> None:

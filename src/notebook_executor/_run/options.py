@@ -10,12 +10,13 @@ its help), a keyword of ``execute``, and what the planner does with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .._errors import InvalidArgumentError
 from .checks import PathLike
+from .edits import CellEdit
 
 __all__ = ["RUN_OPTIONS", "RunOptions", "option_help"]
 
@@ -62,6 +63,15 @@ class RunOptions:
         default=None,
         metadata={
             "help": "Environment variables for the kernel whose values are never written anywhere."
+        },
+    )
+    edits: Sequence[CellEdit] | None = field(
+        default=None,
+        metadata={
+            "help": "A modified run: [{'index': i, 'source': text, 'note': why}] replaces "
+            "cell i (as in failed_cell.index; a code or markdown cell) for this run only; the "
+            "file is not changed. The record shows the template's code, the note, then the "
+            "code as run."
         },
     )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from .checks import (
     check_seconds,
     check_unicode,
 )
+from .edits import CellEdit, apply_edits, forget_edits
 from .options import RunOptions
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ class Plan:
     #: False when the notebook's language cannot be parsed here: the given values were
     #: injected by papermill's translators without being checked.
     parameters_checked: bool = True
+    #: The cells replaced for this run (a modified run), checked; none for a plain run.
+    edits: list[CellEdit] = field(default_factory=list)
 
 
 def plan_run(
@@ -89,10 +92,13 @@ def plan_run(
     starts. ``options`` are the caller's; ``kernel_name``, the ``default_*`` limits,
     ``base_env`` (the environment the kernel starts from, default this process's) and
     ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
+    ``options.edits`` (already checked against the source: ``_review.run_edits``) replace
+    cells for this run only.
     """
     output_path, parameters, request = options.output_path, options.parameters, options.request
     timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
     env, secrets = options.env, options.secrets
+    edits: Sequence[CellEdit] = options.edits or ()
     check_path("input_path", input_path)
     if output_path is not None:
         check_path("output_path", output_path)
@@ -148,7 +154,9 @@ def plan_run(
         environ=base_env,
     )
     _start_afresh(nb)
-    if _substitutes(notebook, nb):
+    substitutes = _substitutes(notebook, nb)
+    apply_edits(nb, edits, effective if substitutes else None, declared_dicts)
+    if substitutes:
         substitute_placeholders(nb, effective, declared_dicts)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
@@ -180,6 +188,7 @@ def plan_run(
         given={name: effective[name] for name in given},
         defaults=defaults,
         parameters_checked=checked,
+        edits=list(edits),
     )
 
 
@@ -241,6 +250,7 @@ def _start_afresh(nb: NotebookNode) -> None:
     its scraps for this run's scraps); its injected parameters would override this run's.
     Cells are kept, so indices still match ``read_notebook(source).cells``.
     """
+    forget_edits(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue

@@ -36,6 +36,7 @@ from .._sources.remote import is_url
 from .._times import iso, now_utc
 from .._types import RunResult
 from ..engine import CellFailure, Engine, EngineOutcome
+from .edits import edit_notes
 from .plan import Plan
 
 if TYPE_CHECKING:
@@ -164,6 +165,8 @@ def begin_run(
             name for name, value in plan.secrets.items() if 0 < len(value) < MIN_SECRET_CHARS
         ),
         "parameters_checked": plan.parameters_checked,
+        # A modified run: which cells were replaced, and why (their texts are in the cells).
+        "edits": redact(edit_notes(plan.edits), plan.secrets),
         "host": socket.gethostname(),
         "pid": os.getpid(),
         **(provenance or {}),
@@ -229,6 +232,7 @@ def finish_run(
         cell_map=plan.cell_map,
         secrets=plan.secrets,
         output_cut=output_cut,
+        edited_cells=[edit["index"] for edit in plan.edits],
     )
     result = cast("RunResult", dict(redact(result, plan.secrets)))
     stored = {

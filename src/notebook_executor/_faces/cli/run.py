@@ -114,6 +114,23 @@ def register(commands: Any) -> None:
         help="pass environment variable NAME to the kernel as a secret: its value is written "
         "nowhere and masked in outputs (repeatable)",
     )
+    run.add_argument(
+        "--edit",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("INDEX", "FILE"),
+        help="a modified run: cell INDEX holds the text of FILE ('-': standard input) for this "
+        "run only; the notebook file is not changed (repeatable)",
+    )
+    run.add_argument(
+        "--edit-note",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="why the cell was edited, shown in the run's record (one for every --edit, or one "
+        "for them all)",
+    )
     common.add_runs_dir(run)
     run.add_argument("--json", action="store_true", help="print the result dict as JSON")
     run.set_defaults(handler=_cmd_run)
@@ -139,6 +156,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     output = args.output_path if args.output_path is not None else args.output
     if args.prepare_only and output is None:
         raise UsageError("--prepare-only needs OUT, where the prepared notebook is written")
+    edits = _edits(args.edit, args.edit_note)
+    if edits and args.prepare_only:
+        raise UsageError("--edit does not go with --prepare-only")
     with common.executor(
         args, kernel_name=args.kernel, log_output=args.log_output, progress=args.progress_bar
     ) as ex:
@@ -160,7 +180,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             values[name] = convert_text_value(declared.get(name), text, declared)
         for name, text in args.parameters_raw:
             values[name] = text
-        options = common.run_options(args).replace(output_path=output, parameters=values)
+        options = common.run_options(args).replace(
+            output_path=output, parameters=values, edits=edits or None
+        )
         if args.prepare_only:
             ex.prepare(args.notebook, **options.given())
             print(f"wrote {output} (parameters injected, not run)", file=sys.stderr)
@@ -178,6 +200,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print_result(result)
     return EXIT_OK if result["status"] == "success" else EXIT_FAILED
+
+
+def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:
+    """The ``edits`` of ``--edit INDEX FILE`` pairs and their ``--edit-note`` texts."""
+    if notes and not pairs:
+        raise UsageError("--edit-note goes with --edit INDEX FILE")
+    if notes and len(notes) not in (1, len(pairs)):
+        raise UsageError(
+            f"{len(notes)} --edit-note for {len(pairs)} --edit: give one note for each edit, "
+            "or one for them all"
+        )
+    if sum(1 for _, path in pairs if path == "-") > 1:
+        raise UsageError("--edit: standard input ('-') can be read for one edit only")
+    edits = []
+    for number, (index, path) in enumerate(pairs):
+        try:
+            position = int(index)
+        except ValueError:
+            raise UsageError(f"--edit {index} {path}: INDEX must be an integer") from None
+        source = common.read_input(path, f"--edit {index}")
+        note = notes[0] if len(notes) == 1 else notes[number] if notes else None
+        edits.append({"index": position, "source": source, "note": note})
+    return edits
 
 
 def _base64_text(text: str) -> str:

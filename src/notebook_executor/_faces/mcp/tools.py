@@ -54,7 +54,7 @@ _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world
 #: offers, described by their help there. The others are the operator's, not a client's: an
 #: ``output_path`` or a ``cwd`` would reach outside the root, ``env`` into the kernel's
 #: environment. ``secrets`` are names of the server's variables the operator allows.
-EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets")
+EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets", "edits")
 
 #: The filters the run-listing tools share.
 NotebookFilter = Annotated[
@@ -242,11 +242,19 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                 "appear in a record or an answer."
             ),
         ] = None,
+        edits: Annotated[
+            list[dict[str, Any]] | None,
+            Field(
+                max_length=100,
+                description=option_help("edits"),
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
-        failed_cell (index, source, ename, evalue, traceback), scraps, run_id. A failure inside
-        the notebook is a result, not an error. Progress is reported per cell; cancelling the
-        request stops the kernel and records the run as cancelled."""
+        failed_cell (index, source, ename, evalue, traceback), scraps, run_id, edited_cells.
+        A failure inside the notebook is a result, not an error. Progress is reported per
+        cell; cancelling the request stops the kernel and records the run as cancelled. With
+        edits, some cells are replaced for this run only (the notebook file stays as it is)."""
         target = where(path)
         secret_values = ws.secrets(secrets)
         # Progress costs a hop to the event loop per cell: only when the client asked for it.
@@ -271,6 +279,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                     timeout=timeout,
                     request=request,
                     secrets=secret_values,
+                    edits=edits,  # type: ignore[arg-type]  # checked by the executor
                     on_cell=on_cell if wants_progress else None,
                     cancel=cancel,
                 )
@@ -344,6 +353,35 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         wanted = where(notebook) if notebook is not None else None
         hits = await ws.call(lambda: ex.search(query, notebook=wanted, status=status, limit=limit))
         return ws.answer({"hits": [ws.present(hit) for hit in hits]})
+
+    @tool(_READ_ONLY)
+    async def digest(
+        notebook: NotebookFilter = None,
+        since: Annotated[
+            str | None,
+            Field(
+                max_length=64,
+                description="Only runs started at or after this ISO date or datetime.",
+            ),
+        ] = None,
+        limit_chars: Annotated[
+            int, Field(ge=400, le=16000, description="Longest markdown page, in characters.")
+        ] = 4000,
+    ) -> CallToolResult:
+        """What earlier runs of a notebook (or of every notebook) found, in one page: runs by
+        status, parameter values tried, the latest scraps and how numeric scraps moved,
+        recurring errors with their cell and count, requests and edit notes. Read it before
+        running a notebook again; every item names run ids for get_run and search_runs."""
+        wanted = where(notebook) if notebook is not None else None
+        found: dict[str, Any] = dict(
+            await ws.call(lambda: ex.digest(wanted, since=since, limit_chars=limit_chars))
+        )
+        # Paths as the caller names them (the text is made relative the same way).
+        for key in ("parameters", "scraps", "trends", "errors", "notes"):
+            found[key] = [
+                {**item, "notebook": ws.root.relative(item["notebook"])} for item in found[key]
+            ]
+        return ws.answer({**found, "notebook": notebook, "text": ws.shown(found["text"])})
 
     @tool(_READ_ONLY)
     async def collect_outputs(

@@ -1,0 +1,465 @@
+"""Breadcrumbs: what earlier runs of a notebook found, summarised from the catalog.
+
+:func:`gather` builds a :class:`Digest`'s lists: runs by status, parameter values tried, the
+latest successful run's scraps and how each numeric scrap moved, errors grouped by notebook,
+kind, cell and name, and the requests and edit notes, newest first. Every item names run ids
+that ``get_run`` and ``search`` accept. The markdown page is written by
+:mod:`notebook_executor._catalog.digest_text`.
+
+SQLite does the grouping: runs are grouped by their parameters text (and by their scraps
+text), so Python parses each distinct text once, not each run's; errors come grouped, with
+their newest runs, from one window query (a traceback is never parsed); requests come grouped,
+newest first, and only the newest :data:`MAX_ITEMS` are read. A run is placed in time by its
+*mark*, ``started_at || ' ' || run_id``, which sorts as the catalog's newest-first order does.
+Measured with ``benchmarks/bench_catalog.py`` at 10,000 runs: see the README.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:
+    import sqlite3
+
+__all__ = [
+    "MAX_ITEMS",
+    "MAX_VALUES",
+    "Digest",
+    "DigestError",
+    "DigestNote",
+    "DigestParameter",
+    "DigestScraps",
+    "DigestStatus",
+    "DigestTrend",
+    "DigestValue",
+    "gather",
+    "nothing",
+]
+
+#: Most items a list of the digest holds; the others are counted in ``omitted``.
+MAX_ITEMS = 50
+#: Most values listed for a parameter tried as a set (the most recent ones).
+MAX_VALUES = 12
+#: A parameter with more distinct numbers than this is shown as a range.
+_SET_AT_MOST = 8
+
+
+class DigestStatus(TypedDict):
+    """Runs of one status, with the first and the last of them."""
+
+    status: str
+    count: int
+    first_at: str
+    first_run_id: str
+    last_at: str
+    last_run_id: str
+
+
+class DigestValue(TypedDict):
+    """One value a parameter took: in how many runs, and the last of them."""
+
+    value: Any
+    runs: int
+    last_run_id: str
+
+
+class DigestParameter(TypedDict):
+    """The values one parameter of one notebook took: a range of numbers, or a set.
+
+    ``min``/``max`` and their run ids are given when every value is a number; ``values`` lists
+    the most recent distinct values for a set (``more_values`` counts the others), and is empty
+    for a range.
+    """
+
+    notebook: str
+    name: str
+    kind: Literal["range", "set"]
+    runs: int
+    distinct: int
+    min: float | None
+    max: float | None
+    min_run_id: str | None
+    max_run_id: str | None
+    values: list[DigestValue]
+    more_values: int
+
+
+class DigestScraps(TypedDict):
+    """The JSON scraps of a notebook's latest successful run."""
+
+    notebook: str
+    run_id: str
+    started_at: str
+    scraps: dict[str, Any]
+
+
+class DigestTrend(TypedDict):
+    """How one numeric scrap moved across the runs that recorded it (oldest to newest)."""
+
+    notebook: str
+    name: str
+    runs: int
+    first: float
+    first_run_id: str
+    last: float
+    last_run_id: str
+    min: float
+    min_run_id: str
+    max: float
+    max_run_id: str
+
+
+class DigestError(TypedDict):
+    """Failed runs grouped by notebook, error kind, cell and exception name.
+
+    ``evalue`` is the last run's; ``run_ids`` the newest few, ``last_run_id`` first.
+    """
+
+    notebook: str
+    error_kind: str | None
+    ename: str | None
+    evalue: str | None
+    cell: int | None
+    count: int
+    first_at: str
+    last_at: str
+    last_run_id: str
+    run_ids: list[str]
+
+
+class DigestNote(TypedDict):
+    """A request, or an edit note, with the newest run that carried it and how many did."""
+
+    kind: Literal["request", "edit"]
+    text: str
+    cell: int | None
+    notebook: str
+    run_id: str
+    started_at: str
+    status: str
+    runs: int
+
+
+class Digest(TypedDict):
+    """What :meth:`NotebookExecutor.digest <notebook_executor.NotebookExecutor.digest>` returns.
+
+    ``text`` is the same digest as markdown, within the ``limit_chars`` asked for. ``omitted``
+    counts, per list, the items left out of it (each list holds at most :data:`MAX_ITEMS`).
+    """
+
+    notebook: str | None
+    since: str | None
+    runs: int
+    statuses: list[DigestStatus]
+    parameters: list[DigestParameter]
+    scraps: list[DigestScraps]
+    trends: list[DigestTrend]
+    errors: list[DigestError]
+    notes: list[DigestNote]
+    omitted: dict[str, int]
+    text: str
+
+
+_MARK = "started_at || ' ' || run_id"
+_ERROR_VALUE_CHARS = 300
+_RUN_IDS_PER_ERROR = 5
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_NUMBERS = frozenset({int, float})
+_ERRORS = f"""
+WITH failed AS (
+    SELECT notebook, error_kind, json_extract(failed_cell, '$.index') AS cell,
+        json_extract(failed_cell, '$.ename') AS ename,
+        json_extract(failed_cell, '$.evalue') AS evalue, started_at, run_id
+    FROM runs {{where}}
+)
+SELECT * FROM (
+    SELECT notebook, error_kind, cell, ename, evalue, started_at, run_id,
+        count(*) OVER grouped, min(started_at) OVER grouped,
+        row_number() OVER (grouped ORDER BY started_at DESC, run_id DESC) AS newest
+    FROM failed WINDOW grouped AS (PARTITION BY notebook, error_kind, cell, ename)
+) WHERE newest <= {_RUN_IDS_PER_ERROR} ORDER BY newest
+"""
+
+
+def gather(conn: sqlite3.Connection, where: str, values: Sequence[Any]) -> dict[str, Any]:
+    """The digest's lists (all but ``notebook``, ``since`` and ``text``), and ``runs`` and
+    ``omitted``, for the runs ``where`` selects (a clause as ``sql.filters`` builds it)."""
+
+    def rows(sql: str, condition: str = "") -> list[tuple[Any, ...]]:
+        clause = where
+        if condition:
+            clause = f"{where} AND {condition}" if where else f" WHERE {condition}"
+        return conn.execute(sql.replace("{where}", clause), list(values)).fetchall()
+
+    # One pass over the runs for what needs each of them: statuses, requests, edit notes.
+    statuses, notes, more_notes = _runs(
+        rows(f"SELECT status, notebook, {_MARK}, request, edit_notes FROM runs{{where}}")
+    )
+    lists: dict[str, list[Any]] = {
+        "statuses": statuses,
+        "parameters": _parameters(
+            rows(
+                f"SELECT notebook, parameters, count(*), min({_MARK}), max({_MARK}) "
+                "FROM runs{where} GROUP BY notebook, parameters"
+            )
+        ),
+        "scraps": _latest(
+            rows(
+                f"SELECT notebook, max({_MARK}), scrap_values FROM runs{{where}} GROUP BY notebook",
+                "status = 'success'",
+            )
+        ),
+        "trends": _trends(
+            rows(
+                f"SELECT notebook, scrap_values, count(*), min({_MARK}), max({_MARK}) "
+                "FROM runs{where} GROUP BY notebook, scrap_values"
+            )
+        ),
+        "errors": _errors(rows(_ERRORS, "status = 'error'")),
+    }
+    omitted = {
+        name: len(items) - MAX_ITEMS for name, items in lists.items() if len(items) > MAX_ITEMS
+    }
+    if more_notes:
+        omitted["notes"] = more_notes
+    gathered: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
+    gathered["notes"] = notes
+    gathered["runs"] = sum(status["count"] for status in statuses)
+    gathered["omitted"] = omitted
+    return gathered
+
+
+def nothing() -> dict[str, Any]:
+    """What :func:`gather` finds where there are no runs at all (no runs folder yet)."""
+    lists = ("statuses", "parameters", "scraps", "trends", "errors", "notes")
+    return {**{name: [] for name in lists}, "runs": 0, "omitted": {}}
+
+
+def _split(mark: str) -> tuple[str, str]:
+    started, _, run_id = mark.partition(" ")
+    return started, run_id
+
+
+def _status(status: str, count: int, first: str, last: str) -> DigestStatus:
+    first_at, first_run_id = _split(first)
+    last_at, last_run_id = _split(last)
+    return {
+        "status": status,
+        "count": count,
+        "first_at": first_at,
+        "first_run_id": first_run_id,
+        "last_at": last_at,
+        "last_run_id": last_run_id,
+    }
+
+
+def _json_array(texts: Sequence[Any]) -> list[dict[str, Any]]:
+    # One parse of one JSON array: several times faster than a json.loads per text.
+    joined = ",".join(text if isinstance(text, str) and text else "{}" for text in texts)
+    parsed = json.loads("[" + joined + "]")
+    return [value if isinstance(value, dict) else {} for value in parsed]
+
+
+def _is_number(value: Any) -> bool:
+    # bool is not a number here; NaN has no place on a range.
+    return type(value) in _NUMBERS and value == value
+
+
+def _parameters(groups: Sequence[tuple[Any, ...]]) -> list[DigestParameter]:
+    """One item per (notebook, parameter), from the runs grouped by parameters text."""
+    # (notebook, name) -> value's key -> [value, runs, first mark, last mark]
+    tried: dict[tuple[str, str], dict[Any, list[Any]]] = {}
+    parsed = _json_array([group[1] for group in groups])
+    for (notebook, _, count, first, last), params in zip(groups, parsed, strict=True):
+        for name, value in params.items():
+            # Scalars are their own key, with their type (1, 1.0 and True are three values).
+            kind = type(value)
+            key = (kind, value) if kind in _SCALARS else json.dumps(value, sort_keys=True)
+            seen = tried.setdefault((notebook, name), {}).get(key)
+            if seen is None:
+                tried[(notebook, name)][key] = [value, count, first, last]
+            else:
+                seen[1] += count
+                seen[2], seen[3] = min(seen[2], first), max(seen[3], last)
+    items: list[DigestParameter] = []
+    for (notebook, name), found in tried.items():
+        values = list(found.values())
+        numeric = all(_is_number(seen[0]) for seen in values)
+        as_range = numeric and len(values) > _SET_AT_MOST
+        # The first run that had the smallest (largest) value.
+        low = min(values, key=lambda seen: (seen[0], seen[2])) if numeric else None
+        high = min(values, key=lambda seen: (-seen[0], seen[2])) if numeric else None
+        recent = sorted(values, key=lambda seen: seen[3], reverse=True)
+        listed = [] if as_range else recent[:MAX_VALUES]
+        items.append(
+            {
+                "notebook": notebook,
+                "name": name,
+                "kind": "range" if as_range else "set",
+                "runs": sum(seen[1] for seen in values),
+                "distinct": len(values),
+                "min": None if low is None else low[0],
+                "max": None if high is None else high[0],
+                "min_run_id": None if low is None else _split(low[2])[1],
+                "max_run_id": None if high is None else _split(high[2])[1],
+                "values": [
+                    {"value": seen[0], "runs": seen[1], "last_run_id": _split(seen[3])[1]}
+                    for seen in listed
+                ],
+                "more_values": 0 if as_range else max(0, len(recent) - MAX_VALUES),
+            }
+        )
+    return items
+
+
+def _latest(groups: Sequence[tuple[Any, ...]]) -> list[DigestScraps]:
+    """The latest successful run of each notebook, newest first, with its JSON scraps."""
+    parsed = _json_array([group[2] for group in groups])
+    items: list[DigestScraps] = []
+    for (notebook, mark, _), scraps in zip(groups, parsed, strict=True):
+        started, run_id = _split(mark)
+        items.append(
+            {"notebook": notebook, "run_id": run_id, "started_at": started, "scraps": scraps}
+        )
+    return sorted(items, key=lambda item: (item["started_at"], item["run_id"]), reverse=True)
+
+
+def _trends(groups: Sequence[tuple[Any, ...]]) -> list[DigestTrend]:
+    """How each numeric scrap moved, from the runs grouped by scraps text."""
+    # (notebook, name) -> [runs, (first mark, value), (last mark, value), (value, first mark)
+    # of the smallest, of the largest]
+    moved: dict[tuple[str, str], list[Any]] = {}
+    parsed = _json_array([group[1] for group in groups])
+    for (notebook, _, count, first, last), scraps in zip(groups, parsed, strict=True):
+        for name, value in scraps.items():
+            if not _is_number(value):
+                continue
+            number = float(value)
+            seen = moved.get((notebook, name))
+            if seen is None:
+                moved[(notebook, name)] = [
+                    count,
+                    (first, number),
+                    (last, number),
+                    (number, first),
+                    (-number, first),
+                ]
+                continue
+            seen[0] += count
+            seen[1] = min(seen[1], (first, number))
+            seen[2] = max(seen[2], (last, number))
+            seen[3] = min(seen[3], (number, first))
+            seen[4] = min(seen[4], (-number, first))
+    items: list[DigestTrend] = []
+    for (notebook, name), (runs, first, last, low, high) in moved.items():
+        items.append(
+            {
+                "notebook": notebook,
+                "name": name,
+                "runs": runs,
+                "first": first[1],
+                "first_run_id": _split(first[0])[1],
+                "last": last[1],
+                "last_run_id": _split(last[0])[1],
+                "min": low[0],
+                "min_run_id": _split(low[1])[1],
+                "max": -high[0],
+                "max_run_id": _split(high[1])[1],
+            }
+        )
+    return items
+
+
+def _errors(found: Sequence[tuple[Any, ...]]) -> list[DigestError]:
+    """Failed runs grouped, each group's newest runs first; most frequent groups first."""
+    groups: dict[tuple[Any, ...], DigestError] = {}
+    for notebook, kind, cell, ename, evalue, started, run_id, count, first_at, _ in found:
+        group = groups.get((notebook, kind, cell, ename))
+        if group is None:  # its newest run (the rows come newest first)
+            groups[(notebook, kind, cell, ename)] = {
+                "notebook": notebook,
+                "error_kind": kind,
+                "ename": None if ename is None else str(ename),
+                "evalue": None if evalue is None else str(evalue)[:_ERROR_VALUE_CHARS],
+                "cell": cell if type(cell) is int else None,
+                "count": count,
+                "first_at": first_at,
+                "last_at": started,
+                "last_run_id": run_id,
+                "run_ids": [run_id],
+            }
+        else:
+            group["run_ids"].append(run_id)
+    # Most frequent first; equal counts, the most recent first.
+    return sorted(groups.values(), key=lambda e: (e["count"], e["last_at"]), reverse=True)
+
+
+def _runs(
+    rows: Sequence[tuple[Any, ...]],
+) -> tuple[list[DigestStatus], list[DigestNote], int]:
+    """Runs by status; the newest :data:`MAX_ITEMS` notes (requests and edit notes, each text
+    once with its newest run and how many runs had it) and how many more there are."""
+    counts: dict[str, list[Any]] = {}  # status -> [runs, first mark, last mark]
+    # (kind, notebook, cell, text) -> [runs, newest mark, place in its run, status]
+    found: dict[tuple[Any, ...], list[Any]] = {}
+
+    def note(key: tuple[Any, ...], mark: str, place: int, status: str) -> None:
+        seen = found.get(key)
+        if seen is None:
+            found[key] = [1, mark, place, status]
+            return
+        seen[0] += 1
+        if mark > seen[1]:
+            seen[1:] = [mark, place, status]
+
+    for status, notebook, mark, request, edit_notes in rows:
+        seen = counts.get(status)
+        if seen is None:
+            counts[status] = [1, mark, mark]
+        else:
+            seen[0] += 1
+            if mark < seen[1]:
+                seen[1] = mark
+            elif mark > seen[2]:
+                seen[2] = mark
+        if request:
+            note(("request", notebook, None, request), mark, 0, status)
+        if edit_notes and edit_notes != "[]":
+            for place, edit in enumerate(json.loads(edit_notes), start=1):
+                text = edit.get("note") or request
+                if isinstance(text, str) and text:
+                    cell = edit.get("index")
+                    key = ("edit", notebook, cell if type(cell) is int else None, text)
+                    note(key, mark, place, status)
+    statuses = [
+        _status(status, count, first, last)
+        for status, (count, first, last) in sorted(
+            counts.items(), key=lambda item: (-item[1][0], item[0])
+        )
+    ]
+    # Newest first; within one run its request, then its edits in order.
+    newest = sorted(found.items(), key=lambda item: (item[1][1], -item[1][2]), reverse=True)
+    notes = [
+        _note(kind, text, cell, notebook, mark, runs, status)
+        for (kind, notebook, cell, text), (runs, mark, _, status) in newest[:MAX_ITEMS]
+    ]
+    return statuses, notes, max(0, len(found) - MAX_ITEMS)
+
+
+def _note(
+    kind: Literal["request", "edit"], text: str, cell: int | None, notebook: str, mark: str,
+    runs: int, status: str,
+) -> DigestNote:  # fmt: skip
+    started, run_id = _split(mark)
+    return {
+        "kind": kind,
+        "text": text,
+        "cell": cell,
+        "notebook": notebook,
+        "run_id": run_id,
+        "started_at": started,
+        "status": status,
+        "runs": runs,
+    }

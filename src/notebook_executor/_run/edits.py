@@ -1,0 +1,78 @@
+"""Modified runs: the cells a caller replaces for one run, the source file left untouched.
+
+The logbook pattern's second example: a run of a template with some cells changed, and the
+record showing, for each, the template's code (after substitution), why it was changed, and the
+code as run. The edits are checked against the source (``_review.run_edits``) before a plan is
+made; here they are applied to the plan's notebook, each edited cell keeping the template's
+text in ``cell.metadata.notebook_executor.original_source`` (and its note in ``edit_note``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from .._parameters.placeholders import substitute_source
+from .._records.results import EDIT_KEYS
+from .._records.run_files import RECORD_KEY
+
+if TYPE_CHECKING:
+    from .._notebook import NotebookNode
+
+__all__ = ["CellEdit", "apply_edits", "edit_notes", "forget_edits"]
+
+
+class CellEdit(TypedDict, total=False):
+    """One cell replaced for one run: ``execute(..., edits=[CellEdit(...)])``.
+
+    ``index`` (required) is a position in ``read_notebook(source).cells``, as in
+    ``failed_cell.index``; ``source`` (required) the code or markdown the cell holds for this
+    run; ``note`` why, shown as written in the run's ``.md`` between the template's code and
+    the code as run (the logbook pattern writes "Modified to be extra friendly and casual as
+    requested"); the run's request stands in when there is none.
+    """
+
+    index: int
+    source: str
+    note: str | None
+
+
+def forget_edits(nb: NotebookNode) -> None:
+    """Drop what an executed ``.ipynb`` source says of an earlier run's edits."""
+    for cell in nb.cells:
+        info = cell.get("metadata", {}).get(RECORD_KEY)
+        if isinstance(info, dict):
+            for key in EDIT_KEYS:
+                info.pop(key, None)
+
+
+def apply_edits(
+    nb: NotebookNode,
+    edits: Sequence[CellEdit],
+    substitute: Mapping[str, Any] | None,
+    declared: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Keep each edited cell's template text (with ``substitute``'s placeholders replaced, as
+    the rest of the run shows them) in its metadata; then put the edit's source in its place.
+
+    Call before the notebook's own substitution, so the edited text is substituted as well.
+    """
+    for edit in edits:
+        index = edit["index"]
+        cell = nb.cells[index]
+        original = cell.source
+        if substitute:
+            original = substitute_source(cell.cell_type, original, index, substitute, declared)
+        info = cell.metadata.get(RECORD_KEY)
+        cell.metadata[RECORD_KEY] = {
+            **(info if isinstance(info, dict) else {}),
+            "original_source": original,
+            "edit_note": edit.get("note"),
+        }
+        cell.source = edit["source"]
+
+
+def edit_notes(edits: Sequence[CellEdit]) -> list[dict[str, Any]]:
+    """What the run record says of the edits: ``[{"index", "note"}]`` (the text is in the
+    cells)."""
+    return [{"index": edit["index"], "note": edit.get("note")} for edit in edits]
