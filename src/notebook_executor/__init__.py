@@ -17,6 +17,8 @@ from ._errors import (
     RunsDirError,
 )
 from ._executor import NotebookExecutor
+from ._session.session import Session
+from ._session.shapes import EvaluationResult, StepResult
 from ._sources.formats import read_notebook, write_notebook
 from .engine import Engine, EngineOutcome, RunJob
 
@@ -26,6 +28,7 @@ __all__ = [
     "CatalogError",
     "Engine",
     "EngineOutcome",
+    "EvaluationResult",
     "NotebookExecutor",
     "NotebookExecutorError",
     "NotebookSourceError",
@@ -34,6 +37,8 @@ __all__ = [
     "RunJob",
     "RunNotFoundError",
     "RunsDirError",
+    "Session",
+    "StepResult",
     "__version__",
     "read_notebook",
     "write_notebook",

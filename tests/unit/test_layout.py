@@ -28,6 +28,7 @@ RANKS: dict[str, int] = {
     "_catalog": 5,
     "_review": 6,
     "_cluster": 6,
+    "_session": 6,
     "_executor": 7,
     "__init__": 8,  # the public surface: re-exports the executor, errors and engine types
     "_faces": 9,  # callers from outside Python: they may use the public surface
