@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._kernels.cells import CellEnd, Displays, execute_cell, is_blank
+from .._kernels.live import CheckpointError
 from ..engine import KernelChoice
 
 if TYPE_CHECKING:
-    from .._kernels.launch import RunningKernel
+    from .._kernels.live import LiveKernel
     from .._kernels.pool import KernelLoop
     from .._notebook import NotebookNode
 
@@ -35,16 +35,12 @@ START_TIMEOUT = 120.0
 IOPUB_SECONDS = 300.0
 
 
-class CheckpointError(Exception):
-    """A checkpoint could not be taken or restored; the message says why."""
-
-
 class SessionKernel(Protocol):
     """A kernel a session steps through. Checkpoint keys are job cell indices (``-1``: the
     fresh kernel)."""
 
     def start(self) -> None:
-        """Start a fresh kernel (stopping the current one, if any)."""
+        """Start a fresh kernel (stopping the current one and dropping every checkpoint)."""
         ...
 
     def execute(self, nb: NotebookNode, index: int, timeout: float | None) -> CellEnd:
@@ -67,6 +63,10 @@ class SessionKernel(Protocol):
         """Keys of the checkpoints held now (some may have been evicted)."""
         ...
 
+    def lost(self) -> dict[int, str]:
+        """Checkpoints dropped without being asked to: key -> why (evicted, died)."""
+        ...
+
     def language_info(self) -> dict[str, Any]:
         """The kernel's ``language_info``."""
         ...
@@ -81,7 +81,8 @@ class SessionKernel(Protocol):
 
 
 class LoopKernel:
-    """A session's real kernel: started fresh on this machine, driven from its own loop.
+    """A session's real kernel: a :class:`~notebook_executor._kernels.live.LiveKernel`
+    started on this machine and driven from an event loop of its own.
 
     Parameters
     ----------
@@ -105,71 +106,87 @@ class LoopKernel:
         self.env = env
         self.checkpoint_memory = checkpoint_memory
         self._loop: KernelLoop = KernelLoop()
-        self._kernel: RunningKernel | None = None
+        self._live: LiveKernel | None = None
         self._displays = Displays()
-        self._info: dict[str, Any] = {}
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self._loop.submit(coroutine).result()
 
     def start(self) -> None:
-        from .._kernels.launch import start_kernel
+        from .._kernels.live import LiveKernel
 
-        self.stop()
-        self._kernel = self._call(
-            start_kernel(self.choice, cwd=self.cwd, env=self.env, ready_timeout=START_TIMEOUT)
+        self._end()
+        self._live = self._call(
+            LiveKernel.start(self.choice, cwd=self.cwd, env=self.env, ready_timeout=START_TIMEOUT)
         )
+        self._live.memory_limit = self.checkpoint_memory
         self._displays = Displays()
-        self._info = dict(self._kernel.info)
 
     def execute(self, nb: NotebookNode, index: int, timeout: float | None) -> CellEnd:
-        kernel = self._kernel
-        if kernel is None:
+        live = self._live
+        if live is None:
             return CellEnd("dead")
         if is_blank(nb.cells[index]):
             return CellEnd("ok", idle=True)
         return self._call(
             execute_cell(
-                kernel.client,
+                live.client,
                 nb,
                 index,
                 timeout=timeout,
                 iopub_timeout=math.ceil(max(1.0, timeout or IOPUB_SECONDS)),
-                alive=kernel.manager.is_alive,
+                alive=live.alive,
                 displays=self._displays,
             )
         )
 
     def checkpoint_unsupported(self) -> str | None:
-        if not sys.platform.startswith("linux"):
-            return f"checkpoints need Linux (this is {sys.platform})"
-        if self.choice.language.lower() not in ("python", "python3"):
-            return f"checkpoints need a Python kernel (this one runs {self.choice.language})"
-        return "checkpoints of a live kernel are not available in this version"
+        if self._live is None:
+            return "the kernel is not running"
+        return self._live.checkpoint_unsupported()
 
     def checkpoint(self, key: int) -> None:
-        raise CheckpointError(self.checkpoint_unsupported() or "no checkpoint")
+        if self._live is None:
+            raise CheckpointError("the kernel is not running")
+        refused = self._call(self._live.checkpoint(key))
+        if refused is not None:
+            raise CheckpointError(refused)
 
     def restore(self, key: int) -> None:
-        raise CheckpointError(self.checkpoint_unsupported() or "no checkpoint")
+        if self._live is None:
+            raise CheckpointError("the kernel is not running")
+        self._call(self._live.restore(key))
+        # Displays shown before the restore belong to the old kernel's cells.
+        self._displays = Displays()
 
     def checkpoints(self) -> list[int]:
-        return []
+        return [] if self._live is None else list(self._live.checkpoints)
+
+    def lost(self) -> dict[int, str]:
+        return {} if self._live is None else dict(self._live.lost)
 
     def language_info(self) -> dict[str, Any]:
-        info = self._info.get("language_info")
-        return dict(info) if isinstance(info, dict) else {}
+        return {} if self._live is None else self._live.language_info
 
     def stop(self) -> None:
-        kernel, self._kernel = self._kernel, None
-        if kernel is not None:
+        live = self._live
+        if live is None:
+            return
+        try:
+            self._call(live.kernel.stop(now=True))
+        except Exception as exc:  # a kernel already gone: nothing is left to stop
+            logger.debug("stopping a session kernel: %s", exc)
+
+    def _end(self) -> None:
+        live, self._live = self._live, None
+        if live is not None:
             try:
-                self._call(kernel.stop(now=True))
-            except Exception as exc:  # a kernel already gone: nothing is left to stop
-                logger.debug("stopping a session kernel: %s", exc)
+                self._call(live.shutdown())
+            except Exception as exc:
+                logger.warning("a session kernel did not stop cleanly: %s", exc)
 
     def shutdown(self) -> None:
         try:
-            self.stop()
+            self._end()
         finally:
             self._loop.stop()

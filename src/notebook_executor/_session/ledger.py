@@ -12,7 +12,7 @@ cell: valid for every wanted state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["FRESH", "Ledger", "Ran", "RestorePlan"]
@@ -57,8 +57,15 @@ class Ledger:
     latest: dict[int, str] = field(default_factory=dict)
     #: Whether code outside the notebook (an evaluation) ran into the current state.
     evaluated: bool = False
-    #: Keys removed to stay under the memory limit (the kernel evicted them).
-    evicted: set[int] = field(default_factory=set)
+    #: Checkpoints the kernel dropped on its own (evicted, died): key -> why.
+    gone: dict[int, str] = field(default_factory=dict)
+    #: Checkpoints the kernel refused to take: key -> why (threads, a GPU context, ...).
+    refused: dict[int, str] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """A fresh kernel replaced the old one: no checkpoint is held any more."""
+        self.saved.clear()
+        self.rebuilt(None)
 
     def rebuilt(self, key: int | None) -> None:
         """The state is now checkpoint ``key``'s (None: a fresh kernel)."""
@@ -78,13 +85,14 @@ class Ledger:
     def saved_as(self, key: int) -> None:
         """A checkpoint of the current state was taken as ``key`` (replacing any before)."""
         self.saved[key] = tuple(self.history)
-        self.evicted.discard(key)
+        self.gone.pop(key, None)
+        self.refused.pop(key, None)
 
-    def forget(self, keys: Collection[int]) -> None:
-        """The checkpoints ``keys`` are gone (evicted under the memory limit)."""
-        for key in keys:
-            if self.saved.pop(key, None) is not None:
-                self.evicted.add(key)
+    def forget(self, held: Collection[int], lost: Mapping[int, str]) -> None:
+        """Only the checkpoints ``held`` remain; ``lost`` says why others went."""
+        for key in [key for key in self.saved if key not in held]:
+            del self.saved[key]
+            self.gone[key] = lost.get(key, "it was dropped")
 
     def next_index(self) -> int:
         """The job index ``run()`` starts at: after the last completed cell, or at a cell
@@ -145,11 +153,10 @@ class Ledger:
         if changed is not None:
             return f"cell {shown(changed)} changed since it ran"
         last = replay[-1].index
-        if last in self.evicted:
-            return (
-                f"the checkpoint after cell {shown(last)} was evicted to stay within "
-                "checkpoint_memory"
-            )
+        if last in self.refused:
+            return f"no checkpoint after cell {shown(last)}: {self.refused[last]}"
+        if last in self.gone:
+            return f"the checkpoint after cell {shown(last)} is gone: {self.gone[last]}"
         never = next((cell.index for cell in replay if cell.index not in self.latest), None)
         if never is not None:
             return f"cell {shown(never)} has not run in this session"

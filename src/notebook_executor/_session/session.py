@@ -251,6 +251,7 @@ class Session:
         ledger = self._ledger
         if not self._broken and ledger.history == wanted and not ledger.evaluated:
             return True
+        ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
         unsupported = self._kernel.checkpoint_unsupported()
         restore = ledger.plan(wanted, self._kernel.checkpoints(), unsupported, self._shown)
         replay = list(restore.replay)
@@ -284,21 +285,20 @@ class Session:
 
     def _fresh_kernel(self) -> None:
         self._kernel.start()
-        self._ledger.rebuilt(None)
+        self._ledger.reset()
         self._save(FRESH)
 
     def _save(self, key: int) -> None:
-        """Checkpoint the current state as ``key`` when it is worth it and possible."""
-        if self._kernel.checkpoint_unsupported() is not None or not self._ledger.may_checkpoint():
+        """Checkpoint the current state as ``key`` when it is exactly its cells' state."""
+        if not self._ledger.may_checkpoint():
             return
         try:
             self._kernel.checkpoint(key)
         except CheckpointError as exc:
-            logger.debug("no checkpoint after cell %s: %s", key, exc)
+            self._ledger.refused[key] = str(exc)
             return
         self._ledger.saved_as(key)
-        held = set(self._kernel.checkpoints())
-        self._ledger.forget([k for k in self._ledger.saved if k not in held])
+        self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
 
     def _execute(self, plan: Plan, cells: list[Ran], step: _Step) -> bool:
         """Run ``cells`` in order; False when one failed (the step ends there)."""
