@@ -138,10 +138,11 @@ class NotebookExecutor:
         """Stop every kernel and release the catalog. Safe to call more than once."""
         if self._closed:
             return
-        self._closed = True
         from ._session.opening import close_sessions
 
+        # Sessions finish their records (and catalog rows) while the executor is still open.
         close_sessions(self._sessions)
+        self._closed = True
         self._engine.close()
         with self._catalog_lock:
             catalog, self._catalog = self._catalog, None

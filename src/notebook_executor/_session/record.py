@@ -41,9 +41,7 @@ OnRecord = Callable[[str, Mapping[str, Any]], None]
 class SessionRecord:
     """The run record of one session: cells' latest executions, the log, the run files."""
 
-    def __init__(
-        self, session_id: str, plan: Plan, runs_dir: Path, on_record: OnRecord
-    ) -> None:
+    def __init__(self, session_id: str, plan: Plan, runs_dir: Path, on_record: OnRecord) -> None:
         self.session_id = session_id
         self.runs_dir = runs_dir
         self.on_record = on_record
@@ -69,9 +67,11 @@ class SessionRecord:
         """Append a log entry (texts clipped; secrets redacted when written)."""
         entry: dict[str, Any] = {"kind": kind, "at": iso(now_utc())}
         for name, value in fields.items():
-            entry[name] = clip(value, LOG_TEXT_CHARS, "the session's run") if isinstance(
-                value, str
-            ) else value
+            entry[name] = (
+                clip(value, LOG_TEXT_CHARS, "the session's run")
+                if isinstance(value, str)
+                else value
+            )
         self.log.append(entry)
         if len(self.log) > MAX_LOG_ENTRIES:
             del self.log[0]
@@ -95,7 +95,9 @@ class SessionRecord:
         ``plan`` is the latest reading of the source: its cells, each replaced by its latest
         execution where it has one, are the notebook recorded.
         """
-        nb = plan.nb
+        from .._sources.copying import copy_notebook
+
+        nb = copy_notebook(plan.nb)
         for index, cell in self.cells.items():
             if index < len(nb.cells) and nb.cells[index].cell_type == "code":
                 nb.cells[index] = copy.deepcopy(cell)

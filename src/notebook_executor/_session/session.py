@@ -187,9 +187,7 @@ class Session:
                     "output": text,
                     "error": error,
                 }
-                self._record.add(
-                    "evaluate", code=code, status=answer["status"], output=text
-                )
+                self._record.add("evaluate", code=code, status=answer["status"], output=text)
                 self._record.write(self._replan_quietly())
                 return answer
             finally:
@@ -276,9 +274,9 @@ class Session:
             "restore",
             how=how,
             why=reason,
-            after=None if restore.key in (None, FRESH) or not restored else self._shown(
-                cast(int, restore.key)
-            ),
+            after=None
+            if restore.key in (None, FRESH) or not restored
+            else self._shown(cast(int, restore.key)),
             replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
         )
         return self._execute(plan, replay, step)
