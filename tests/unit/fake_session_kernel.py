@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from fake_engine import _Glue, _builtins_with, _captured, _os_view, _run_cell
+from fake_engine import _builtins_with, _captured, _Glue, _os_view, _run_cell
+
 from notebook_executor._kernels.cells import CellEnd
 from notebook_executor._kernels.live import CheckpointError
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fake_session_kernel import FakeSessionKernel
+
 from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
 from notebook_executor._run.plan import plan_run
 from notebook_executor._session.ledger import FRESH, Ledger, Ran
@@ -228,7 +228,7 @@ def test_the_record_logs_steps_evaluations_edits_and_restores_in_order(opened: A
     assert record["session"]["open"] is False and record["session"]["log"][-1]["kind"] == "close"
     md = next((o.path.parent / "runs").rglob("*.md")).read_text(encoding="utf-8")
     assert "## Session log" in md and "**restore** by checkpoint" in md
-    assert [method for method, _ in o.records][0] == "begin"
+    assert next(method for method, _ in o.records) == "begin"
     assert o.kernel.shut
 
 

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._times import iso, now_utc
-from ..engine import CellFailure, EngineOutcome
 from .._records.redaction import redact
 from .._run.runner import RunStart, begin_run, finish_run
+from .._times import iso, now_utc
+from ..engine import CellFailure, EngineOutcome
 from .texts import clip
 
 if TYPE_CHECKING:
