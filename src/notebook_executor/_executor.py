@@ -299,10 +299,10 @@ class NotebookExecutor:
         from ._session.opening import open_session
 
         given = None if parameters is None else dict(parameters)
-        options = {"request": request, "cwd": cwd, "env": env, "secrets": secrets}
-        options.update(timeout=timeout, cell_timeout=cell_timeout, parameters=given)
+        options: dict[str, Any] = {"request": request, "cwd": cwd, "env": env}
+        options.update(secrets=secrets, timeout=timeout, cell_timeout=cell_timeout)
         session = open_session(
-            lambda: self._plan(input_path, output_path=None, **options),
+            lambda: self._plan(input_path, output_path=None, parameters=given, **options),
             runs_dir=self.runs_dir,
             on_record=self._catalog_call,
             idle_timeout=idle_timeout,

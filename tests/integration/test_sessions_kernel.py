@@ -56,7 +56,7 @@ def test_open_run_fail_edit_rerun_evaluate_close(tmp_path: Path) -> None:
         with ex.open_session(path, parameters={"n": 4}, request="explore") as session:
             step = session.run()
             assert step["status"] == "error" and step["error_kind"] == "cell_error"
-            assert step["failed_cell"]["index"] == 4
+            assert step["failed_cell"] is not None and step["failed_cell"]["index"] == 4
             assert step["cells_run"] == [0, 2, 3, 4]
             assert step["outputs"][1] == {"index": 2, "text": "loaded 4\n"}
             assert step["cells_total"] == 5 and step["parameters"] == {"n": 4}
@@ -79,7 +79,7 @@ def test_open_run_fail_edit_rerun_evaluate_close(tmp_path: Path) -> None:
             json.dumps(step)
             assert len(json.dumps(step)) < 20_000
             failed = session.evaluate("1/0")
-            assert failed["status"] == "error" and failed["error"]["ename"] == "ZeroDivisionError"
+            assert failed["error"] is not None and failed["error"]["ename"] == "ZeroDivisionError"
             assert "\x1b" not in json.dumps(failed)
             run_id = session.run_id
         with pytest.raises(NotebookExecutorError, match="closed"):
@@ -104,7 +104,7 @@ def test_a_timeout_ends_the_step_and_the_next_step_rebuilds_the_state(tmp_path: 
         session = ex.open_session(path, cell_timeout=2)
         step = session.run()
         assert step["status"] == "error" and step["error_kind"] == "timeout"
-        assert step["failed_cell"]["index"] == 1
+        assert step["failed_cell"] is not None and step["failed_cell"]["index"] == 1
         ex.edit_cell(path, 1, "pass")
         step = session.rerun_from(1)
         assert step["status"] == "success"
@@ -119,12 +119,14 @@ def test_secrets_reach_the_kernel_and_no_file_or_answer(tmp_path: Path) -> None:
         "# %%\nimport os\ntoken = os.environ['API_TOKEN']\nprint(token)\n", encoding="utf-8"
     )
     runs = tmp_path / "runs"
-    with NotebookExecutor(runs_dir=runs) as ex:
-        with ex.open_session(path, secrets={"API_TOKEN": secret}) as session:
-            step = session.run()
-            answer = session.evaluate("print(token[:3] + token[3:]); token")
-            assert step["status"] == "success"
-            assert secret not in json.dumps(step) and secret not in json.dumps(answer)
+    with (
+        NotebookExecutor(runs_dir=runs) as ex,
+        ex.open_session(path, secrets={"API_TOKEN": secret}) as session,
+    ):
+        step = session.run()
+        answer = session.evaluate("print(token[:3] + token[3:]); token")
+        assert step["status"] == "success"
+        assert secret not in json.dumps(step) and secret not in json.dumps(answer)
     assert scan_tree(runs, {"API_TOKEN": secret}) == {}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ class Opened:
 
 
 @pytest.fixture
-def opened(tmp_path: Path) -> Callable[..., Opened]:
+def opened(tmp_path: Path) -> Iterator[Callable[..., Opened]]:
     made: list[Opened] = []
 
     def make(cells: list[str] = CELLS, **options: Any) -> Opened:

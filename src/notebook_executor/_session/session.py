@@ -276,7 +276,7 @@ class Session:
             why=reason,
             after=None
             if restore.key in (None, FRESH) or not restored
-            else self._shown(cast(int, restore.key)),
+            else self._shown(restore.key),
             replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
         )
         return self._execute(plan, replay, step)
