@@ -150,10 +150,11 @@ def test_the_package_has_no_import_cycle() -> None:
     assert cycles(graph()) == []
 
 
-def test_the_kernel_script_imports_nothing_of_the_package() -> None:
-    """It runs by path in a kernel process, where the package may not be importable."""
-    script = ROOT / "_kernels" / "template_kernel.py"
-    assert imports("notebook_executor._kernels.template_kernel", script, modules()) == set()
+@pytest.mark.parametrize("name", ["kernel_main", "template_server", "checkpoint_server"])
+def test_the_kernel_scripts_import_nothing_of_the_package(name: str) -> None:
+    """They run by path in a kernel process, where the package may not be importable."""
+    script = ROOT / "_kernels" / f"{name}.py"
+    assert imports(f"notebook_executor._kernels.{name}", script, modules()) == set()
     tree = ast.parse(script.read_text(encoding="utf-8"))
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
 

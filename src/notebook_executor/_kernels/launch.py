@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import AsyncKernelManager
 
-    from .forkserver import ForkServer
+    from .forkserver import ForkChannel
 
 __all__ = [
     "RunningKernel",
@@ -141,6 +141,8 @@ class RunningKernel:
     _stderr: Any = field(repr=False, default=None)
     #: The content of the kernel's ``kernel_info_reply`` (its ``language_info`` above all).
     info: dict[str, Any] = field(default_factory=dict)
+    #: The :data:`~.sessions.KERNEL_ID` values recorded for the kernel's session.
+    session_ids: list[str] = field(default_factory=list)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the kernel process wrote to stderr."""
@@ -191,14 +193,15 @@ async def start_kernel(
     cwd: Path,
     env: dict[str, str],
     ready_timeout: float,
-    forkserver: ForkServer | None = None,
+    forkserver: ForkChannel | None = None,
     context: Any = None,
     warm_up: bool = False,
 ) -> RunningKernel:
     """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers.
 
     With ``forkserver`` (native kernels only), the kernel process is forked from its template
-    rather than launched: the same fresh kernel, without paying for the imports again. With
+    rather than launched: the same fresh kernel, without paying for the imports again (or
+    from a checkpoint: see :mod:`.live`). With
     ``context`` (a ``zmq.asyncio.Context``), the kernel's sockets share it instead of each
     manager and client creating, and tearing down, a context of its own. With ``warm_up``
     (kernels started ahead of a run), the kernel also runs one silent, history-less ``pass``,
@@ -225,11 +228,11 @@ async def start_kernel(
     # Inherited by whatever the kernel starts: how a sweep tells its processes (see .sessions).
     kernel_id = uuid.uuid4().hex
     env = {**env, KERNEL_ID: kernel_id}
+    ids = [kernel_id] if forkserver is None else [kernel_id, *forkserver.kernel_ids]
     try:
         await manager.start_kernel(cwd=str(cwd), env=env, stdout=_devnull(), stderr=stderr)
         pid = getattr(manager.provisioner, "pid", None)
         if isinstance(pid, int):
-            ids = [kernel_id] if forkserver is None else [kernel_id, forkserver.kernel_id]
             workdir.record_session(pid, ids)
         client = manager.client() if context is None else manager.client(context=context)
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
@@ -247,7 +250,7 @@ async def start_kernel(
         stderr.close()
         workdir.remove()
         raise
-    return RunningKernel(manager, client, workdir, stderr_path, stderr, info)
+    return RunningKernel(manager, client, workdir, stderr_path, stderr, info, ids)
 
 
 async def wait_until_ready(

@@ -1,28 +1,27 @@
-"""The kernel side: the native kernel's entry point, and the fork server's template process.
+"""The kernel program: a native kernel, and the fork-serving loop its copies share.
 
-This file runs in its own interpreter (``python -c`` + ``runpy``), never imported by the
-library, and imports nothing from ``notebook_executor``. Run as ``__nbx_kernel__`` it is a
-native kernel: ipykernel's ``IPKernelApp`` (see :func:`kernel_app`). Run as
-``__nbx_template__`` it is the template of the fork server: it loads ipykernel, IPython and the
-usual data modules (scrapbook, pandas, numpy) but creates no zmq context and no thread, then
-answers requests on a Unix socket, one JSON line per request and per reply:
+This file runs in its own interpreter, never imported by the library, and imports nothing from
+``notebook_executor``. Run by path as ``__nbx_kernel__`` (:func:`launched`) it is a native
+kernel: ipykernel's ``IPKernelApp`` (see :func:`kernel_app`). The fork server's template
+(``template_server.py``) and checkpoints (``checkpoint_server.py``) load it by path, as the
+module :data:`NAME`, and make kernels with :func:`run_kernel` in the processes they fork.
+
+:func:`serve` is the protocol of both: one JSON line per request and per reply, on a Unix
+socket held by the host:
 
 ``{"op": "fork", "connection_file": ..., "cwd": ..., "env": {...}, "stderr": ...}``
-    fork a kernel; reply ``{"pid": N}``. The child starts a new session (its own process
-    group), asks the OS to SIGKILL it when the template dies (``PR_SET_PDEATHSIG``), moves to
-    ``cwd``, takes ``env`` as its whole environment, sends its stderr to the file ``stderr``,
-    reseeds random generators, and runs the kernel app on ``connection_file``.
+    fork a kernel; reply ``{"pid": N}`` (or ``{"error": why}``).
 ``{"op": "reap", "pid": N}``
     reply ``{"status": code}`` (``subprocess`` convention: negative for a signal) once the
     child has exited, ``{"status": null}`` while it runs. Children stay zombies until reaped,
     so a pid is never reused while the host may still signal it.
 
-The template exits, killing its children's sessions (the kernels and whatever their notebooks
-started: see ``sessions.py``), when the socket closes (the host closed or died), or when its
-parent-death signal (SIGTERM, ``PR_SET_PDEATHSIG``) says the host was killed outright.
+The server exits, killing its children's sessions (the kernels and whatever their notebooks
+started: see ``sessions.py``), when the socket closes (the host closed or died).
 
-Every kernel, launched or forked, watches its parent (the host or the template) through a
-pidfd; when the parent exits, the kernel kills every other process of its session and exits.
+Every kernel, launched or forked, watches its parent (the host, the template or a checkpoint)
+through a pidfd; when the parent exits, the kernel kills every other process of its session
+and exits.
 """
 
 from __future__ import annotations
@@ -39,58 +38,28 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-#: Modules every kernel imports: the template preloads them.
-PRELOAD = (
-    "ipykernel.kernelapp",
-    "ipykernel.ipkernel",
-    "ipykernel.zmqshell",
-    "ipykernel.comm",
-    "ipykernel.debugger",
-    "IPython.core.interactiveshell",
-    "IPython.core.completer",
-    "IPython.core.history",
-    "IPython.core.debugger",
-    "IPython.core.completerlib",
-    "IPython.core.oinspect",
-    "IPython.extensions.storemagic",
-    "IPython.utils.wildcard",
-    "traitlets.config.argcomplete_config",
-    "tornado.platform.asyncio",
-    "tornado.queues",
-    "tornado.locks",
-    "sqlite3",
-    "jupyter_client.session",
-)
-
-#: Modules the notebooks of this project often import, preloaded too unless ``kernel`` only.
-DATA_PRELOAD = (
-    "scrapbook",
-    "pandas",
-    "numpy",
-    "pyarrow",
-    "pyarrow.parquet",
-)
+#: The name this file is known by in ``sys.modules``, however it was loaded.
+NAME = "_notebook_executor_kernel"
 
 _PR_SET_PDEATHSIG = 1
 
 #: Stands for the connection file in the command line the template parses for its kernels.
-_ANY_FILE = "\0connection-file\0"
+ANY_FILE = "\0connection-file\0"
 
-#: In the template and its children: a kernel's command line, with :data:`_ANY_FILE` for its
+#: In the template and its children: a kernel's command line, with :data:`ANY_FILE` for its
 #: connection file, the configuration parsed from it, and the arguments left over. See
 #: :func:`_parsed_command_line`.
-_PARSED: tuple[list[str], Any, list[str]] | None = None
+PARSED: tuple[list[str], Any, list[str]] | None = None
 
 #: In the template and its children: a stand-in for each module loaded before the first fork,
 #: by name, holding its ``__file__``. See :func:`_known_module_files`.
-_MODULE_FILES: dict[str, _FileOnly] | None = None
+MODULE_FILES: dict[str, _FileOnly] | None = None
 
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
-
 
 def kernel_app() -> Any:
     """The kernel application (a new singleton of :func:`kernel_app_class`)."""
@@ -167,15 +136,20 @@ def kernel_app_class() -> Any:
 
 
 @functools.cache
-def _sessions() -> Any:
-    """``sessions.py`` beside this file, loaded by path (this script imports no package)."""
+def sibling(name: str) -> Any:
+    """The file ``<name>.py`` beside this one, loaded by path once (this script imports no
+    package), as ``_notebook_executor_<name>`` in ``sys.modules``."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().with_name("sessions.py")
-    spec = importlib.util.spec_from_file_location("_notebook_executor_sessions", path)
+    module_name = f"_notebook_executor_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = Path(__file__).resolve().with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -195,7 +169,7 @@ class _ParentWatch(threading.Thread):
         self.parent = parent
 
     def run(self) -> None:
-        sessions = _sessions()
+        sessions = sibling("sessions")
         pidfd = None
         with contextlib.suppress(AttributeError, OSError):
             pidfd = os.pidfd_open(self.parent)
@@ -224,7 +198,7 @@ class _FileOnly:
             self.__file__ = path
 
 
-def _module_files() -> dict[str, _FileOnly]:
+def module_files() -> dict[str, _FileOnly]:
     """A :class:`_FileOnly` for each loaded module, by name.
 
     Made in one go (with copies of the paths), they lie on a few memory pages of their own:
@@ -301,75 +275,34 @@ def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
     if os.getppid() != parent_pid:
-        _end_children()
+        end_children()
         os._exit(1)
 
 
-#: In the template: the kernels it forked and has not reaped.
-_CHILDREN: set[int] = set()
+#: In a process that forks kernels (the template, a checkpoint): those it has not reaped.
+CHILDREN: set[int] = set()
 
 
-def _end_children() -> None:
-    """SIGKILL every kernel of the template, and every process in their sessions."""
-    children = list(_CHILDREN)
+def end_children() -> None:
+    """SIGKILL every kernel this process forked, and every process in their sessions."""
+    children = list(CHILDREN)
     if not children:
         return
     with contextlib.suppress(Exception):
-        _sessions().kill_sessions(children)
+        sibling("sessions").kill_sessions(children)
     for pid in children:
         # A child that has not called setsid() yet is in no session of its own.
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
 
 
-def _on_host_death(signum: int, frame: Any) -> None:
-    """The template's parent-death signal: the host is gone, and so go the kernels."""
-    _end_children()
-    os._exit(0)
-
-
-def _preload(data: bool) -> list[str]:
-    loaded = []
-    for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
-        try:
-            __import__(name)
-        except Exception:  # a missing optional module only makes kernels start slower
-            continue
-        loaded.append(name)
-    return loaded
-
-
-def _prepare_kernels(options: list[str]) -> None:
-    """Do once, here, the start-up work every forked kernel would repeat identically.
-
-    Makes the kernel application class, and parses a kernel's command line once with a
-    throwaway application (not the singleton): each kernel then takes the configuration
-    parsed, its own connection file put in (:func:`_parsed_command_line`), and what the
-    parser keeps (compiled regular expressions, the logging set-up's imports) is shared.
-    It opens no file and no socket.
-    """
-    global _PARSED
-    argv = ["-f", _ANY_FILE, f"--IPKernelApp.parent_handle={os.getpid()}", *options]
-    app = kernel_app_class()()
-    app.parse_command_line(argv)
-    _PARSED = (argv, app.cli_config, list(app.extra_args))
-
-
-def _prepare_data_modules() -> None:
-    """Do once, here, what the first ``scrapbook.glue`` in every kernel would: check a scrap
-    against scrapbook's schema, filling the validators' caches (a pure function: no output)."""
-    scraps = sys.modules.get("scrapbook.scraps")
-    if scraps is not None:
-        scraps.scrap_to_payload(scraps.Scrap("scrap", 1, "json"))
-
-
 def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
     """The configuration and leftover arguments the command line parser would give for
     ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
     absolute path for its connection file."""
-    if _PARSED is None or argv is None:
+    if PARSED is None or argv is None:
         return None
-    template_argv, config, extra_args = _PARSED
+    template_argv, config, extra_args = PARSED
     if (
         len(argv) != len(template_argv)
         or argv[0] != "-f"
@@ -385,70 +318,28 @@ def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None
         for section, values in config.items()
         if isinstance(values, dict)
         for key, value in values.items()
-        if value == _ANY_FILE
+        if value == ANY_FILE
     ]
-    if len(found) != 1 or _ANY_FILE in extra_args:
+    if len(found) != 1 or ANY_FILE in extra_args:
         return None
     section, key = found[0]
     config[section][key] = argv[1]
     return config, list(extra_args)
 
 
-def _fork_unsafe_state() -> str | None:
-    """Why forking from this process would be unsafe now, or None."""
-    if threading.active_count() != 1:
-        return f"{threading.active_count()} Python threads"
-    zmq = sys.modules.get("zmq")
-    if zmq is not None and getattr(zmq.Context, "_instance", None) is not None:
-        return "a zmq context exists"
-    return None
+def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None) -> NoReturn:
+    """Be a kernel on ``argv`` (``["-f", connection_file, *options]``) until shut down; exit.
 
-
-def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> NoReturn:
-    """Become a kernel. Never returns."""
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _CHILDREN.clear()
-        control.close()
-        os.setsid()
-        die_with_parent(template_pid)
-        null = os.open(os.devnull, os.O_RDWR)
-        err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        os.dup2(err, 2)
-        os.close(null)
-        os.close(err)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        if "numpy.random" in sys.modules:
-            sys.modules["numpy.random"].seed()
-        # A fresh ``python -m ipykernel_launcher`` has no cwd entry here; IPython adds "" back.
-        while sys.path and sys.path[0] in ("", request["cwd"]):
-            del sys.path[0]
-        argv = [
-            "-f",
-            request["connection_file"],
-            f"--IPKernelApp.parent_handle={template_pid}",
-            *request.get("options", ()),
-        ]
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        _exit(1)
-    run_kernel(argv)
-
-
-def run_kernel(argv: list[str]) -> NoReturn:
-    """Be a kernel on ``argv`` (``["-f", connection_file, *options]``) until shut down; exit."""
+    ``prepared`` is called with the application once it is initialized, before it starts.
+    """
     code = 1
     try:
         sys.argv = ["ipykernel_launcher", *argv]
         app = kernel_app()
-        with _known_module_files(_MODULE_FILES):
+        with _known_module_files(MODULE_FILES):
             app.initialize(argv)
+        if prepared is not None:
+            prepared(app)
         # The kernel's own objects live as long as it does: keep the collector to the user's
         # (the last collection, at exit, then has little to look through).
         gc.freeze()
@@ -460,10 +351,10 @@ def run_kernel(argv: list[str]) -> NoReturn:
         import traceback
 
         traceback.print_exc()
-    _exit(code)
+    exit_now(code)
 
 
-def _exit(code: int) -> NoReturn:
+def exit_now(code: int) -> NoReturn:
     """End the kernel process: exit handlers, then garbage, then out, without the teardown.
 
     The exit handlers include IPython's, which clears the user namespace (closing, and so
@@ -495,10 +386,20 @@ def _status(pid: int) -> int | None:
     return os.WEXITSTATUS(status)
 
 
-def serve(control: socket.socket) -> None:
-    """Answer requests until the host closes the socket; then kill every child."""
-    children = _CHILDREN
-    template_pid = os.getpid()
+#: A process that forks kernels calls this in each child, with the request, the control
+#: socket (to close) and its own pid; it never returns.
+ForkChild = Callable[[dict[str, Any], socket.socket, int], NoReturn]
+
+
+def serve(
+    control: socket.socket, child: ForkChild, unsafe: Callable[[], str | None] = lambda: None
+) -> None:
+    """Answer requests until the host closes the socket; then kill every child.
+
+    ``unsafe`` says why forking now would be unsafe (the request is then refused), or None.
+    """
+    children = CHILDREN
+    server_pid = os.getpid()
     reader = control.makefile("rb")
     try:
         for line in reader:
@@ -506,13 +407,13 @@ def serve(control: socket.socket) -> None:
             op = request.get("op")
             reply: dict[str, Any]
             if op == "fork":
-                unsafe = _fork_unsafe_state()
-                if unsafe is not None:
-                    reply = {"error": f"cannot fork safely: {unsafe}"}
+                why = unsafe()
+                if why is not None:
+                    reply = {"error": f"cannot fork safely: {why}"}
                 else:
                     pid = os.fork()
                     if pid == 0:
-                        _child(request, control, template_pid)
+                        child(request, control, server_pid)
                     children.add(pid)
                     reply = {"pid": pid}
             elif op == "reap":
@@ -525,62 +426,26 @@ def serve(control: socket.socket) -> None:
                 reply = {"error": f"unknown op {op!r}"}
             control.sendall(json.dumps(reply).encode() + b"\n")
     finally:
-        _end_children()
+        end_children()
         for pid in children:
             with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
 
 
-def main(argv: list[str]) -> None:
-    """``main([control_fd, host_pid, preload, *options])``: preload, report readiness, serve.
-
-    ``preload`` is ``all`` (:data:`PRELOAD` and :data:`DATA_PRELOAD`) or ``kernel``
-    (:data:`PRELOAD` only: ready sooner); ``options`` are those the kernels will be given.
-    """
-    control_fd, host_pid = int(argv[0]), int(argv[1])
-    data = (argv[2] if len(argv) > 2 else "all") != "kernel"
-    # A catchable parent-death signal: the template kills its kernels' sessions on its way out
-    # (a SIGKILL would leave what their notebooks started running).
-    signal.signal(signal.SIGTERM, _on_host_death)
-    _sessions()
-    die_with_parent(host_pid, signal.SIGTERM)
-    # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    control = socket.socket(fileno=control_fd)
-    # ``python -c`` put the working directory first on sys.path: imports come from packages only.
-    while sys.path and sys.path[0] == "":
-        del sys.path[0]
-    # Importing allocates many objects that all live on: collecting meanwhile finds next to
-    # nothing and costs a sixth of the import time, and a full collection afterwards (75 ms)
-    # would free a few thousand objects. The template collects nothing before it serves.
-    gc.disable()
-    try:
-        loaded = _preload(data)
-        with contextlib.suppress(Exception):  # kernels would only start a little slower
-            _prepare_kernels(argv[3:])
-        if data:
-            with contextlib.suppress(Exception):
-                _prepare_data_modules()
-    finally:
-        gc.enable()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    global _MODULE_FILES
-    with contextlib.suppress(Exception):  # without it, kernels read each module themselves
-        _MODULE_FILES = _module_files()
-    # Objects that exist now are shared with every child; keep the collector off their pages.
-    gc.freeze()
-    hello = {
-        "ready": True,
-        "pid": os.getpid(),
-        "preloaded": loaded,
-        "modules": sorted({name.partition(".")[0] for name in sys.modules}),
-        "unsafe": _fork_unsafe_state(),
-    }
-    control.sendall(json.dumps(hello).encode() + b"\n")
-    serve(control)
-    # Every child is gone and nothing is left to flush: skip the interpreter's teardown of the
-    # thousand-odd modules loaded, which would keep the host's close() waiting.
-    os._exit(0)
+def redirect_std(stderr_path: str | None) -> None:
+    """Standard input and output to the null device, standard error to ``stderr_path``'s end
+    (or the null device)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    err = (
+        os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if stderr_path
+        else os.dup(null)
+    )
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.dup2(err, 2)
+    os.close(null)
+    os.close(err)
 
 
 def launched(argv: list[str]) -> NoReturn:
@@ -591,7 +456,11 @@ def launched(argv: list[str]) -> NoReturn:
     run_kernel(argv)
 
 
-if __name__ == "__nbx_template__":
-    main(sys.argv[2:])
-elif __name__ == "__nbx_kernel__":
+def checkpoint(address: str, key: int) -> None:
+    """Take a checkpoint of this kernel (see ``checkpoint_server.py``, loaded when first asked)."""
+    sibling("checkpoint_server").checkpoint(address, key)
+
+
+if __name__ == "__nbx_kernel__":
+    sys.modules.setdefault(NAME, sys.modules[__name__])
     launched(sys.argv[2:])
