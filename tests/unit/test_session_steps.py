@@ -260,9 +260,18 @@ def test_bad_indices_are_refused(opened: Any) -> None:
         with pytest.raises(NotebookExecutorError):
             o.session.rerun_from(bad)
     with pytest.raises(NotebookExecutorError):
-        o.session.rerun_from(3, until=1)
+        o.session.rerun_from(3, until=-1)
     with pytest.raises(NotebookExecutorError):
         o.session.evaluate(b"1")  # type: ignore[arg-type]
+
+
+def test_until_before_index_restores_and_runs_nothing(opened: Any) -> None:
+    o = opened()
+    o.session.run(until=3)
+    o.session.evaluate("d = 0")
+    step = o.session.rerun_from(3, until=2)
+    assert step["cells_run"] == [] and step["restored"] == "checkpoint"
+    assert o.session.evaluate("c, 'd' in globals()")["output"] == "(3, False)\n"
 
 
 def test_a_closed_session_refuses_steps(opened: Any) -> None:

@@ -147,13 +147,12 @@ class Session:
         When an earlier cell's source changed since it ran, the restore goes back before that
         cell and runs it again (``cells_run`` shows it). ``restored`` says how the state was
         rebuilt: ``"checkpoint"`` (a checkpoint, then only the cells after it), ``"replay"``
-        (a fresh kernel ran the cells again; ``restore_reason`` says why).
+        (a fresh kernel ran the cells again; ``restore_reason`` says why). With ``until``
+        before ``index``, the state is restored and nothing more runs.
         """
         with self._stepping("rerun_from", index=index, until=until) as (plan, step):
             target = self._job_index(plan, index, "index")
             end = self._last(plan, until)
-            if end < target:
-                raise NotebookExecutorError(f"until ({until}) is before index ({index})")
             wanted = [cell for cell in _code_cells(plan) if cell.index < target]
             if self._restore(plan, wanted, step):
                 cells = [cell for cell in _code_cells(plan) if target <= cell.index <= end]
