@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_speed import Report  # noqa: E402
+from bench_speed import Report
 
 SLOW_CELL = "import time\ntime.sleep(2.5)\nv{i} = {i}"
 BROKEN = "result = v0 + v1 + v2 + v3 + missing"

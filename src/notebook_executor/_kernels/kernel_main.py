@@ -61,7 +61,6 @@ MODULE_FILES: dict[str, _FileOnly] | None = None
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
 
-
 def kernel_app() -> Any:
     """The kernel application (a new singleton of :func:`kernel_app_class`)."""
     return kernel_app_class().instance()
