@@ -3,8 +3,8 @@
 Loaded by path (``kernel_main.sibling``) in a kernel when the host first asks for a
 checkpoint, never imported by the library; it imports nothing from ``notebook_executor``.
 
-The host asks with a silent execute request that calls :func:`checkpoint` (through
-``kernel_main``), so the kernel is between two cells, on its main thread. Unless
+The host asks with a shell message of its own (``kernel_main.CHECKPOINT_REQUEST``), handled
+between two messages on the kernel's main thread: no cell runs. Unless
 :func:`unsupported` gives a reason (raised as :class:`CheckpointRefused`: the reply carries it),
 the kernel forks and returns at once. The copy, the checkpoint:
 
@@ -30,6 +30,7 @@ parent, as every kernel watches its parent.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -164,11 +165,14 @@ def checkpoint(address: str, key: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    _reap()
+    # Python reseeds ``random`` in a forked child: the copy puts the state back.
+    state = _random_state()
     pid = os.fork()
     if pid:
         _FORKED.add(pid)
         return
-    _serve_checkpoint(app, address, key)
+    _serve_checkpoint(app, address, key, state)
 
 
 def _detach_streams() -> None:
@@ -194,7 +198,27 @@ def _detach_streams() -> None:
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
 
 
-def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
+def _random_state() -> Any:
+    """The state of ``random``'s shared generator, if the notebook's modules loaded it."""
+    module = sys.modules.get("random")
+    return None if module is None else module.getstate()
+
+
+def _set_random_state(state: Any) -> None:
+    if state is not None:
+        sys.modules["random"].setstate(state)
+
+
+def _reap() -> None:
+    """Reap the checkpoints this kernel forked that have exited (dropped by the host)."""
+    for pid in list(_FORKED):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        _FORKED.discard(pid)
+
+
+def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
     """The checkpoint process: serve the host until it goes. Never returns."""
     code = 1
     try:
@@ -207,6 +231,7 @@ def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
         # A collection would write to every object's header, copying the pages shared with
         # the kernel: the copy collects nothing while it waits.
         gc.disable()
+        _set_random_state(state)
         _detach_streams()
         os.setsid()
         kernel = _kernel()
@@ -218,6 +243,7 @@ def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
         control.sendall(json.dumps(hello).encode() + b"\n")
 
         def child(request: dict[str, Any], control: socket.socket, parent: int) -> NoReturn:
+            _set_random_state(state)
             _restored_child(request, control, parent, gc_enabled=enabled)
 
         kernel.serve(control, child)
@@ -257,12 +283,18 @@ def _restored_child(
         kernel.exit_now(1)
 
     def prepared(app: Any) -> None:
-        # The shell still names the old kernel: the new one speaks for it from now on.
+        # The shell still names the old kernel: the new one speaks for it from now on, and
+        # counts executions from where the shell is. Its banner (the host asks for it) would
+        # pick a tip with ``random``, moving the notebook's generator.
         shell.kernel = app.kernel
+        shell.enable_tip = False
+        app.kernel.execution_count = max(0, shell.execution_count - 1)
         if gc_enabled:
             gc.enable()
 
-    kernel.run_kernel(argv, prepared=prepared)
+    # In a new, empty context: the one this runs in is the old kernel's request handler's,
+    # whose values (the parent message of the displays) would outlive it.
+    contextvars.Context().run(kernel.run_kernel, argv, prepared=prepared)
 
 
 def _forget_old_kernel() -> Any:
