@@ -38,6 +38,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import Any, NoReturn
 
 #: Device files of GPU drivers: a process holding one open holds a GPU context.
@@ -84,12 +85,12 @@ def gpu_devices(prefixes: tuple[str, ...] = GPU_DEVICES) -> list[str]:
     """The GPU device files this process holds open."""
     found = []
     try:
-        fds = os.listdir("/proc/self/fd")
+        fds = list(Path("/proc/self/fd").iterdir())
     except OSError:
         return []
     for fd in fds:
         with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            target = str(fd.readlink())
             if target.startswith(prefixes):
                 found.append(target)
     return sorted(set(found))
@@ -108,8 +109,8 @@ def child_processes() -> list[int]:
     """The running processes this kernel started (not its checkpoints)."""
     me = os.getpid()
     try:
-        with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as file:
-            pids = [int(value) for value in file.read().split()]
+        text = Path(f"/proc/{me}/task/{me}/children").read_text(encoding="ascii")
+        pids = [int(value) for value in text.split()]
     except (OSError, ValueError):
         return []
     alive = []
@@ -117,8 +118,7 @@ def child_processes() -> list[int]:
         if pid in _FORKED:
             continue
         try:
-            with open(f"/proc/{pid}/stat", "rb") as file:
-                state = file.read().rpartition(b")")[2].split()[0]
+            state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
         except (OSError, IndexError):
             continue
         if state != b"Z":

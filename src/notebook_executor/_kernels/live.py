@@ -21,6 +21,8 @@ context=None)``
 ``client``, ``kernel`` (the current :class:`~.launch.RunningKernel`), ``info`` (its
 ``kernel_info_reply`` content), ``language_info``, ``await alive()``
     The current kernel; ``client`` and ``kernel`` change at every restore.
+``checkpoint_pids()``, ``pid``
+    The processes of the checkpoints, and of the current kernel.
 ``checkpoint_unsupported() -> str | None``
     Why checkpoints cannot be taken, in words, or None. Known without asking the kernel:
     not Linux, a kernel that is not this interpreter's Python kernel; and, once the kernel
@@ -50,10 +52,10 @@ context=None)``
     End the kernel and every checkpoint, and everything they started.
 
 How it works: the host asks the kernel with a shell message of its own, which no cell sees
-(``kernel_main.CHECKPOINT_REQUEST``; ``checkpoint_server.py`` is the kernel side). The copy connects to this object's Unix socket (in a
-private kernel folder) and serves the fork server's protocol there (:class:`Checkpoint`, a
-:class:`~.forkserver.ForkChannel`): a restore is :func:`~.launch.start_kernel` forking from
-it, exactly as from the template. Orphans: a checkpoint leads a session of its own, recorded
+(``kernel_main.CHECKPOINT_REQUEST``; ``checkpoint_server.py`` is the kernel side). The copy
+connects to this object's Unix socket (in a private kernel folder) and serves the fork
+server's protocol there (:class:`Checkpoint`, a :class:`~.forkserver.ForkChannel`): a restore
+is :func:`~.launch.start_kernel` forking from it, exactly as from the template. Orphans: a checkpoint leads a session of its own, recorded
 in a kernel folder of its own (:meth:`~.workdirs.Workdir.record_session`); it exits, killing
 the kernels it made, when its socket closes (this object closed, or the host died); a kernel
 made from it dies with it (parent-death signal and pidfd watch). A checkpoint that the
@@ -155,8 +157,7 @@ class Checkpoint(ForkChannel):
 def smaps_rollup(pid: int) -> dict[str, int]:
     """``/proc/<pid>/smaps_rollup``'s sizes, in bytes (empty once the process is gone)."""
     try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as file:
-            data = file.read()
+        data = Path(f"/proc/{pid}/smaps_rollup").read_bytes()
     except OSError:
         return {}
     sizes = {}
@@ -338,7 +339,8 @@ class LiveKernel:
                 if self._held.get(key) is entry:
                     self.drop(key)
                     self.lost[key] = "its process never said hello"
-                raise CheckpointError(f"no checkpoint {key}: its process never said hello") from None
+                why = "its process never said hello"
+                raise CheckpointError(f"no checkpoint {key}: {why}") from None
         # The old kernel is killed at once; waiting for it to be gone overlaps the new start.
         stopping = asyncio.ensure_future(self._stop_current())
         try:
