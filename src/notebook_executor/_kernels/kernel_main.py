@@ -67,6 +67,7 @@ CHECKPOINT_REPLY = "nbx_checkpoint_reply"
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
 
+
 def kernel_app() -> Any:
     """The kernel application (a new singleton of :func:`kernel_app_class`)."""
     return kernel_app_class().instance()

@@ -55,12 +55,14 @@ How it works: the host asks the kernel with a shell message of its own, which no
 (``kernel_main.CHECKPOINT_REQUEST``; ``checkpoint_server.py`` is the kernel side). The copy
 connects to this object's Unix socket (in a private kernel folder) and serves the fork
 server's protocol there (:class:`Checkpoint`, a :class:`~.forkserver.ForkChannel`): a restore
-is :func:`~.launch.start_kernel` forking from it, exactly as from the template. Orphans: a checkpoint leads a session of its own, recorded
-in a kernel folder of its own (:meth:`~.workdirs.Workdir.record_session`); it exits, killing
-the kernels it made, when its socket closes (this object closed, or the host died); a kernel
-made from it dies with it (parent-death signal and pidfd watch). A checkpoint that the
-current kernel was made from is kept, as that kernel's parent, until the kernel is replaced,
-even once dropped or evicted (it is then no longer listed).
+is :func:`~.launch.start_kernel` forking from it, exactly as from the template.
+
+Orphans: a checkpoint leads a session of its own, recorded in a kernel folder of its own
+(:meth:`~.workdirs.Workdir.record_session`), swept as a kernel's; it exits, killing the
+kernels it made, when its socket closes (this object closed, or the host died); a kernel made
+from it dies with it (parent-death signal and pidfd watch). A checkpoint that the current
+kernel was made from is kept, as that kernel's parent, until the kernel is replaced, even
+once dropped or evicted (it is then no longer listed).
 
 Memory: a checkpoint costs the pages the kernel changed since (copy-on-write). The memory the
 checkpoints hold is measured as the proportional set size (``/proc/<pid>/smaps_rollup``)
@@ -68,7 +70,6 @@ summed over the kernel and its checkpoints, less the kernel's resident size: wha
 alone would use. A measurement reads every process's page tables (milliseconds per
 gigabyte), so it runs in a thread, after a checkpoint, one at a time.
 """
-
 
 from __future__ import annotations
 
