@@ -3,8 +3,8 @@
 Loaded by path (``kernel_main.sibling``) in a kernel when the host first asks for a
 checkpoint, never imported by the library; it imports nothing from ``notebook_executor``.
 
-The host asks with a silent execute request that calls :func:`checkpoint` (through
-``kernel_main``), so the kernel is between two cells, on its main thread. Unless
+The host asks with a shell message of its own (``kernel_main.CHECKPOINT_REQUEST``), handled
+between two messages on the kernel's main thread: no cell runs. Unless
 :func:`unsupported` gives a reason (raised as :class:`CheckpointRefused`: the reply carries it),
 the kernel forks and returns at once. The copy, the checkpoint:
 
@@ -30,6 +30,7 @@ parent, as every kernel watches its parent.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -37,6 +38,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from typing import Any, NoReturn
 
 #: Device files of GPU drivers: a process holding one open holds a GPU context.
@@ -83,12 +85,12 @@ def gpu_devices(prefixes: tuple[str, ...] = GPU_DEVICES) -> list[str]:
     """The GPU device files this process holds open."""
     found = []
     try:
-        fds = os.listdir("/proc/self/fd")
+        fds = list(Path("/proc/self/fd").iterdir())
     except OSError:
         return []
     for fd in fds:
         with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            target = str(fd.readlink())
             if target.startswith(prefixes):
                 found.append(target)
     return sorted(set(found))
@@ -107,8 +109,8 @@ def child_processes() -> list[int]:
     """The running processes this kernel started (not its checkpoints)."""
     me = os.getpid()
     try:
-        with open(f"/proc/{me}/task/{me}/children", encoding="ascii") as file:
-            pids = [int(value) for value in file.read().split()]
+        text = Path(f"/proc/{me}/task/{me}/children").read_text(encoding="ascii")
+        pids = [int(value) for value in text.split()]
     except (OSError, ValueError):
         return []
     alive = []
@@ -116,8 +118,7 @@ def child_processes() -> list[int]:
         if pid in _FORKED:
             continue
         try:
-            with open(f"/proc/{pid}/stat", "rb") as file:
-                state = file.read().rpartition(b")")[2].split()[0]
+            state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
         except (OSError, IndexError):
             continue
         if state != b"Z":
@@ -164,11 +165,14 @@ def checkpoint(address: str, key: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    _reap()
+    # Python reseeds ``random`` in a forked child: the copy puts the state back.
+    state = _random_state()
     pid = os.fork()
     if pid:
         _FORKED.add(pid)
         return
-    _serve_checkpoint(app, address, key)
+    _serve_checkpoint(app, address, key, state)
 
 
 def _detach_streams() -> None:
@@ -194,7 +198,27 @@ def _detach_streams() -> None:
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
 
 
-def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
+def _random_state() -> Any:
+    """The state of ``random``'s shared generator, if the notebook's modules loaded it."""
+    module = sys.modules.get("random")
+    return None if module is None else module.getstate()
+
+
+def _set_random_state(state: Any) -> None:
+    if state is not None:
+        sys.modules["random"].setstate(state)
+
+
+def _reap() -> None:
+    """Reap the checkpoints this kernel forked that have exited (dropped by the host)."""
+    for pid in list(_FORKED):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        _FORKED.discard(pid)
+
+
+def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
     """The checkpoint process: serve the host until it goes. Never returns."""
     code = 1
     try:
@@ -207,6 +231,7 @@ def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
         # A collection would write to every object's header, copying the pages shared with
         # the kernel: the copy collects nothing while it waits.
         gc.disable()
+        _set_random_state(state)
         _detach_streams()
         os.setsid()
         kernel = _kernel()
@@ -218,6 +243,7 @@ def _serve_checkpoint(app: Any, address: str, key: int) -> NoReturn:
         control.sendall(json.dumps(hello).encode() + b"\n")
 
         def child(request: dict[str, Any], control: socket.socket, parent: int) -> NoReturn:
+            _set_random_state(state)
             _restored_child(request, control, parent, gc_enabled=enabled)
 
         kernel.serve(control, child)
@@ -257,12 +283,18 @@ def _restored_child(
         kernel.exit_now(1)
 
     def prepared(app: Any) -> None:
-        # The shell still names the old kernel: the new one speaks for it from now on.
+        # The shell still names the old kernel: the new one speaks for it from now on, and
+        # counts executions from where the shell is. Its banner (the host asks for it) would
+        # pick a tip with ``random``, moving the notebook's generator.
         shell.kernel = app.kernel
+        shell.enable_tip = False
+        app.kernel.execution_count = max(0, shell.execution_count - 1)
         if gc_enabled:
             gc.enable()
 
-    kernel.run_kernel(argv, prepared=prepared)
+    # In a new, empty context: the one this runs in is the old kernel's request handler's,
+    # whose values (the parent message of the displays) would outlive it.
+    contextvars.Context().run(kernel.run_kernel, argv, prepared=prepared)
 
 
 def _forget_old_kernel() -> Any:

@@ -58,8 +58,15 @@ PARSED: tuple[list[str], Any, list[str]] | None = None
 #: by name, holding its ``__file__``. See :func:`_known_module_files`.
 MODULE_FILES: dict[str, _FileOnly] | None = None
 
+#: The shell message that asks a kernel for a checkpoint, and its reply (see
+#: ``checkpoint_server.py``): ``{"address": host socket, "key": int}`` ->
+#: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``.
+CHECKPOINT_REQUEST = "nbx_checkpoint_request"
+CHECKPOINT_REPLY = "nbx_checkpoint_reply"
+
 #: Longest a closing kernel waits for its control thread to finish its last message.
 _CONTROL_JOIN_TIMEOUT = 5.0
+
 
 def kernel_app() -> Any:
     """The kernel application (a new singleton of :func:`kernel_app_class`)."""
@@ -90,6 +97,15 @@ def kernel_app_class() -> Any:
             # subshells existed, instead of passing it between threads (a millisecond or two
             # per cell). Subshell requests are then answered as unsupported.
             self.shell_channel_thread = None
+
+        def init_kernel(self) -> None:
+            super().init_kernel()  # type: ignore[no-untyped-call]
+            # Checkpoints are asked for with a message of their own, handled between two
+            # messages like any other: no cell runs (no execution count, no events).
+            kernel = self.kernel
+            kernel.shell_handlers[CHECKPOINT_REQUEST] = functools.partial(
+                _checkpoint_request, kernel
+            )
 
         def init_iopub(self, context: Any) -> None:
             # A PUB socket drops messages once its queue holds its high-water mark (1000 by
@@ -299,15 +315,19 @@ def end_children() -> None:
 def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
     """The configuration and leftover arguments the command line parser would give for
     ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
-    absolute path for its connection file."""
+    absolute path for its connection file, and any parent (a checkpoint's kernels have theirs).
+    """
     if PARSED is None or argv is None:
         return None
     template_argv, config, extra_args = PARSED
+    handle = "--IPKernelApp.parent_handle="
     if (
         len(argv) != len(template_argv)
         or argv[0] != "-f"
-        or argv[2:] != template_argv[2:]
         or not argv[1].startswith("/")
+        or not argv[2].startswith(handle)
+        or not template_argv[2].startswith(handle)
+        or argv[3:] != template_argv[3:]
     ):
         return None
     import copy
@@ -320,10 +340,13 @@ def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None
         for key, value in values.items()
         if value == ANY_FILE
     ]
-    if len(found) != 1 or ANY_FILE in extra_args:
+    parent = config.get("IPKernelApp", {}).get("parent_handle")
+    if len(found) != 1 or ANY_FILE in extra_args or not isinstance(parent, (int, str)):
         return None
     section, key = found[0]
     config[section][key] = argv[1]
+    # The value as the parser keeps it, for this kernel's parent.
+    config["IPKernelApp"]["parent_handle"] = type(parent)(argv[2][len(handle) :])
     return config, list(extra_args)
 
 
@@ -456,9 +479,16 @@ def launched(argv: list[str]) -> NoReturn:
     run_kernel(argv)
 
 
-def checkpoint(address: str, key: int) -> None:
-    """Take a checkpoint of this kernel (see ``checkpoint_server.py``, loaded when first asked)."""
-    sibling("checkpoint_server").checkpoint(address, key)
+def _checkpoint_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+    """Take a checkpoint of this kernel (``checkpoint_server.py``, loaded when first asked),
+    and reply."""
+    reply: dict[str, Any] = {"status": "ok"}
+    try:
+        content = parent.get("content", {})
+        sibling("checkpoint_server").checkpoint(str(content["address"]), int(content["key"]))
+    except Exception as exc:
+        reply = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)}
+    kernel.session.send(stream, CHECKPOINT_REPLY, reply, parent, ident)
 
 
 if __name__ == "__nbx_kernel__":

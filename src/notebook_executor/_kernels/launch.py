@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunningKernel",
     "choose_kernel",
+    "client_context",
     "kernel_environment",
     "start_kernel",
     "wait_until_ready",
@@ -319,6 +320,20 @@ async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
             replied = message.get("msg_type") == "execute_reply"
     if not (replied and idle):
         raise RuntimeError(f"the kernel did not finish its warm-up within {timeout:g} s")
+
+
+def client_context() -> Any:
+    """A ``zmq.asyncio.Context`` for the clients of many kernels (see :func:`start_kernel`)."""
+    import zmq
+    import zmq.asyncio
+
+    context = zmq.asyncio.Context()
+    # Kernels bind their IPC sockets a moment after we connect: retry quickly.
+    context.setsockopt(zmq.RECONNECT_IVL, 10)
+    context.setsockopt(zmq.LINGER, 0)
+    # No high-water mark on our side of IOPub either: a queue that fills drops output.
+    context.setsockopt(zmq.RCVHWM, 0)
+    return context
 
 
 def kernel_environment(

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..engine import KernelChoice
-from .launch import RunningKernel, kernel_environment, start_kernel
+from .launch import RunningKernel, client_context, kernel_environment, start_kernel
 from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
@@ -504,15 +504,7 @@ class KernelPool:
             self._launching.add(task)
             task.add_done_callback(self._launching.discard)
         if self._context is None:
-            import zmq
-            import zmq.asyncio
-
-            self._context = zmq.asyncio.Context()
-            # Kernels bind their IPC sockets a moment after we connect: retry quickly.
-            self._context.setsockopt(zmq.RECONNECT_IVL, 10)
-            self._context.setsockopt(zmq.LINGER, 0)
-            # No high-water mark on our side of IOPub either: a queue that fills drops output.
-            self._context.setsockopt(zmq.RCVHWM, 0)
+            self._context = client_context()
         kernel = await start_kernel(
             choice,
             cwd=cwd,
