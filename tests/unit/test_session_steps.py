@@ -71,6 +71,12 @@ class Opened:
         return dict(nb["metadata"]["notebook_executor"], cells=nb["cells"])
 
 
+@pytest.fixture(autouse=True)
+def every_cell_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake's cells take no time: a checkpoint after each, unless a test says otherwise."""
+    monkeypatch.setattr("notebook_executor._session.session.WORTH_RATIO", 0.0)
+
+
 @pytest.fixture
 def opened(tmp_path: Path) -> Iterator[Callable[..., Opened]]:
     made: list[Opened] = []
@@ -165,6 +171,24 @@ def test_an_evicted_checkpoint_restores_from_an_older_one(opened: Any) -> None:
     assert step["restore_reason"] == (
         "the checkpoint after cell 3 is gone: evicted to stay within checkpoint_memory"
     )
+
+
+def test_quick_cells_are_run_again_rather_than_checkpointed(
+    opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("notebook_executor._session.session.WORTH_RATIO", 5.0)
+    o = opened()
+    o.session.run(until=3)
+    # Only the end of the step (and the fresh kernel) were worth a checkpoint.
+    assert o.kernel.checkpoints() == [FRESH, 3]
+    o.edit(3, "d = 0")
+    step = o.session.rerun_from(4)
+    assert step["restored"] == "checkpoint" and step["cells_run"] == [0, 1, 2, 3, 4]
+    assert step["restore_reason"] == "cell 3 changed since it ran"
+    o.session.rerun_from(3, until=2)
+    step = o.session.rerun_from(2)
+    assert step["cells_run"][:2] == [0, 1]
+    assert step["restore_reason"] == "cells up to 1 are quicker to run again than to checkpoint"
 
 
 def test_a_restore_that_fails_falls_back_to_a_replay(opened: Any) -> None:

@@ -61,6 +61,8 @@ class Ledger:
     gone: dict[int, str] = field(default_factory=dict)
     #: Checkpoints the kernel refused to take: key -> why (threads, a GPU context, ...).
     refused: dict[int, str] = field(default_factory=dict)
+    #: Cells after which no checkpoint was taken: quicker to run again than to checkpoint.
+    quick: set[int] = field(default_factory=set)
 
     def reset(self) -> None:
         """A fresh kernel replaced the old one: no checkpoint is held any more."""
@@ -87,6 +89,7 @@ class Ledger:
         self.saved[key] = tuple(self.history)
         self.gone.pop(key, None)
         self.refused.pop(key, None)
+        self.quick.discard(key)
 
     def forget(self, held: Collection[int], lost: Mapping[int, str]) -> None:
         """Only the checkpoints ``held`` remain; ``lost`` says why others went."""
@@ -155,6 +158,8 @@ class Ledger:
         last = replay[-1].index
         if last in self.refused:
             return f"no checkpoint after cell {shown(last)}: {self.refused[last]}"
+        if last in self.quick:
+            return f"cells up to {shown(last)} are quicker to run again than to checkpoint"
         if last in self.gone:
             return f"the checkpoint after cell {shown(last)} is gone: {self.gone[last]}"
         never = next((cell.index for cell in replay if cell.index not in self.latest), None)

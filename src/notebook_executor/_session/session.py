@@ -41,6 +41,16 @@ __all__ = ["Session"]
 
 logger = logging.getLogger(__name__)
 
+#: A checkpoint is taken once the cells since the last one took this many times what a
+#: checkpoint takes (and always after the last cell of a step): at most a fifth more time per
+#: trivial cell, and a restore replays at most that much work. Measured with
+#: ``benchmarks/bench_sessions.py``: a checkpoint after every one of 100 trivial cells cost
+#: 70 ms each (load average 14 on 2 cores), 20 times the 5 ms per cell allowed.
+WORTH_RATIO = 5.0
+
+#: What a checkpoint is taken to cost before one is measured (seconds).
+FIRST_CHECKPOINT_COST = 0.02
+
 
 @dataclass
 class _Step:
@@ -88,6 +98,9 @@ class Session:
         self._closed = False
         self._broken = False
         self._timer: threading.Timer | None = None
+        #: Seconds of cell work in the state since its last checkpoint, and what one costs.
+        self._unsaved = 0.0
+        self._checkpoint_cost = FIRST_CHECKPOINT_COST
         self._seen = _sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
@@ -259,6 +272,7 @@ class Session:
             try:
                 self._kernel.restore(restore.key)
                 ledger.rebuilt(restore.key)
+                self._unsaved = 0.0
                 restored = True
             except CheckpointError as exc:
                 reason = f"the checkpoint could not be restored: {exc}"
@@ -283,24 +297,37 @@ class Session:
     def _fresh_kernel(self) -> None:
         self._kernel.start()
         self._ledger.reset()
+        self._unsaved = 0.0
         self._save(FRESH)
 
-    def _save(self, key: int) -> None:
-        """Checkpoint the current state as ``key`` when it is exactly its cells' state."""
+    def _save(self, key: int, *, last: bool = True) -> None:
+        """Checkpoint the current state as ``key`` when it is exactly its cells' state and
+        worth it: at the end of a run of cells (``last``), or once the cells run since the
+        last checkpoint took :data:`WORTH_RATIO` times what a checkpoint takes. Quicker
+        cells are run again after a restore instead: a checkpoint after every trivial cell
+        would cost more than the cell."""
         if not self._ledger.may_checkpoint():
             return
+        if not last and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
+            self._ledger.quick.add(key)
+            return
+        began = time.monotonic()
         try:
             self._kernel.checkpoint(key)
         except CheckpointError as exc:
             self._ledger.refused[key] = str(exc)
             return
+        took = time.monotonic() - began
+        # A running estimate: one slow checkpoint (a loaded machine) does not set it alone.
+        self._checkpoint_cost = 0.7 * self._checkpoint_cost + 0.3 * took
+        self._unsaved = 0.0
         self._ledger.saved_as(key)
         self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
 
     def _execute(self, plan: Plan, cells: list[Ran], step: _Step) -> bool:
         """Run ``cells`` in order; False when one failed (the step ends there)."""
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        for ran in cells:
+        for position, ran in enumerate(cells, 1):
             index = ran.index
             cell = plan.nb.cells[index]
             limit = self._cell_timeout
@@ -327,7 +354,8 @@ class Session:
                 return False
             if self._record.failure is not None and self._record.failure.index == index:
                 self._record.failure = None
-            self._save(index)
+            self._unsaved += time.monotonic() - clock
+            self._save(index, last=position == len(cells))
         return True
 
     def _lost_kernel(self) -> None:
