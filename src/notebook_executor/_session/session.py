@@ -42,10 +42,10 @@ __all__ = ["Session"]
 logger = logging.getLogger(__name__)
 
 #: A checkpoint is taken once the cells since the last one took this many times what a
-#: checkpoint takes (and always after the last cell of a step): at most a fifth more time per
-#: trivial cell, and a restore replays at most that much work. Measured with
-#: ``benchmarks/bench_sessions.py``: a checkpoint after every one of 100 trivial cells cost
-#: 70 ms each (load average 14 on 2 cores), 20 times the 5 ms per cell allowed.
+#: checkpoint takes: at most a fifth more time per trivial cell, and a restore replays at most
+#: that much work. Measured with ``benchmarks/bench_sessions.py``: a checkpoint after every
+#: one of 100 trivial cells cost 70 ms each (load average 14 on 2 cores), 20 times the 5 ms
+#: per cell allowed; with this ratio, 2 ms per cell.
 WORTH_RATIO = 5.0
 
 #: What a checkpoint is taken to cost before one is measured (seconds).
@@ -298,17 +298,17 @@ class Session:
         self._kernel.start()
         self._ledger.reset()
         self._unsaved = 0.0
-        self._save(FRESH)
+        self._save(FRESH, always=True)
 
-    def _save(self, key: int, *, last: bool = True) -> None:
+    def _save(self, key: int, *, always: bool = False) -> None:
         """Checkpoint the current state as ``key`` when it is exactly its cells' state and
-        worth it: at the end of a run of cells (``last``), or once the cells run since the
-        last checkpoint took :data:`WORTH_RATIO` times what a checkpoint takes. Quicker
-        cells are run again after a restore instead: a checkpoint after every trivial cell
-        would cost more than the cell."""
+        worth it: once the cells run since the last checkpoint took :data:`WORTH_RATIO` times
+        what a checkpoint takes (``always`` for the fresh kernel). Quicker cells are run
+        again after a restore instead: a checkpoint after every trivial cell would cost more
+        than the cell."""
         if not self._ledger.may_checkpoint():
             return
-        if not last and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
+        if not always and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
             self._ledger.quick.add(key)
             return
         began = time.monotonic()
@@ -327,7 +327,7 @@ class Session:
     def _execute(self, plan: Plan, cells: list[Ran], step: _Step) -> bool:
         """Run ``cells`` in order; False when one failed (the step ends there)."""
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        for position, ran in enumerate(cells, 1):
+        for ran in cells:
             index = ran.index
             cell = plan.nb.cells[index]
             limit = self._cell_timeout
@@ -355,7 +355,7 @@ class Session:
             if self._record.failure is not None and self._record.failure.index == index:
                 self._record.failure = None
             self._unsaved += time.monotonic() - clock
-            self._save(index, last=position == len(cells))
+            self._save(index)
         return True
 
     def _lost_kernel(self) -> None:
