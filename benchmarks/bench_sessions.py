@@ -64,7 +64,7 @@ def bench_rerun(report: Report, workdir: Path, args: Any) -> None:
 
     source = workdir / "slow.py"
     cells = [SLOW_CELL.format(i=i) for i in range(4)]
-    source.write_text(_percent([*cells, BROKEN, "print(result)"]), encoding="utf-8")
+    source.write_text(_percent([*cells, BROKEN]), encoding="utf-8")
     runs = workdir / "runs"
     with NotebookExecutor(runs_dir=runs) as ex:
         with ex.open_session(source) as session:
