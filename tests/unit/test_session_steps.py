@@ -364,3 +364,22 @@ def test_a_failed_or_evaluated_state_is_never_checkpointed() -> None:
     ledger.rebuilt(None)
     ledger.evaluated = True
     assert not ledger.may_checkpoint()
+
+
+# -- what a step shows --------------------------------------------------------------------------
+
+
+def test_outputs_are_ansi_free_bounded_text_with_images_as_references() -> None:
+    from notebook_executor._records.redaction import Redactor
+    from notebook_executor._session.texts import outputs_text
+
+    outputs = [
+        {"output_type": "stream", "name": "stdout", "text": "\x1b[31mred\x1b[0m secret-value-9\n"},
+        {"output_type": "display_data", "data": {"image/png": "iVBOR" * 1000, "text/plain": "<F>"}},
+        {"output_type": "execute_result", "data": {"text/plain": "x" * 10_000}},
+    ]
+    text = outputs_text(outputs, Redactor({"S": "secret-value-9"}), run_id="r1", cell=3)
+    assert text.startswith("red [")
+    assert "secret-value-9" not in text and "\x1b" not in text
+    assert "[image/png: run://r1/cells/3/outputs/1/image.png]" in text
+    assert "iVBOR" not in text and len(text) < 4_200 and "more characters" in text
