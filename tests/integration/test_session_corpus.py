@@ -35,15 +35,17 @@ SAMPLES: dict[str, Any] = {"str": "station-7", "int": 3, "float": 1.5, "any": "s
 SECRETS = {"GREETING_TOKEN": "greeting-token-value"}
 
 #: The digest of the user namespace, computed in the kernel and printed; it defines nothing
-#: that stays (its own name starts with an underscore and is deleted).
+#: that stays (its own name starts with an underscore and is deleted). IPython's own names are
+#: left out by name, not through ``user_ns_hidden``: a kernel made from a checkpoint lists the
+#: notebook's variables there too.
 DIGEST = """\
 def _nbx_digest():
     import hashlib, pickle, types
     shell = get_ipython()
-    hidden = set(shell.user_ns_hidden)
+    own = {"In", "Out", "exit", "quit", "get_ipython", "open"}
     digest = hashlib.sha256()
     for name in sorted(shell.user_ns):
-        if name.startswith("_") or name in hidden or name in ("In", "Out", "exit", "quit"):
+        if name.startswith("_") or name in own:
             continue
         value = shell.user_ns[name]
         digest.update(f"{name}:{type(value).__module__}.{type(value).__qualname__}".encode())
