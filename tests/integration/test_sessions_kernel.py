@@ -112,6 +112,25 @@ def test_a_timeout_ends_the_step_and_the_next_step_rebuilds_the_state(tmp_path: 
         session.close()
 
 
+def test_a_notebook_with_threads_of_its_own_is_replayed_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "threads.py"
+    path.write_text(
+        "# %%\nimport threading, time\nstop = threading.Event()\n"
+        "threading.Thread(target=stop.wait, daemon=True).start()\ntime.sleep(0.5)\n\n"
+        "# %%\ntime.sleep(0.5)\nx = 1\n\n# %%\nprint(x)\n",
+        encoding="utf-8",
+    )
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex, ex.open_session(path) as session:
+        assert session.run()["status"] == "success"
+        assert session.checkpoints == []
+        step = session.rerun_from(2)
+        assert step["restored"] == "replay" and step["cells_run"] == [0, 1, 2]
+        assert step["restore_reason"] is not None
+        assert step["restore_reason"].startswith("no checkpoint after cell 1: ")
+        assert "thread" in step["restore_reason"]
+        assert step["outputs"][-1] == {"index": 2, "text": "1\n"}
+
+
 def test_secrets_reach_the_kernel_and_no_file_or_answer(tmp_path: Path) -> None:
     secret = "session-secret-value-4711"
     path = tmp_path / "secret.py"

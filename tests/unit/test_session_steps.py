@@ -183,7 +183,7 @@ def test_quick_cells_are_run_again_rather_than_checkpointed(
     assert o.kernel.checkpoints() == [FRESH]
     o.edit(3, "d = 0")
     step = o.session.rerun_from(4)
-    assert step["restored"] == "checkpoint" and step["cells_run"] == [0, 1, 2, 3, 4]
+    assert step["restored"] == "replay" and step["cells_run"] == [0, 1, 2, 3, 4]
     assert step["restore_reason"] == "cell 3 changed since it ran"
     o.session.rerun_from(3, until=2)
     step = o.session.rerun_from(2)

@@ -278,9 +278,11 @@ class Session:
                 reason = f"the checkpoint could not be restored: {exc}"
                 replay = list(wanted)
         if not restored:
-            how = "replay"
             self._fresh_kernel()
             replay = list(wanted)
+        if not restored or (restore.key == FRESH and replay):
+            # A fresh kernel (made anew, or from the checkpoint of one) runs every cell again.
+            how = "replay"
         self._broken = False
         step.restored, step.reason = how, reason
         self._record.add(
