@@ -271,8 +271,10 @@ def test_secrets_never_reach_a_step_an_evaluation_or_the_log(opened: Any) -> Non
 
 def test_parameters_are_injected_after_the_parameters_cell(opened: Any) -> None:
     o = opened(["n = 1", "m = n * 2\nprint(m)"], parameters={"n": 5}, tagged=True)
+    assert o.session.run(until=0)["cells_run"] == [0]
+    assert o.session.evaluate("n")["output"] == "5\n"
     step = o.session.run()
-    assert step["cells_run"] == [0, 1] and step["outputs"][-1]["text"] == "10\n"
+    assert step["cells_run"] == [1] and step["outputs"][-1]["text"] == "10\n"
     assert step["parameters"] == {"n": 5}
     o.session.rerun_from(1)
     assert o.session.evaluate("m")["output"] == "10\n"

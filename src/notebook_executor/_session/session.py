@@ -429,7 +429,9 @@ class Session:
     def _last(self, plan: Plan, until: int | None) -> int:
         if until is None:
             return len(plan.nb.cells) - 1
-        return self._job_index(plan, until, "until")
+        end = self._job_index(plan, until, "until")
+        # The injected values belong to the parameters cell they follow.
+        return end + 1 if plan.cell_map.injected_at == end + 1 else end
 
     # -- lifetime --------------------------------------------------------------------------
 
