@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import gc
 import json
 import os
@@ -81,8 +82,21 @@ def notebook_threads(app: Any) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t not in own and t.is_alive()]
 
 
+@functools.cache
+def _gpu_devices_exist(prefixes: tuple[str, ...]) -> bool:
+    """Whether this machine has any GPU device file (none: none can be open)."""
+    for prefix in prefixes:
+        folder, _, name = prefix.rpartition("/")
+        with contextlib.suppress(OSError):
+            if any(entry.name.startswith(name) for entry in Path(folder or "/").iterdir()):
+                return True
+    return False
+
+
 def gpu_devices(prefixes: tuple[str, ...] = GPU_DEVICES) -> list[str]:
     """The GPU device files this process holds open."""
+    if not _gpu_devices_exist(prefixes):
+        return []
     found = []
     try:
         fds = list(Path("/proc/self/fd").iterdir())
@@ -161,10 +175,8 @@ def checkpoint(address: str, key: int) -> None:
     why = unsupported(app)
     if why is not None:
         raise CheckpointRefused(why)
-    # What the kernel buffered for its output streams goes out now, not twice.
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    # (The kernel flushed its output streams at the end of the last cell; the copy never
+    # writes what they may hold.)
     _reap()
     # Python reseeds ``random`` in a forked child: the copy puts the state back.
     state = _random_state()

@@ -60,7 +60,8 @@ MODULE_FILES: dict[str, _FileOnly] | None = None
 
 #: The shell message that asks a kernel for a checkpoint, and its reply (see
 #: ``checkpoint_server.py``): ``{"address": host socket, "key": int}`` ->
-#: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``.
+#: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``, with
+#: ``"seconds"``, the time the kernel spent on it.
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"
 CHECKPOINT_REPLY = "nbx_checkpoint_reply"
 
@@ -482,12 +483,15 @@ def launched(argv: list[str]) -> NoReturn:
 def _checkpoint_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
     """Take a checkpoint of this kernel (``checkpoint_server.py``, loaded when first asked),
     and reply."""
+    began = time.perf_counter()
     reply: dict[str, Any] = {"status": "ok"}
     try:
         content = parent.get("content", {})
         sibling("checkpoint_server").checkpoint(str(content["address"]), int(content["key"]))
     except Exception as exc:
         reply = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)}
+    # What the checkpoint cost the kernel (its checks, and the fork: most of it).
+    reply["seconds"] = time.perf_counter() - began
     kernel.session.send(stream, CHECKPOINT_REPLY, reply, parent, ident)
 
 

@@ -21,6 +21,9 @@ context=None)``
 ``client``, ``kernel`` (the current :class:`~.launch.RunningKernel`), ``info`` (its
 ``kernel_info_reply`` content), ``language_info``, ``await alive()``
     The current kernel; ``client`` and ``kernel`` change at every restore.
+``last_checkpoint_seconds``
+    What the last checkpoint cost the kernel (mostly the fork, which grows with the kernel's
+    resident memory): a session may skip checkpoints after cells cheaper than that to rerun.
 ``checkpoint_pids()``, ``pid``
     The processes of the checkpoints, and of the current kernel.
 ``checkpoint_unsupported() -> str | None``
@@ -194,6 +197,10 @@ class LiveKernel:
         self._context = context if context is not None else client_context()
         self._own_context = context is None
         self._refused: str | None = None
+        #: Seconds the kernel spent on the last checkpoint asked for (checks and fork: the
+        #: fork copies the page tables, so it grows with the kernel's memory, about 1 ms per
+        #: 10 MB resident), or None.
+        self.last_checkpoint_seconds: float | None = None
         #: Checkpoints by key, oldest first: taken, or forked and yet to say hello.
         self._held: OrderedDict[int, Checkpoint | asyncio.Future[Checkpoint]] = OrderedDict()
         #: The checkpoint the current kernel was made from (its parent), if any.
@@ -313,6 +320,8 @@ class LiveKernel:
             self.drop(key)
             raise
         content = reply.get("content", {})
+        seconds = content.get("seconds")
+        self.last_checkpoint_seconds = seconds if isinstance(seconds, (int, float)) else None
         if content.get("status") != "ok":
             self.drop(key)
             ename, evalue = content.get("ename", ""), content.get("evalue", "")
