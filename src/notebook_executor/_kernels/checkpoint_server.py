@@ -307,6 +307,7 @@ def _restored_child(
     # In a new, empty context: the one this runs in is the old kernel's request handler's,
     # whose values (the parent message of the displays) would outlive it.
     contextvars.Context().run(kernel.run_kernel, argv, prepared=prepared)
+    os._exit(1)  # (not reached: the kernel exits)
 
 
 def _forget_old_kernel() -> Any:
@@ -342,5 +343,5 @@ def _forget_old_kernel() -> Any:
     asyncio.set_event_loop(asyncio.new_event_loop())
     debugger = sys.modules.get("ipykernel.debugger")
     if debugger is not None:
-        debugger._is_debugpy_available = False
+        vars(debugger)["_is_debugpy_available"] = False
     return shell

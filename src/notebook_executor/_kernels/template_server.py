@@ -157,6 +157,7 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         traceback.print_exc()
         kernel.exit_now(1)
     kernel.run_kernel(argv)
+    os._exit(1)  # (not reached: the kernel exits)
 
 
 def main(argv: list[str]) -> None:
