@@ -344,4 +344,8 @@ def _forget_old_kernel() -> Any:
     debugger = sys.modules.get("ipykernel.debugger")
     if debugger is not None:
         vars(debugger)["_is_debugpy_available"] = False
+        # Nor does it need the files of the loaded modules, which the kernel would read from
+        # each of them (copying the pages they share with the checkpoint).
+        kernel = _kernel()
+        kernel.MODULE_FILES = {name: kernel.FileOnly(None) for name in list(sys.modules)}
     return shell

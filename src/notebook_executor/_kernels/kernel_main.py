@@ -56,7 +56,7 @@ PARSED: tuple[list[str], Any, list[str]] | None = None
 
 #: In the template and its children: a stand-in for each module loaded before the first fork,
 #: by name, holding its ``__file__``. See :func:`_known_module_files`.
-MODULE_FILES: dict[str, _FileOnly] | None = None
+MODULE_FILES: dict[str, FileOnly] | None = None
 
 #: The shell message that asks a kernel for a checkpoint, and its reply (see
 #: ``checkpoint_server.py``): ``{"address": host socket, "key": int}`` ->
@@ -205,7 +205,7 @@ class _ParentWatch(threading.Thread):
         os._exit(1)
 
 
-class _FileOnly:
+class FileOnly:
     """A stand-in for a module the template loaded: its ``__file__`` and nothing else."""
 
     __slots__ = ("__file__",)
@@ -215,16 +215,16 @@ class _FileOnly:
             self.__file__ = path
 
 
-def module_files() -> dict[str, _FileOnly]:
-    """A :class:`_FileOnly` for each loaded module, by name.
+def module_files() -> dict[str, FileOnly]:
+    """A :class:`FileOnly` for each loaded module, by name.
 
     Made in one go (with copies of the paths), they lie on a few memory pages of their own:
     the children that read them copy those pages only.
     """
-    files: dict[str, _FileOnly] = {}
+    files: dict[str, FileOnly] = {}
     for name, module in sys.modules.copy().items():
         path = getattr(module, "__file__", None)
-        files[name] = _FileOnly(path.encode().decode() if isinstance(path, str) else path)
+        files[name] = FileOnly(path.encode().decode() if isinstance(path, str) else path)
     return files
 
 
@@ -235,7 +235,7 @@ class _ModulesView(Mapping[str, Any]):
     the template for each module it had loaded, and the module itself for the others.
     """
 
-    def __init__(self, known: dict[str, _FileOnly]) -> None:
+    def __init__(self, known: dict[str, FileOnly]) -> None:
         self._known = known
 
     def __getitem__(self, name: str) -> Any:
@@ -265,7 +265,7 @@ class _SysView:
 
 
 @contextlib.contextmanager
-def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
+def _known_module_files(known: dict[str, FileOnly] | None) -> Iterator[None]:
     """While a forked kernel initializes: ipykernel lists the files of the loaded modules
     (for its debugger) from what the template recorded, not by reading every module.
 
