@@ -351,6 +351,25 @@ def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None
     return config, list(extra_args)
 
 
+#: How deep in the stack the kernel application runs (see :func:`_keep_headroom`).
+_DEPTH: int | None = None
+
+
+def _keep_headroom() -> None:
+    """Keep the recursion a notebook may use: a kernel made from a checkpoint runs inside the
+    old kernel's stack (about twenty frames deeper at each generation), so the limit rises by
+    as much."""
+    global _DEPTH
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    if _DEPTH is not None and depth > _DEPTH:
+        sys.setrecursionlimit(sys.getrecursionlimit() + depth - _DEPTH)
+    _DEPTH = depth
+
+
 def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None) -> NoReturn:
     """Be a kernel on ``argv`` (``["-f", connection_file, *options]``) until shut down; exit.
 
@@ -358,6 +377,7 @@ def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None
     """
     code = 1
     try:
+        _keep_headroom()
         sys.argv = ["ipykernel_launcher", *argv]
         app = kernel_app()
         with _known_module_files(MODULE_FILES):
