@@ -94,9 +94,12 @@ async def memory(bench: Bench) -> dict[str, Any]:
     try:
         await run_cell(live, f"import numpy as np\nbig = np.ones({ARRAY_BYTES // 8})")
         alone = _pss(live.pid)
+        taken = []
         for index in range(MEMORY_CHECKPOINTS):
             await run_cell(live, f"step = {index}\ntotal = float(big[:{index + 1}].sum())")
+            began = time.perf_counter()
             why = await live.checkpoint(index)
+            taken.append((time.perf_counter() - began) * 1000)
             if why is not None:
                 raise RuntimeError(f"checkpoint {index} refused: {why}")
         deadline = time.monotonic() + 60
@@ -117,6 +120,7 @@ async def memory(bench: Bench) -> dict[str, Any]:
         "checkpoints_pss": checkpoints,
         "ratio": round(ratio, 3),
         "held_by_checkpoints": held,
+        "checkpoint_ms_median": round(statistics.median(taken), 2),
         "target_ratio": TARGET_MEMORY_RATIO,
         "ok": ratio <= TARGET_MEMORY_RATIO and len(pids) == MEMORY_CHECKPOINTS,
     }

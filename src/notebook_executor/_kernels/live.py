@@ -16,8 +16,10 @@ Interface (every coroutine runs on the loop the kernel was started on):
 ``await LiveKernel.start(choice, cwd=..., env=..., ready_timeout=..., forkserver=None,
 context=None)``
     Start a kernel for a session (the arguments of :func:`~.launch.start_kernel`).
-``LiveKernel(kernel, choice)``
-    Or wrap a kernel started elsewhere (a pool's); the LiveKernel then owns it.
+``LiveKernel(kernel, choice, cwd=..., env=..., context=..., ready_timeout=...)``
+    Or wrap a kernel started elsewhere (a pool's: then not released to the pool); the
+    LiveKernel owns it from then on. Kernels forked from the template restore faster (their
+    command line is parsed already).
 ``client``, ``kernel`` (the current :class:`~.launch.RunningKernel`), ``info`` (its
 ``kernel_info_reply`` content), ``language_info``, ``await alive()``
     The current kernel; ``client`` and ``kernel`` change at every restore.
