@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from notebook_executor._kernels.cells import Displays, execute_cell
+from notebook_executor._kernels.checkpoints import smaps_rollup
 from notebook_executor._kernels.forkserver import ForkServer
 from notebook_executor._kernels.launch import choose_kernel, kernel_environment
-from notebook_executor._kernels.live import LiveKernel, smaps_rollup
+from notebook_executor._kernels.live import LiveKernel
 from notebook_executor._notebook import new_code_cell, new_notebook
 
 TARGET_MEMORY_RATIO = 1.3

@@ -14,7 +14,7 @@ the kernel forks and returns at once. The copy, the checkpoint:
   every object of the old kernel alive so that no finalizer runs;
 - starts a session of its own (a restore kills the kernel's session, not its checkpoints),
   connects to the host's socket ``address``, says ``{"key", "pid"}``, and serves
-  ``kernel_main.serve``'s requests there: each ``fork`` makes a kernel from this state
+  ``fork_serving.serve``'s requests there: each ``fork`` makes a kernel from this state
   (:func:`_restored_child`). When the host closes the socket or dies, it kills the kernels it
   made, and their sessions, and exits.
 
@@ -58,6 +58,10 @@ class CheckpointRefused(Exception):
 
 def _kernel() -> Any:
     return sys.modules["_notebook_executor_kernel"]
+
+
+def _serving() -> Any:
+    return _kernel().sibling("fork_serving")
 
 
 def _app() -> Any:
@@ -246,8 +250,8 @@ def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
         _set_random_state(state)
         _detach_streams()
         os.setsid()
-        kernel = _kernel()
-        kernel.CHILDREN.clear()
+        serving = _serving()
+        serving.CHILDREN.clear()
         _FORKED.clear()
         control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         control.connect(address)
@@ -258,7 +262,7 @@ def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
             _set_random_state(state)
             _restored_child(request, control, parent, gc_enabled=enabled)
 
-        kernel.serve(control, child)
+        serving.serve(control, child)
         code = 0
     except BaseException:
         with contextlib.suppress(BaseException):
@@ -273,14 +277,15 @@ def _restored_child(
 ) -> NoReturn:
     """In a process forked from a checkpoint: become a kernel with the state. Never returns."""
     kernel = _kernel()
+    serving = _serving()
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        kernel.CHILDREN.clear()
+        serving.CHILDREN.clear()
         control.close()
         os.setsid()
-        kernel.die_with_parent(parent)
-        kernel.redirect_std(request["stderr"])
+        serving.die_with_parent(parent)
+        serving.redirect_std(request["stderr"])
         argv = [
             "-f",
             request["connection_file"],

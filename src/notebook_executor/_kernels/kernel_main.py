@@ -4,10 +4,11 @@ This file runs in its own interpreter, never imported by the library, and import
 ``notebook_executor``. Run by path as ``__nbx_kernel__`` (:func:`launched`) it is a native
 kernel: ipykernel's ``IPKernelApp`` (see :func:`kernel_app`). The fork server's template
 (``template_server.py``) and checkpoints (``checkpoint_server.py``) load it by path, as the
-module :data:`NAME`, and make kernels with :func:`run_kernel` in the processes they fork.
+module :data:`NAME`, and make kernels with :func:`run_kernel` in the processes they fork
+(``fork_serving.py``).
 
-:func:`serve` is the protocol of both: one JSON line per request and per reply, on a Unix
-socket held by the host:
+``fork_serving.serve`` is the protocol of both: one JSON line per request and per reply, on
+a Unix socket held by the host:
 
 ``{"op": "fork", "connection_file": ..., "cwd": ..., "env": {...}, "stderr": ...}``
     fork a kernel; reply ``{"pid": N}`` (or ``{"error": why}``).
@@ -27,24 +28,19 @@ and exits.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
-import json
 import os
 import select
-import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-#: The name this file is known by in ``sys.modules``, however it was loaded.
+#: The name this file is known by in ``sys.modules``, however it was loaded; its siblings
+#: are ``_notebook_executor_<name>`` (:func:`sibling`).
 NAME = "_notebook_executor_kernel"
-
-_PR_SET_PDEATHSIG = 1
 
 #: Stands for the connection file in the command line the template parses for its kernels.
 ANY_FILE = "\0connection-file\0"
@@ -285,34 +281,6 @@ def _known_module_files(known: dict[str, FileOnly] | None) -> Iterator[None]:
         ipkernel.sys = sys  # type: ignore[union-attr]
 
 
-def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``signum`` to this process when its parent exits; exit now if it
-    already has."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        end_children()
-        os._exit(1)
-
-
-#: In a process that forks kernels (the template, a checkpoint): those it has not reaped.
-CHILDREN: set[int] = set()
-
-
-def end_children() -> None:
-    """SIGKILL every kernel this process forked, and every process in their sessions."""
-    children = list(CHILDREN)
-    if not children:
-        return
-    with contextlib.suppress(Exception):
-        sibling("sessions").kill_sessions(children)
-    for pid in children:
-        # A child that has not called setsid() yet is in no session of its own.
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
     """The configuration and leftover arguments the command line parser would give for
     ``argv``, from what the template parsed: None unless ``argv`` is that command line with an
@@ -416,80 +384,6 @@ def exit_now(code: int) -> NoReturn:
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
-
-
-def _status(pid: int) -> int | None:
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return -signal.SIGKILL
-    if done == 0:
-        return None
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
-
-
-#: A process that forks kernels calls this in each child, with the request, the control
-#: socket (to close) and its own pid; it never returns.
-ForkChild = Callable[[dict[str, Any], socket.socket, int], NoReturn]
-
-
-def serve(
-    control: socket.socket, child: ForkChild, unsafe: Callable[[], str | None] = lambda: None
-) -> None:
-    """Answer requests until the host closes the socket; then kill every child.
-
-    ``unsafe`` says why forking now would be unsafe (the request is then refused), or None.
-    """
-    children = CHILDREN
-    server_pid = os.getpid()
-    reader = control.makefile("rb")
-    try:
-        for line in reader:
-            request = json.loads(line)
-            op = request.get("op")
-            reply: dict[str, Any]
-            if op == "fork":
-                why = unsafe()
-                if why is not None:
-                    reply = {"error": f"cannot fork safely: {why}"}
-                else:
-                    pid = os.fork()
-                    if pid == 0:
-                        child(request, control, server_pid)
-                    children.add(pid)
-                    reply = {"pid": pid}
-            elif op == "reap":
-                pid = int(request["pid"])
-                code = _status(pid)
-                if code is not None:
-                    children.discard(pid)
-                reply = {"status": code}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
-            control.sendall(json.dumps(reply).encode() + b"\n")
-    finally:
-        end_children()
-        for pid in children:
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-
-
-def redirect_std(stderr_path: str | None) -> None:
-    """Standard input and output to the null device, standard error to ``stderr_path``'s end
-    (or the null device)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    err = (
-        os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        if stderr_path
-        else os.dup(null)
-    )
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.dup2(err, 2)
-    os.close(null)
-    os.close(err)
 
 
 def launched(argv: list[str]) -> NoReturn:
