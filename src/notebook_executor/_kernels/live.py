@@ -92,7 +92,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
-from .checkpoints import Checkpoint, CheckpointError, held_memory, hello
+from .checkpoints import Checkpoint, CheckpointError, held_memory, hello, smaps_rollup
 from .forkserver import ForkChannel, fork_supported
 from .launch import RunningKernel, client_context, start_kernel
 from .workdirs import Workdir, make_workdir
@@ -104,7 +104,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Checkpoint", "CheckpointError", "LiveKernel", "smaps_rollup"]
 
-from .checkpoints import smaps_rollup
 
 logger = logging.getLogger(__name__)
 
