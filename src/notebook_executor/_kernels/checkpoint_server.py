@@ -48,6 +48,13 @@ GPU_DEVICES = ("/dev/nvidia", "/dev/dri/", "/dev/kfd")
 #: Objects of the old kernels, kept alive in each copy so that no finalizer of theirs runs.
 _KEPT: list[Any] = []
 
+#: In a copy: the kernel's output streams (``sys.stdout``, ``sys.stderr``) at the fork.
+_OLD_STREAMS: list[Any] = []
+
+#: What a kernel made from a copy passes on from the old output streams to its own: the
+#: notebook may hold them (a logging handler made in a cell).
+_STREAM_METHODS = ("write", "writelines", "flush")
+
 #: In a kernel: the checkpoints it forked (not the notebook's processes).
 _FORKED: set[int] = set()
 
@@ -197,14 +204,12 @@ def _detach_streams() -> None:
     ipykernel's output streams point descriptors 1 and 2 at pipes its threads read (gone
     here: writing would reach the kernel's output), and keep the originals' copies.
     """
-    kept = []
+    _OLD_STREAMS[:] = [sys.stdout, sys.stderr]
     for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
-        kept.append(stream)
         original = getattr(stream, "_original_stdstream_copy", None)
         if isinstance(original, int):
             with contextlib.suppress(OSError):
                 os.dup2(original, fd)
-    _KEPT.append(kept)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -305,6 +310,10 @@ def _restored_child(
         # pick a tip with ``random``, moving the notebook's generator.
         shell.kernel = app.kernel
         shell.enable_tip = False
+        for old, new in zip(_OLD_STREAMS, (sys.stdout, sys.stderr), strict=False):
+            for name in _STREAM_METHODS:
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(old, name, getattr(new, name))
         app.kernel.execution_count = max(0, shell.execution_count - 1)
         if gc_enabled:
             gc.enable()
