@@ -21,6 +21,9 @@ from .workdirs import Workdir
 
 __all__ = ["Checkpoint", "CheckpointError", "held_memory", "hello", "smaps_rollup"]
 
+#: Longest a checkpoint may take to answer a request (it answers a fork at once).
+REPLY_TIMEOUT = 30.0
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be restored (or is not held)."""
@@ -37,7 +40,8 @@ class Checkpoint(ForkChannel):
         self.pid = pid
         self.pidfd: int | None = os.pidfd_open(pid)
         self.workdir: Workdir | None = None
-        connection.setblocking(True)
+        # A checkpoint answers at once, or not at all (stopped, or stuck): never wait forever.
+        connection.settimeout(REPLY_TIMEOUT)
         self._socket = connection
         self._reader = connection.makefile("rb")
 
