@@ -135,6 +135,24 @@ def test_a_file_written_after_a_checkpoint_stays_written(short_tmp_path: Path) -
     assert (short_tmp_path / "written.txt").read_text() == "after"
 
 
+def test_a_stream_the_notebook_holds_still_prints_after_a_restore(short_tmp_path: Path) -> None:
+    async def scenario() -> None:
+        live = await start(short_tmp_path)
+        try:
+            await run(
+                live,
+                "import logging, sys\nlog = logging.getLogger('probe')\n"
+                "log.addHandler(logging.StreamHandler(sys.stdout)); log.setLevel('INFO')",
+            )
+            assert await live.checkpoint(0) is None
+            await live.restore(0)
+            assert await run(live, "log.info('after'); print('plain')") == "after\nplain"
+        finally:
+            await live.shutdown()
+
+    asyncio.run(scenario())
+
+
 REFUSALS = [
     (
         "import threading, time\nstop = threading.Event()\n"
@@ -280,6 +298,35 @@ def test_a_killed_host_leaves_no_kernel_and_no_checkpoint(short_tmp_path: Path) 
         host.send_signal(signal.SIGKILL)
         host.wait()
     try:
+        assert wait_gone(pids) == set()
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_checkpoints_that_could_not_act_are_swept_at_the_next_start(
+    short_tmp_path: Path,
+) -> None:
+    """Stopped (so deaf to their host's death), the checkpoints and the kernel made from one
+    are killed by the next sweep, from the records in their kernel folders."""
+    from notebook_executor._kernels.workdirs import sweep_stale
+
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(short_tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    pids: list[int] = []
+    try:
+        assert host.stdout is not None
+        pids = json.loads(host.stdout.readline())[1:]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+    finally:
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+    try:
+        assert all(alive(pid) for pid in pids)
+        sweep_stale()
         assert wait_gone(pids) == set()
     finally:
         for pid in pids:

@@ -202,7 +202,8 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
         kernels = descendants(host.pid)
-        assert any("ipykernel" in cmd or "kernel_main.py" in cmd for cmd in kernels.values())
+        programs = ("ipykernel", "kernel_main.py", "template_server.py")
+        assert any(name in cmd for cmd in kernels.values() for name in programs)
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()

@@ -37,7 +37,7 @@ def _live(choice: KernelChoice) -> live.LiveKernel:
 
 def test_not_linux_is_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(live, "fork_supported", lambda: False)
-    monkeypatch.setattr(live.sys, "platform", "darwin")
+    monkeypatch.setattr(sys, "platform", "darwin")
     kernel = _live(choose_kernel("nb", None, None))
     assert kernel.checkpoint_unsupported() == "checkpoints need Linux (this is darwin)"
     why = asyncio.run(kernel.checkpoint(0))
@@ -101,7 +101,7 @@ def test_the_kernels_child_processes_are_seen() -> None:
 def test_a_kernel_made_from_a_checkpoint_reuses_the_parsed_command_line() -> None:
     """The template parses a kernel's command line once; kernels forked from a checkpoint
     have another parent, and take the same parse with their own parent's id."""
-    kernel = _load("kernel_main")
+    kernel: Any = _load("kernel_main")
     options = ["--HistoryManager.enabled=False"]
     template = ["-f", kernel.ANY_FILE, "--IPKernelApp.parent_handle=100", *options]
     app = kernel.kernel_app_class()()

@@ -150,7 +150,9 @@ def test_the_package_has_no_import_cycle() -> None:
     assert cycles(graph()) == []
 
 
-@pytest.mark.parametrize("name", ["kernel_main", "template_server", "checkpoint_server"])
+@pytest.mark.parametrize(
+    "name", ["kernel_main", "template_server", "checkpoint_server", "fork_serving"]
+)
 def test_the_kernel_scripts_import_nothing_of_the_package(name: str) -> None:
     """They run by path in a kernel process, where the package may not be importable."""
     script = ROOT / "_kernels" / f"{name}.py"

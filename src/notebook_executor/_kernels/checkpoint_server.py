@@ -14,7 +14,7 @@ the kernel forks and returns at once. The copy, the checkpoint:
   every object of the old kernel alive so that no finalizer runs;
 - starts a session of its own (a restore kills the kernel's session, not its checkpoints),
   connects to the host's socket ``address``, says ``{"key", "pid"}``, and serves
-  ``kernel_main.serve``'s requests there: each ``fork`` makes a kernel from this state
+  ``fork_serving.serve``'s requests there: each ``fork`` makes a kernel from this state
   (:func:`_restored_child`). When the host closes the socket or dies, it kills the kernels it
   made, and their sessions, and exits.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import gc
 import json
 import os
@@ -47,6 +48,13 @@ GPU_DEVICES = ("/dev/nvidia", "/dev/dri/", "/dev/kfd")
 #: Objects of the old kernels, kept alive in each copy so that no finalizer of theirs runs.
 _KEPT: list[Any] = []
 
+#: In a copy: the kernel's output streams (``sys.stdout``, ``sys.stderr``) at the fork.
+_OLD_STREAMS: list[Any] = []
+
+#: What a kernel made from a copy passes on from the old output streams to its own: the
+#: notebook may hold them (a logging handler made in a cell).
+_STREAM_METHODS = ("write", "writelines", "flush")
+
 #: In a kernel: the checkpoints it forked (not the notebook's processes).
 _FORKED: set[int] = set()
 
@@ -57,6 +65,10 @@ class CheckpointRefused(Exception):
 
 def _kernel() -> Any:
     return sys.modules["_notebook_executor_kernel"]
+
+
+def _serving() -> Any:
+    return _kernel().sibling("fork_serving")
 
 
 def _app() -> Any:
@@ -81,8 +93,21 @@ def notebook_threads(app: Any) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t not in own and t.is_alive()]
 
 
+@functools.cache
+def _gpu_devices_exist(prefixes: tuple[str, ...]) -> bool:
+    """Whether this machine has any GPU device file (none: none can be open)."""
+    for prefix in prefixes:
+        folder, _, name = prefix.rpartition("/")
+        with contextlib.suppress(OSError):
+            if any(entry.name.startswith(name) for entry in Path(folder or "/").iterdir()):
+                return True
+    return False
+
+
 def gpu_devices(prefixes: tuple[str, ...] = GPU_DEVICES) -> list[str]:
     """The GPU device files this process holds open."""
+    if not _gpu_devices_exist(prefixes):
+        return []
     found = []
     try:
         fds = list(Path("/proc/self/fd").iterdir())
@@ -161,10 +186,8 @@ def checkpoint(address: str, key: int) -> None:
     why = unsupported(app)
     if why is not None:
         raise CheckpointRefused(why)
-    # What the kernel buffered for its output streams goes out now, not twice.
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    # (The kernel flushed its output streams at the end of the last cell; the copy never
+    # writes what they may hold.)
     _reap()
     # Python reseeds ``random`` in a forked child: the copy puts the state back.
     state = _random_state()
@@ -181,14 +204,12 @@ def _detach_streams() -> None:
     ipykernel's output streams point descriptors 1 and 2 at pipes its threads read (gone
     here: writing would reach the kernel's output), and keep the originals' copies.
     """
-    kept = []
+    _OLD_STREAMS[:] = [sys.stdout, sys.stderr]
     for fd, stream in ((1, sys.stdout), (2, sys.stderr)):
-        kept.append(stream)
         original = getattr(stream, "_original_stdstream_copy", None)
         if isinstance(original, int):
             with contextlib.suppress(OSError):
                 os.dup2(original, fd)
-    _KEPT.append(kept)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -234,8 +255,8 @@ def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
         _set_random_state(state)
         _detach_streams()
         os.setsid()
-        kernel = _kernel()
-        kernel.CHILDREN.clear()
+        serving = _serving()
+        serving.CHILDREN.clear()
         _FORKED.clear()
         control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         control.connect(address)
@@ -246,7 +267,7 @@ def _serve_checkpoint(app: Any, address: str, key: int, state: Any) -> NoReturn:
             _set_random_state(state)
             _restored_child(request, control, parent, gc_enabled=enabled)
 
-        kernel.serve(control, child)
+        serving.serve(control, child)
         code = 0
     except BaseException:
         with contextlib.suppress(BaseException):
@@ -261,14 +282,15 @@ def _restored_child(
 ) -> NoReturn:
     """In a process forked from a checkpoint: become a kernel with the state. Never returns."""
     kernel = _kernel()
+    serving = _serving()
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        kernel.CHILDREN.clear()
+        serving.CHILDREN.clear()
         control.close()
         os.setsid()
-        kernel.die_with_parent(parent)
-        kernel.redirect_std(request["stderr"])
+        serving.die_with_parent(parent)
+        serving.redirect_std(request["stderr"])
         argv = [
             "-f",
             request["connection_file"],
@@ -288,6 +310,10 @@ def _restored_child(
         # pick a tip with ``random``, moving the notebook's generator.
         shell.kernel = app.kernel
         shell.enable_tip = False
+        for old, new in zip(_OLD_STREAMS, (sys.stdout, sys.stderr), strict=False):
+            for name in _STREAM_METHODS:
+                with contextlib.suppress(AttributeError, TypeError):
+                    setattr(old, name, getattr(new, name))
         app.kernel.execution_count = max(0, shell.execution_count - 1)
         if gc_enabled:
             gc.enable()
@@ -295,6 +321,7 @@ def _restored_child(
     # In a new, empty context: the one this runs in is the old kernel's request handler's,
     # whose values (the parent message of the displays) would outlive it.
     contextvars.Context().run(kernel.run_kernel, argv, prepared=prepared)
+    os._exit(1)  # (not reached: the kernel exits)
 
 
 def _forget_old_kernel() -> Any:
@@ -330,5 +357,9 @@ def _forget_old_kernel() -> Any:
     asyncio.set_event_loop(asyncio.new_event_loop())
     debugger = sys.modules.get("ipykernel.debugger")
     if debugger is not None:
-        debugger._is_debugpy_available = False
+        vars(debugger)["_is_debugpy_available"] = False
+        # Nor does it need the files of the loaded modules, which the kernel would read from
+        # each of them (copying the pages they share with the checkpoint).
+        kernel = _kernel()
+        kernel.MODULE_FILES = {name: kernel.FileOnly(None) for name in list(sys.modules)}
     return shell

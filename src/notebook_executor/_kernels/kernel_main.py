@@ -4,10 +4,11 @@ This file runs in its own interpreter, never imported by the library, and import
 ``notebook_executor``. Run by path as ``__nbx_kernel__`` (:func:`launched`) it is a native
 kernel: ipykernel's ``IPKernelApp`` (see :func:`kernel_app`). The fork server's template
 (``template_server.py``) and checkpoints (``checkpoint_server.py``) load it by path, as the
-module :data:`NAME`, and make kernels with :func:`run_kernel` in the processes they fork.
+module :data:`NAME`, and make kernels with :func:`run_kernel` in the processes they fork
+(``fork_serving.py``).
 
-:func:`serve` is the protocol of both: one JSON line per request and per reply, on a Unix
-socket held by the host:
+``fork_serving.serve`` is the protocol of both: one JSON line per request and per reply, on
+a Unix socket held by the host:
 
 ``{"op": "fork", "connection_file": ..., "cwd": ..., "env": {...}, "stderr": ...}``
     fork a kernel; reply ``{"pid": N}`` (or ``{"error": why}``).
@@ -27,24 +28,19 @@ and exits.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
-import json
 import os
 import select
-import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NoReturn
 
-#: The name this file is known by in ``sys.modules``, however it was loaded.
+#: The name this file is known by in ``sys.modules``, however it was loaded; its siblings
+#: are ``_notebook_executor_<name>`` (:func:`sibling`).
 NAME = "_notebook_executor_kernel"
-
-_PR_SET_PDEATHSIG = 1
 
 #: Stands for the connection file in the command line the template parses for its kernels.
 ANY_FILE = "\0connection-file\0"
@@ -56,11 +52,12 @@ PARSED: tuple[list[str], Any, list[str]] | None = None
 
 #: In the template and its children: a stand-in for each module loaded before the first fork,
 #: by name, holding its ``__file__``. See :func:`_known_module_files`.
-MODULE_FILES: dict[str, _FileOnly] | None = None
+MODULE_FILES: dict[str, FileOnly] | None = None
 
 #: The shell message that asks a kernel for a checkpoint, and its reply (see
 #: ``checkpoint_server.py``): ``{"address": host socket, "key": int}`` ->
-#: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``.
+#: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``, with
+#: ``"seconds"``, the time the kernel spent on it.
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"
 CHECKPOINT_REPLY = "nbx_checkpoint_reply"
 
@@ -204,7 +201,7 @@ class _ParentWatch(threading.Thread):
         os._exit(1)
 
 
-class _FileOnly:
+class FileOnly:
     """A stand-in for a module the template loaded: its ``__file__`` and nothing else."""
 
     __slots__ = ("__file__",)
@@ -214,16 +211,16 @@ class _FileOnly:
             self.__file__ = path
 
 
-def module_files() -> dict[str, _FileOnly]:
-    """A :class:`_FileOnly` for each loaded module, by name.
+def module_files() -> dict[str, FileOnly]:
+    """A :class:`FileOnly` for each loaded module, by name.
 
     Made in one go (with copies of the paths), they lie on a few memory pages of their own:
     the children that read them copy those pages only.
     """
-    files: dict[str, _FileOnly] = {}
+    files: dict[str, FileOnly] = {}
     for name, module in sys.modules.copy().items():
         path = getattr(module, "__file__", None)
-        files[name] = _FileOnly(path.encode().decode() if isinstance(path, str) else path)
+        files[name] = FileOnly(path.encode().decode() if isinstance(path, str) else path)
     return files
 
 
@@ -234,7 +231,7 @@ class _ModulesView(Mapping[str, Any]):
     the template for each module it had loaded, and the module itself for the others.
     """
 
-    def __init__(self, known: dict[str, _FileOnly]) -> None:
+    def __init__(self, known: dict[str, FileOnly]) -> None:
         self._known = known
 
     def __getitem__(self, name: str) -> Any:
@@ -264,7 +261,7 @@ class _SysView:
 
 
 @contextlib.contextmanager
-def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
+def _known_module_files(known: dict[str, FileOnly] | None) -> Iterator[None]:
     """While a forked kernel initializes: ipykernel lists the files of the loaded modules
     (for its debugger) from what the template recorded, not by reading every module.
 
@@ -282,34 +279,6 @@ def _known_module_files(known: dict[str, _FileOnly] | None) -> Iterator[None]:
         yield
     finally:
         ipkernel.sys = sys  # type: ignore[union-attr]
-
-
-def die_with_parent(parent_pid: int, signum: int = signal.SIGKILL) -> None:
-    """Ask Linux to send ``signum`` to this process when its parent exits; exit now if it
-    already has."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        end_children()
-        os._exit(1)
-
-
-#: In a process that forks kernels (the template, a checkpoint): those it has not reaped.
-CHILDREN: set[int] = set()
-
-
-def end_children() -> None:
-    """SIGKILL every kernel this process forked, and every process in their sessions."""
-    children = list(CHILDREN)
-    if not children:
-        return
-    with contextlib.suppress(Exception):
-        sibling("sessions").kill_sessions(children)
-    for pid in children:
-        # A child that has not called setsid() yet is in no session of its own.
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
 
 
 def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None:
@@ -350,6 +319,25 @@ def _parsed_command_line(argv: list[str] | None) -> tuple[Any, list[str]] | None
     return config, list(extra_args)
 
 
+#: How deep in the stack the kernel application runs (see :func:`_keep_headroom`).
+_DEPTH: int | None = None
+
+
+def _keep_headroom() -> None:
+    """Keep the recursion a notebook may use: a kernel made from a checkpoint runs inside the
+    old kernel's stack (about twenty frames deeper at each generation), so the limit rises by
+    as much."""
+    global _DEPTH
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    if _DEPTH is not None and depth > _DEPTH:
+        sys.setrecursionlimit(sys.getrecursionlimit() + depth - _DEPTH)
+    _DEPTH = depth
+
+
 def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None) -> NoReturn:
     """Be a kernel on ``argv`` (``["-f", connection_file, *options]``) until shut down; exit.
 
@@ -357,6 +345,7 @@ def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None
     """
     code = 1
     try:
+        _keep_headroom()
         sys.argv = ["ipykernel_launcher", *argv]
         app = kernel_app()
         with _known_module_files(MODULE_FILES):
@@ -397,80 +386,6 @@ def exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _status(pid: int) -> int | None:
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return -signal.SIGKILL
-    if done == 0:
-        return None
-    if os.WIFSIGNALED(status):
-        return -os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
-
-
-#: A process that forks kernels calls this in each child, with the request, the control
-#: socket (to close) and its own pid; it never returns.
-ForkChild = Callable[[dict[str, Any], socket.socket, int], NoReturn]
-
-
-def serve(
-    control: socket.socket, child: ForkChild, unsafe: Callable[[], str | None] = lambda: None
-) -> None:
-    """Answer requests until the host closes the socket; then kill every child.
-
-    ``unsafe`` says why forking now would be unsafe (the request is then refused), or None.
-    """
-    children = CHILDREN
-    server_pid = os.getpid()
-    reader = control.makefile("rb")
-    try:
-        for line in reader:
-            request = json.loads(line)
-            op = request.get("op")
-            reply: dict[str, Any]
-            if op == "fork":
-                why = unsafe()
-                if why is not None:
-                    reply = {"error": f"cannot fork safely: {why}"}
-                else:
-                    pid = os.fork()
-                    if pid == 0:
-                        child(request, control, server_pid)
-                    children.add(pid)
-                    reply = {"pid": pid}
-            elif op == "reap":
-                pid = int(request["pid"])
-                code = _status(pid)
-                if code is not None:
-                    children.discard(pid)
-                reply = {"status": code}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
-            control.sendall(json.dumps(reply).encode() + b"\n")
-    finally:
-        end_children()
-        for pid in children:
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-
-
-def redirect_std(stderr_path: str | None) -> None:
-    """Standard input and output to the null device, standard error to ``stderr_path``'s end
-    (or the null device)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    err = (
-        os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        if stderr_path
-        else os.dup(null)
-    )
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.dup2(err, 2)
-    os.close(null)
-    os.close(err)
-
-
 def launched(argv: list[str]) -> NoReturn:
     """The native kernel launched on its own (not forked): ``launched(["-f", file, ...])``."""
     # As ``python -m ipykernel_launcher``: no cwd entry while loading; IPython adds "" back.
@@ -482,12 +397,15 @@ def launched(argv: list[str]) -> NoReturn:
 def _checkpoint_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
     """Take a checkpoint of this kernel (``checkpoint_server.py``, loaded when first asked),
     and reply."""
+    began = time.perf_counter()
     reply: dict[str, Any] = {"status": "ok"}
     try:
         content = parent.get("content", {})
         sibling("checkpoint_server").checkpoint(str(content["address"]), int(content["key"]))
     except Exception as exc:
         reply = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)}
+    # What the checkpoint cost the kernel (its checks, and the fork: most of it).
+    reply["seconds"] = time.perf_counter() - began
     kernel.session.send(stream, CHECKPOINT_REPLY, reply, parent, ident)
 
 

@@ -16,11 +16,16 @@ Interface (every coroutine runs on the loop the kernel was started on):
 ``await LiveKernel.start(choice, cwd=..., env=..., ready_timeout=..., forkserver=None,
 context=None)``
     Start a kernel for a session (the arguments of :func:`~.launch.start_kernel`).
-``LiveKernel(kernel, choice)``
-    Or wrap a kernel started elsewhere (a pool's); the LiveKernel then owns it.
+``LiveKernel(kernel, choice, cwd=..., env=..., context=..., ready_timeout=...)``
+    Or wrap a kernel started elsewhere (a pool's: then not released to the pool); the
+    LiveKernel owns it from then on. Kernels forked from the template restore faster (their
+    command line is parsed already).
 ``client``, ``kernel`` (the current :class:`~.launch.RunningKernel`), ``info`` (its
 ``kernel_info_reply`` content), ``language_info``, ``await alive()``
     The current kernel; ``client`` and ``kernel`` change at every restore.
+``last_checkpoint_seconds``
+    What the last checkpoint cost the kernel (mostly the fork, which grows with the kernel's
+    resident memory): a session may skip checkpoints after cells cheaper than that to rerun.
 ``checkpoint_pids()``, ``pid``
     The processes of the checkpoints, and of the current kernel.
 ``checkpoint_unsupported() -> str | None``
@@ -37,6 +42,8 @@ context=None)``
     :class:`CheckpointError` if there is none (see :attr:`lost`) or the new kernel does not
     start (the session then replays). Files the notebook wrote are not restored: a checkpoint
     is memory, not files.
+``await restart()``
+    End the current kernel and start a fresh one (as the first), keeping the checkpoints.
 ``checkpoints``
     The keys of the checkpoints held, oldest first.
 ``lost``
@@ -75,10 +82,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import signal
 import socket
 import sys
 import time
@@ -87,6 +92,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
+from .checkpoints import Checkpoint, CheckpointError, held_memory, hello, smaps_rollup
 from .forkserver import ForkChannel, fork_supported
 from .launch import RunningKernel, client_context, start_kernel
 from .workdirs import Workdir, make_workdir
@@ -98,6 +104,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Checkpoint", "CheckpointError", "LiveKernel", "smaps_rollup"]
 
+
 logger = logging.getLogger(__name__)
 
 #: Longest a kernel may take to answer a checkpoint request, and its copy to say hello.
@@ -105,69 +112,6 @@ CHECKPOINT_TIMEOUT = 30.0
 
 #: The shell message that asks the kernel for a checkpoint (see ``kernel_main.py``).
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint could not be restored (or is not held)."""
-
-
-class Checkpoint(ForkChannel):
-    """A checkpoint process: a copy of the kernel that forks kernels with its state."""
-
-    def __init__(
-        self, key: int, pid: int, connection: socket.socket, kernel_ids: list[str]
-    ) -> None:
-        super().__init__(kernel_ids)
-        self.key = key
-        self.pid = pid
-        self.pidfd: int | None = os.pidfd_open(pid)
-        self.workdir: Workdir | None = None
-        connection.setblocking(True)
-        self._socket = connection
-        self._reader = connection.makefile("rb")
-
-    def alive(self) -> bool:
-        """True while the process runs."""
-        if self.pidfd is None:
-            return False
-        import select
-
-        poller = select.poll()
-        poller.register(self.pidfd, select.POLLIN)
-        return not poller.poll(0)
-
-    def close(self) -> None:
-        """End the process (it kills the kernels it made on its way) and forget it."""
-        with self._lock:
-            if self._socket is not None:
-                with contextlib.suppress(OSError):
-                    self._socket.shutdown(socket.SHUT_RDWR)
-            self._close_socket_locked()
-        fd, self.pidfd = self.pidfd, None
-        if fd is not None:
-            # Its socket closed, it would exit by itself: the signal makes it certain, now.
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if self.workdir is not None:
-            self.workdir.remove()
-            self.workdir = None
-
-
-def smaps_rollup(pid: int) -> dict[str, int]:
-    """``/proc/<pid>/smaps_rollup``'s sizes, in bytes (empty once the process is gone)."""
-    try:
-        data = Path(f"/proc/{pid}/smaps_rollup").read_bytes()
-    except OSError:
-        return {}
-    sizes = {}
-    for line in data.splitlines()[1:]:
-        name, _, rest = line.partition(b":")
-        fields = rest.split()
-        if len(fields) == 2 and fields[1] == b"kB":
-            sizes[name.decode()] = int(fields[0]) * 1024
-    return sizes
 
 
 class LiveKernel:
@@ -182,8 +126,10 @@ class LiveKernel:
         env: dict[str, str] | None = None,
         context: Any = None,
         ready_timeout: float = 60.0,
+        forkserver: ForkChannel | None = None,
     ) -> None:
         self.kernel = kernel
+        self.forkserver = forkserver
         self.choice = choice
         self.memory_limit: int | None = None
         self.lost: dict[int, str] = {}
@@ -194,6 +140,10 @@ class LiveKernel:
         self._context = context if context is not None else client_context()
         self._own_context = context is None
         self._refused: str | None = None
+        #: Seconds the kernel spent on the last checkpoint asked for (checks and fork: the
+        #: fork copies the page tables, so it grows with the kernel's memory, about 1 ms per
+        #: 10 MB resident), or None.
+        self.last_checkpoint_seconds: float | None = None
         #: Checkpoints by key, oldest first: taken, or forked and yet to say hello.
         self._held: OrderedDict[int, Checkpoint | asyncio.Future[Checkpoint]] = OrderedDict()
         #: The checkpoint the current kernel was made from (its parent), if any.
@@ -227,7 +177,15 @@ class LiveKernel:
             forkserver=forkserver,
             context=context,
         )
-        return cls(kernel, choice, cwd=cwd, env=env, context=context, ready_timeout=ready_timeout)
+        return cls(
+            kernel,
+            choice,
+            cwd=cwd,
+            env=env,
+            context=context,
+            ready_timeout=ready_timeout,
+            forkserver=forkserver,
+        )
 
     # -- the current kernel ----------------------------------------------------------------
 
@@ -313,6 +271,8 @@ class LiveKernel:
             self.drop(key)
             raise
         content = reply.get("content", {})
+        seconds = content.get("seconds")
+        self.last_checkpoint_seconds = seconds if isinstance(seconds, (int, float)) else None
         if content.get("status") != "ok":
             self.drop(key)
             ename, evalue = content.get("ename", ""), content.get("evalue", "")
@@ -363,6 +323,23 @@ class LiveKernel:
         self.kernel = kernel
         self._parent = source
 
+    async def restart(self) -> None:
+        """Replace the current kernel by a fresh one (as :meth:`start` made the first), keeping
+        the checkpoints: where a replay starts from nothing."""
+        stopping = asyncio.ensure_future(self._stop_current())
+        try:
+            self.kernel = await start_kernel(
+                self.choice,
+                cwd=self._cwd,
+                env=self._env,
+                ready_timeout=self.ready_timeout,
+                forkserver=self.forkserver,
+                context=self._context,
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                await stopping
+
     def drop(self, key: int) -> None:
         """End checkpoint ``key``, if held (kept as the current kernel's parent if it is)."""
         entry = self._held.pop(key, None)
@@ -391,18 +368,8 @@ class LiveKernel:
     # -- memory ----------------------------------------------------------------------------
 
     def measure_memory(self) -> int:
-        """Bytes the checkpoints hold beyond what the kernel alone uses (blocking: reads
-        every process's ``smaps_rollup``)."""
-        pids = self.checkpoint_pids()
-        if not pids:
-            return 0
-        kernel = self.pid
-        own = smaps_rollup(kernel) if kernel is not None else {}
-        total = own.get("Pss", 0) + own.get("SwapPss", 0)
-        for pid in pids:
-            sizes = smaps_rollup(pid)
-            total += sizes.get("Pss", 0) + sizes.get("SwapPss", 0)
-        return max(0, total - own.get("Rss", 0) - own.get("Swap", 0))
+        """Bytes the checkpoints hold beyond what the kernel alone uses (blocking)."""
+        return held_memory(self.pid, self.checkpoint_pids())
 
     async def account_memory(self) -> int:
         """Measure the memory the checkpoints hold, evict the oldest while it is over
@@ -503,7 +470,7 @@ class LiveKernel:
         while True:
             connection, _ = await loop.sock_accept(listener)
             try:
-                said = await asyncio.wait_for(_hello(loop, connection), CHECKPOINT_TIMEOUT)
+                said = await asyncio.wait_for(hello(loop, connection), CHECKPOINT_TIMEOUT)
                 key, pid = int(said["key"]), int(said["pid"])
                 taken = Checkpoint(key, pid, connection, self._kernel_ids)
             except (asyncio.TimeoutError, TimeoutError, OSError, ValueError, TypeError, KeyError):
@@ -520,20 +487,6 @@ class LiveKernel:
                 logger.debug("could not record checkpoint %s's session: %s", key, exc)
             waiting.set_result(taken)
             self._held[key] = taken
-
-
-async def _hello(loop: asyncio.AbstractEventLoop, connection: socket.socket) -> dict[str, Any]:
-    """The first line a checkpoint sends: ``{"key", "pid"}``."""
-    line = b""
-    while not line.endswith(b"\n"):
-        data = await loop.sock_recv(connection, 4096)
-        if not data:
-            raise ValueError("no hello")
-        line += data
-    said = json.loads(line)
-    if not isinstance(said, dict):
-        raise ValueError("not a hello")
-    return said
 
 
 def _ignore_result(task: asyncio.Task[Any]) -> None:

@@ -3,7 +3,7 @@
 This file runs in its own interpreter (``python -c`` + ``runpy``, as ``__nbx_template__``),
 never imported by the library, and imports nothing from ``notebook_executor``. It loads
 ipykernel, IPython and the usual data modules (scrapbook, pandas, numpy) but creates no zmq
-context and no thread, then answers the requests of ``kernel_main.serve`` on a Unix socket. A
+context and no thread, then answers the requests of ``fork_serving.serve`` on a Unix socket. A
 kernel it forks (:func:`_child`) starts a new session (its own process group), asks the OS to
 SIGKILL it when the template dies (``PR_SET_PDEATHSIG``), moves to ``cwd``, takes ``env`` as
 its whole environment, sends its stderr to the file ``stderr``, reseeds random generators, and
@@ -76,11 +76,12 @@ def _kernel_main() -> Any:
 
 
 kernel = _kernel_main()
+serving = kernel.sibling("fork_serving")
 
 
 def _on_host_death(signum: int, frame: Any) -> None:
     """The template's parent-death signal: the host is gone, and so go the kernels."""
-    kernel.end_children()
+    serving.end_children()
     os._exit(0)
 
 
@@ -132,11 +133,11 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
     """Become a kernel. Never returns."""
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        kernel.CHILDREN.clear()
+        serving.CHILDREN.clear()
         control.close()
         os.setsid()
-        kernel.die_with_parent(template_pid)
-        kernel.redirect_std(request["stderr"])
+        serving.die_with_parent(template_pid)
+        serving.redirect_std(request["stderr"])
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -157,6 +158,7 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         traceback.print_exc()
         kernel.exit_now(1)
     kernel.run_kernel(argv)
+    os._exit(1)  # (not reached: the kernel exits)
 
 
 def main(argv: list[str]) -> None:
@@ -171,7 +173,7 @@ def main(argv: list[str]) -> None:
     # (a SIGKILL would leave what their notebooks started running).
     signal.signal(signal.SIGTERM, _on_host_death)
     kernel.sibling("sessions")
-    kernel.die_with_parent(host_pid, signal.SIGTERM)
+    serving.die_with_parent(host_pid, signal.SIGTERM)
     # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)
@@ -204,7 +206,7 @@ def main(argv: list[str]) -> None:
         "unsafe": _fork_unsafe_state(),
     }
     control.sendall(json.dumps(hello).encode() + b"\n")
-    kernel.serve(control, _child, _fork_unsafe_state)
+    serving.serve(control, _child, _fork_unsafe_state)
     # Every child is gone and nothing is left to flush: skip the interpreter's teardown of the
     # thousand-odd modules loaded, which would keep the host's close() waiting.
     os._exit(0)
