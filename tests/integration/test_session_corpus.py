@@ -89,7 +89,7 @@ def test_rerun_from_every_cell_matches_a_fresh_run(path: Path, tmp_path: Path) -
     runs = tmp_path / "runs"
     with NotebookExecutor(runs_dir=runs) as ex:
         parameters = parameters_for(ex, path)
-        options = {"parameters": parameters, "secrets": SECRETS}
+        options: dict[str, Any] = {"parameters": parameters, "secrets": SECRETS}
         fresh = ex.execute(path, **options)
         assert fresh["status"] == "success", fresh["failed_cell"]
         expected = job_cells(fresh["output_path"])

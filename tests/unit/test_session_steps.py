@@ -375,7 +375,7 @@ def test_outputs_are_ansi_free_bounded_text_with_images_as_references() -> None:
     from notebook_executor._records.redaction import Redactor
     from notebook_executor._session.texts import outputs_text
 
-    outputs = [
+    outputs: list[dict[str, Any]] = [
         {"output_type": "stream", "name": "stdout", "text": "\x1b[31mred\x1b[0m secret-value-9\n"},
         {"output_type": "display_data", "data": {"image/png": "iVBOR" * 1000, "text/plain": "<F>"}},
         {"output_type": "execute_result", "data": {"text/plain": "x" * 10_000}},
