@@ -35,6 +35,8 @@ from ._errors import (
 )
 from ._executor import NotebookExecutor
 from ._run.edits import CellEdit
+from ._session.session import Session
+from ._session.shapes import EvaluationResult, StepResult
 from ._sources.formats import read_notebook, write_notebook
 from ._types import (
     CellChange,
@@ -68,6 +70,7 @@ __all__ = [
     "EditConflictError",
     "Engine",
     "EngineOutcome",
+    "EvaluationResult",
     "ExecutorClosedError",
     "FailedCell",
     "InvalidArgumentError",
@@ -89,6 +92,8 @@ __all__ = [
     "RunsDirError",
     "SearchHit",
     "SearchQueryError",
+    "Session",
+    "StepResult",
     "ValidateAnswer",
     "ValidateProblem",
     "__version__",

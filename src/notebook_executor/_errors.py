@@ -22,7 +22,8 @@
      │                         unreachable scheduler, a folder too big to ship)
      ├── ReportError           the report's folder cannot be written, or holds files that
      │                         were not written by a report
-     └── ExecutorClosedError   the NotebookExecutor was closed (also a ``RuntimeError``)
+     └── ExecutorClosedError   the NotebookExecutor, or a Session of it, was closed (also a
+                               ``RuntimeError``)
 
     KeyboardInterrupt
      └── RunCancelled          (``notebook_executor.engine``) a run stopped by Ctrl-C or by
@@ -269,7 +270,8 @@ class ReportError(NotebookExecutorError):
 
 
 class ExecutorClosedError(NotebookExecutorError, RuntimeError):
-    """The :class:`~notebook_executor.NotebookExecutor` was closed; open a new one."""
+    """The :class:`~notebook_executor.NotebookExecutor`, or a
+    :class:`~notebook_executor.Session` of it, was closed; open a new one."""
 
 
 def _rebuild(kind: type[InvalidArgumentError], message: str, state: dict[str, Any]) -> Any:

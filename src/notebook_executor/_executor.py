@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ._catalog.digest import Digest
     from ._catalog.store import Catalog
     from ._notebook import NotebookNode
+    from ._session.session import Session
 
 __all__ = ["NotebookExecutor"]
 
@@ -139,6 +140,7 @@ class NotebookExecutor:
         # execute_many's threads may all reach for the catalog at once: it is opened once.
         self._catalog_lock = threading.Lock()
         self._closed = False
+        self._sessions: set[Session] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -152,6 +154,10 @@ class NotebookExecutor:
         """Stop every kernel and release the catalog. Safe to call more than once."""
         if self._closed:
             return
+        from ._session.opening import close_sessions
+
+        # Sessions finish their records (and catalog rows) while the executor is still open.
+        close_sessions(self._sessions)
         self._closed = True
         self._engine.close()
         with self._catalog_lock:
@@ -296,6 +302,52 @@ class NotebookExecutor:
             on_cell=on_cell,
             cancel=cancel,
         )
+
+    def open_session(
+        self,
+        input_path: PathLike,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        request: str | None = None,
+        cwd: PathLike | None = None,
+        env: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cell_timeout: float | None = None,
+        idle_timeout: float | None = 1800,
+        checkpoint_memory: int | None = None,
+    ) -> Session:
+        """Start a live kernel on a notebook, to step through it: a :class:`Session`.
+
+        The same checks and errors as :meth:`execute`, before any kernel starts; nothing runs
+        until :meth:`Session.run`. Each step reads the source as it is then. ``timeout`` bounds
+        each step, ``cell_timeout`` each cell; ``idle_timeout`` (seconds, None: never) closes a
+        session left idle; ``checkpoint_memory`` (bytes, None: no limit) bounds the memory of
+        its checkpoints, the oldest evicted first. The session is a run record under
+        ``runs_dir``, brought up to date after every step; :meth:`close` closes every session.
+        """
+        self._check_open()
+        from ._session.opening import open_session
+
+        options = RunOptions(
+            parameters=None if parameters is None else dict(parameters),
+            request=request,
+            cwd=cwd,
+            env=env,
+            secrets=secrets,
+            timeout=timeout,
+            cell_timeout=cell_timeout,
+        )
+        session = open_session(
+            lambda: self._plan(input_path, options),
+            runs_dir=self.runs_dir,
+            on_record=self._catalog_call,
+            idle_timeout=idle_timeout,
+            checkpoint_memory=checkpoint_memory,
+            on_close=self._sessions.discard,
+        )
+        self._sessions.add(session)
+        return session
 
     def execute_many(
         self,

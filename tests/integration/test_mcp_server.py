@@ -45,6 +45,12 @@ TOOLS = {
     "collect_outputs",
     "diff",
     "validate",
+    "open_session",
+    "session_run",
+    "session_evaluate",
+    "session_rerun_from",
+    "close_session",
+    "list_sessions",
 }
 
 HELLO = """\

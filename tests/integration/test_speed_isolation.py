@@ -202,7 +202,8 @@ def test_kernels_die_with_a_killed_host_and_a_later_host_sweeps_their_folders(
         line = host.stdout.readline()
         assert json.loads(line) == host.pid
         kernels = descendants(host.pid)
-        assert any("ipykernel" in cmd or "template_kernel.py" in cmd for cmd in kernels.values())
+        programs = ("ipykernel", "kernel_main.py", "template_server.py")
+        assert any(name in cmd for cmd in kernels.values() for name in programs)
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
@@ -365,10 +366,10 @@ def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
         while True:
             now = descendants(os.getpid())
             during = set(now) - before
-            if any("template_kernel.py" in now[pid] for pid in during):
+            if any("template_server.py" in now[pid] for pid in during):
                 break
             assert time.monotonic() < deadline, "the prepared template never started"
             time.sleep(0.05)
-        assert [now[pid] for pid in during if "template_kernel.py" not in now[pid]] == []
+        assert [now[pid] for pid in during if "template_server.py" not in now[pid]] == []
     assert {pid for pid in during if alive(pid)} == set()
     assert not (workdir / "runs").exists() or not any((workdir / "runs").rglob("*.ipynb"))

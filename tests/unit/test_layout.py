@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = "notebook_executor"
 ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 
@@ -31,9 +33,12 @@ def test_the_import_contracts_are_kept() -> None:
     assert "Contracts: 3 kept, 0 broken." in done.stdout
 
 
-def test_the_kernel_script_imports_nothing_of_the_package() -> None:
-    """It runs by path in a kernel process, where the package may not be importable."""
-    script = ROOT / "_kernels" / "template_kernel.py"
+@pytest.mark.parametrize(
+    "name", ["kernel_main", "template_server", "checkpoint_server", "fork_serving"]
+)
+def test_the_kernel_scripts_import_nothing_of_the_package(name: str) -> None:
+    """They run by path in a kernel process, where the package may not be importable."""
+    script = ROOT / "_kernels" / f"{name}.py"
     tree = ast.parse(script.read_text(encoding="utf-8"))
     absolute = [
         alias.name

@@ -2,7 +2,7 @@
 
 Starting ``python -m ipykernel_launcher`` costs about a second of CPU, nearly all of it imports
 (IPython, ipykernel, zmq, tornado; pandas and scrapbook once the notebook runs). A
-:class:`ForkServer` starts, once, a template interpreter (:mod:`.template_kernel`) that imports
+:class:`ForkServer` starts, once, a template interpreter (:mod:`.template_server`) that imports
 those modules and then forks one child per kernel; each child is still a separate, fresh kernel
 process (its own pid, session, sockets, cwd and environment), it just skips the imports.
 
@@ -44,7 +44,7 @@ from typing import Any
 from .options import KERNEL_OPTIONS, script_command
 from .sessions import KERNEL_ID
 
-__all__ = ["ForkServer", "ForkedProcess", "fork_supported"]
+__all__ = ["ForkChannel", "ForkServer", "ForkServerError", "ForkedProcess", "fork_supported"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,88 @@ class ForkServerError(RuntimeError):
     """The template could not start or could not fork."""
 
 
-class ForkServer:
+class ForkChannel:
+    """A process that forks kernels on request, over a Unix socket; thread-safe.
+
+    Speaks ``kernel_main.serve``'s protocol. Subclasses: :class:`ForkServer` (the template);
+    checkpoints (:mod:`.live`).
+    """
+
+    def __init__(self, kernel_ids: list[str]) -> None:
+        #: The :data:`~.sessions.KERNEL_ID` values its kernels' processes may carry in the
+        #: environment they started with (the template's, or the first kernel's).
+        self.kernel_ids = kernel_ids
+        self._lock = threading.Lock()
+        self._socket: socket.socket | None = None
+        self._reader: Any = None
+        self._closed = False
+
+    def fork(
+        self, *, connection_file: str, cwd: str, env: dict[str, str], stderr_path: str
+    ) -> ForkedProcess:
+        """Fork a kernel that serves ``connection_file``; return a handle on its process."""
+        request = {
+            "op": "fork",
+            "connection_file": connection_file,
+            "cwd": cwd,
+            "env": env,
+            "stderr": stderr_path,
+            "options": list(KERNEL_OPTIONS),
+        }
+        reply = self._call(request)
+        if "pid" not in reply:
+            raise ForkServerError(str(reply.get("error", "the process did not fork")))
+        pid = int(reply["pid"])
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            raise ForkServerError(f"cannot watch forked kernel {pid}: {exc}") from None
+        return ForkedProcess(self, pid, pidfd)
+
+    def reap(self, pid: int) -> int | None:
+        """Exit status of forked kernel ``pid``, or None while it runs."""
+        try:
+            reply = self._call({"op": "reap", "pid": pid})
+        except ForkServerError:
+            # The forking process is gone, and its children with it.
+            return -signal.SIGKILL
+        status = reply.get("status")
+        return None if status is None else int(status)
+
+    def _close_socket_locked(self) -> None:
+        if self._reader is not None:
+            with contextlib.suppress(OSError):
+                self._reader.close()
+            self._reader = None
+        if self._socket is not None:
+            # Closing the socket tells the process to kill its children and exit.
+            with contextlib.suppress(OSError):
+                self._socket.close()
+            self._socket = None
+
+    def _stop_locked(self) -> None:
+        self._close_socket_locked()
+
+    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            if self._socket is None:
+                raise ForkServerError("the forking process is not running")
+            try:
+                self._socket.sendall(json.dumps(request).encode() + b"\n")
+                return self._read()
+            except (OSError, ValueError) as exc:
+                self._stop_locked()
+                raise ForkServerError(f"the forking process failed: {exc}") from None
+
+    def _read(self) -> dict[str, Any]:
+        line = self._reader.readline() if self._reader is not None else b""
+        if not line:
+            raise ForkServerError("the forking process exited")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+
+class ForkServer(ForkChannel):
     """A template interpreter that forks kernels on request; thread-safe.
 
     Parameters
@@ -103,14 +184,11 @@ class ForkServer:
         #: The template's :data:`~.sessions.KERNEL_ID`: forked kernels, and what they fork
         #: without a new program, carry it in the environment they started with.
         self.kernel_id = uuid.uuid4().hex
+        super().__init__([self.kernel_id])
         self._env = {**env, KERNEL_ID: self.kernel_id}
         self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
-        self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
-        self._socket: socket.socket | None = None
-        self._reader: Any = None
-        self._closed = False
         self.pid: int | None = None
         self.preloaded: list[str] = []
         self._modules: frozenset[str] = frozenset()
@@ -200,38 +278,6 @@ class ForkServer:
             self._modules = frozenset(hello.get("modules", []))
             logger.debug("kernel template %s ready (preloaded %s)", self.pid, self.preloaded)
 
-    def fork(
-        self, *, connection_file: str, cwd: str, env: dict[str, str], stderr_path: str
-    ) -> ForkedProcess:
-        """Fork a kernel that serves ``connection_file``; return a handle on its process."""
-        request = {
-            "op": "fork",
-            "connection_file": connection_file,
-            "cwd": cwd,
-            "env": env,
-            "stderr": stderr_path,
-            "options": list(KERNEL_OPTIONS),
-        }
-        reply = self._call(request)
-        if "pid" not in reply:
-            raise ForkServerError(str(reply.get("error", "the template did not fork")))
-        pid = int(reply["pid"])
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError as exc:
-            raise ForkServerError(f"cannot watch forked kernel {pid}: {exc}") from None
-        return ForkedProcess(self, pid, pidfd)
-
-    def reap(self, pid: int) -> int | None:
-        """Exit status of forked kernel ``pid``, or None while it runs."""
-        try:
-            reply = self._call({"op": "reap", "pid": pid})
-        except ForkServerError:
-            # The template is gone, and its children with it.
-            return -signal.SIGKILL
-        status = reply.get("status")
-        return None if status is None else int(status)
-
     def close(self) -> None:
         """Stop the template; every kernel still forked from it dies too."""
         self._closed = True
@@ -244,15 +290,7 @@ class ForkServer:
             self._stop_locked()
 
     def _stop_locked(self) -> None:
-        if self._reader is not None:
-            with contextlib.suppress(OSError):
-                self._reader.close()
-            self._reader = None
-        if self._socket is not None:
-            # Closing the socket tells the template to kill its children and exit.
-            with contextlib.suppress(OSError):
-                self._socket.close()
-            self._socket = None
+        self._close_socket_locked()
         process, self._process = self._process, None
         if process is not None:
             # The template holds no state worth a polite exit, and may be busy importing for
@@ -264,24 +302,6 @@ class ForkServer:
                 process.kill()
                 process.wait()
 
-    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            if self._socket is None:
-                raise ForkServerError("the kernel template is not running")
-            try:
-                self._socket.sendall(json.dumps(request).encode() + b"\n")
-                return self._read()
-            except (OSError, ValueError) as exc:
-                self._stop_locked()
-                raise ForkServerError(f"the kernel template failed: {exc}") from None
-
-    def _read(self) -> dict[str, Any]:
-        line = self._reader.readline() if self._reader is not None else b""
-        if not line:
-            raise ForkServerError("the kernel template exited")
-        reply: dict[str, Any] = json.loads(line)
-        return reply
-
 
 class ForkedProcess:
     """A forked kernel seen like a :class:`subprocess.Popen` (what jupyter_client expects)."""
@@ -290,7 +310,7 @@ class ForkedProcess:
     stdout = None
     stderr = None
 
-    def __init__(self, server: ForkServer, pid: int, pidfd: int) -> None:
+    def __init__(self, server: ForkChannel, pid: int, pidfd: int) -> None:
         self._server = server
         self.pid = pid
         self._pidfd: int | None = pidfd
@@ -351,7 +371,7 @@ class ForkedProcess:
         self._close_fd()
 
 
-def make_fork_provisioner(manager: Any, server: ForkServer, stderr_path: str) -> Any:
+def make_fork_provisioner(manager: Any, server: ForkChannel, stderr_path: str) -> Any:
     """A jupyter_client provisioner for ``manager`` that forks its kernel from ``server``."""
     provisioner = _fork_provisioner_class()(
         kernel_id=manager.kernel_id, kernel_spec=manager.kernel_spec, parent=manager
@@ -372,7 +392,7 @@ def _fork_provisioner_class() -> type:
     class ForkProvisioner(LocalProvisioner):  # type: ignore[misc]
         """LocalProvisioner whose kernel is forked from the template instead of launched."""
 
-        fork_server: ForkServer
+        fork_server: ForkChannel
         stderr_path: str
         connection_file: str
 

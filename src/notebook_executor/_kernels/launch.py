@@ -32,12 +32,12 @@ if TYPE_CHECKING:
     from jupyter_client.kernelspec import KernelSpec
     from jupyter_client.manager import AsyncKernelManager
 
-    from .forkserver import ForkServer
+    from .forkserver import ForkChannel
 
 __all__ = [
     "RunningKernel",
     "choose_kernel",
-    "kernel_context",
+    "client_context",
     "kernel_environment",
     "start_kernel",
     "wait_until_ready",
@@ -142,6 +142,8 @@ class RunningKernel:
     _stderr: Any = field(repr=False, default=None)
     #: The content of the kernel's ``kernel_info_reply`` (its ``language_info`` above all).
     info: dict[str, Any] = field(default_factory=dict)
+    #: The :data:`~.sessions.KERNEL_ID` values recorded for the kernel's session.
+    session_ids: list[str] = field(default_factory=list)
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The last ``limit`` characters the kernel process wrote to stderr."""
@@ -186,34 +188,21 @@ class RunningKernel:
         return exited
 
 
-def kernel_context() -> Any:
-    """A ``zmq.asyncio.Context`` for the sockets of kernels this process talks to."""
-    import zmq
-    import zmq.asyncio
-
-    context = zmq.asyncio.Context()
-    # Kernels bind their IPC sockets a moment after we connect: retry quickly.
-    context.setsockopt(zmq.RECONNECT_IVL, 10)
-    context.setsockopt(zmq.LINGER, 0)
-    # No high-water mark on our side of IOPub either: a queue that fills drops output.
-    context.setsockopt(zmq.RCVHWM, 0)
-    return context
-
-
 async def start_kernel(
     choice: KernelChoice,
     *,
     cwd: Path,
     env: dict[str, str],
     ready_timeout: float,
-    forkserver: ForkServer | None = None,
+    forkserver: ForkChannel | None = None,
     context: Any = None,
     warm_up: bool = False,
 ) -> RunningKernel:
     """Start a kernel in ``cwd`` with environment ``env`` and wait until it answers.
 
     With ``forkserver`` (native kernels only), the kernel process is forked from its template
-    rather than launched: the same fresh kernel, without paying for the imports again. With
+    rather than launched: the same fresh kernel, without paying for the imports again (or
+    from a checkpoint: see :mod:`.live`). With
     ``context`` (a ``zmq.asyncio.Context``), the kernel's sockets share it instead of each
     manager and client creating, and tearing down, a context of its own. With ``warm_up``
     (kernels started ahead of a run), the kernel also runs one silent, history-less ``pass``,
@@ -240,11 +229,11 @@ async def start_kernel(
     # Inherited by whatever the kernel starts: how a sweep tells its processes (see .sessions).
     kernel_id = uuid.uuid4().hex
     env = {**env, KERNEL_ID: kernel_id}
+    ids = [kernel_id] if forkserver is None else [kernel_id, *forkserver.kernel_ids]
     try:
         await manager.start_kernel(cwd=str(cwd), env=env, stdout=_devnull(), stderr=stderr)
         pid = getattr(manager.provisioner, "pid", None)
         if isinstance(pid, int):
-            ids = [kernel_id] if forkserver is None else [kernel_id, forkserver.kernel_id]
             workdir.record_session(pid, ids)
         client = manager.client() if context is None else manager.client(context=context)
         # Liveness comes from the manager (the process itself): no heartbeat thread needed.
@@ -262,7 +251,7 @@ async def start_kernel(
         stderr.close()
         workdir.remove()
         raise
-    return RunningKernel(manager, client, workdir, stderr_path, stderr, info)
+    return RunningKernel(manager, client, workdir, stderr_path, stderr, info, ids)
 
 
 async def wait_until_ready(
@@ -331,6 +320,20 @@ async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
             replied = message.get("msg_type") == "execute_reply"
     if not (replied and idle):
         raise RuntimeError(f"the kernel did not finish its warm-up within {timeout:g} s")
+
+
+def client_context() -> Any:
+    """A ``zmq.asyncio.Context`` for the clients of many kernels (see :func:`start_kernel`)."""
+    import zmq
+    import zmq.asyncio
+
+    context = zmq.asyncio.Context()
+    # Kernels bind their IPC sockets a moment after we connect: retry quickly.
+    context.setsockopt(zmq.RECONNECT_IVL, 10)
+    context.setsockopt(zmq.LINGER, 0)
+    # No high-water mark on our side of IOPub either: a queue that fills drops output.
+    context.setsockopt(zmq.RCVHWM, 0)
+    return context
 
 
 def kernel_environment(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["KERNEL_OPTIONS", "KERNEL_SCRIPT", "NATIVE_KERNEL_NAME", "script_command"]
+__all__ = ["KERNEL_OPTIONS", "KERNEL_SCRIPTS", "NATIVE_KERNEL_NAME", "script_command"]
 
 #: The kernel name that means "this interpreter's own ipykernel".
 NATIVE_KERNEL_NAME = "python3"
@@ -17,11 +17,17 @@ NATIVE_KERNEL_NAME = "python3"
 KERNEL_OPTIONS = ("--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0")
 
 
-#: The kernel-side script: native kernels run it (see :mod:`.template_kernel`).
-KERNEL_SCRIPT = Path(__file__).with_name("template_kernel.py")
+#: The kernel-side programs, by role: native kernels run ``kernel_main.py``
+#: (:mod:`.kernel_main`), the fork server's template ``template_server.py``
+#: (:mod:`.template_server`). Each runs by path and imports nothing of the package.
+KERNEL_SCRIPTS = {
+    "__nbx_kernel__": Path(__file__).with_name("kernel_main.py"),
+    "__nbx_template__": Path(__file__).with_name("template_server.py"),
+}
 
 
 def script_command(role: str) -> list[str]:
-    """The command that runs :data:`KERNEL_SCRIPT` as ``role`` with this interpreter."""
+    """The command that runs the program of ``role`` (see :data:`KERNEL_SCRIPTS`) with this
+    interpreter."""
     bootstrap = f"import runpy, sys; runpy.run_path(sys.argv[1], run_name={role!r})"
-    return [sys.executable, "-c", bootstrap, str(KERNEL_SCRIPT)]
+    return [sys.executable, "-c", bootstrap, str(KERNEL_SCRIPTS[role])]

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
-from .launch import RunningKernel, kernel_context, start_kernel
+from .launch import RunningKernel, client_context, start_kernel
 from .templates import Template, TemplateUnavailable, spawn_template
 from .workdirs import sweep_stale
 
@@ -442,7 +442,7 @@ class KernelPool:
             self._launching.add(task)
             task.add_done_callback(self._launching.discard)
         if self._context is None:
-            self._context = kernel_context()
+            self._context = client_context()
         kernel = await start_kernel(
             choice,
             cwd=cwd,

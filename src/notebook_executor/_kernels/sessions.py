@@ -18,7 +18,7 @@ id is not now another process's, and the process carries one of the kernel's ide
 environment it started with (:data:`KERNEL_ID`, set for each kernel and each template).
 
 Linux only (``/proc``); elsewhere only the process group is killed. Standard library only, no
-package imports: the kernel-side script (``template_kernel.py``) loads this file by path.
+package imports: the kernel-side programs (``kernel_main.py``) load this file by path.
 """
 
 from __future__ import annotations

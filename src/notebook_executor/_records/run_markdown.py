@@ -86,6 +86,10 @@ def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
         parts += ["## Scraps", "", "```json"]
         parts.append(json.dumps(scraps, indent=2, ensure_ascii=False, default=str))
         parts += ["```", ""]
+    if isinstance(record.get("session"), Mapping):
+        from .session_log import render_session_log
+
+        parts += render_session_log(record["session"])
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -33,6 +33,7 @@ from ..._sources.formats import load_source
 from ..._types import RunResult
 from ...engine import RunCancelled
 from .arguments import StrictTool, strict_tool, typed_values
+from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
 
@@ -425,6 +426,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         found = await ws.call(lambda: ex.validate(target, execute=execute))
         return ws.answer({"path": path, **found})
 
+    session_tools(ws, tool, where, _RUNS, _READ_ONLY)
     return registered
 
 

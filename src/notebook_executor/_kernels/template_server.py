@@ -1,0 +1,216 @@
+"""The fork server's template: a process that has imported a kernel's modules, and forks kernels.
+
+This file runs in its own interpreter (``python -c`` + ``runpy``, as ``__nbx_template__``),
+never imported by the library, and imports nothing from ``notebook_executor``. It loads
+ipykernel, IPython and the usual data modules (scrapbook, pandas, numpy) but creates no zmq
+context and no thread, then answers the requests of ``fork_serving.serve`` on a Unix socket. A
+kernel it forks (:func:`_child`) starts a new session (its own process group), asks the OS to
+SIGKILL it when the template dies (``PR_SET_PDEATHSIG``), moves to ``cwd``, takes ``env`` as
+its whole environment, sends its stderr to the file ``stderr``, reseeds random generators, and
+runs the kernel app on ``connection_file``.
+
+The template exits, killing its children's sessions (the kernels and whatever their notebooks
+started: see ``sessions.py``), when the socket closes (the host closed or died), or when its
+parent-death signal (SIGTERM, ``PR_SET_PDEATHSIG``) says the host was killed outright.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any, NoReturn
+
+#: Modules every kernel imports: the template preloads them.
+PRELOAD = (
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.comm",
+    "ipykernel.debugger",
+    "IPython.core.interactiveshell",
+    "IPython.core.completer",
+    "IPython.core.history",
+    "IPython.core.debugger",
+    "IPython.core.completerlib",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "traitlets.config.argcomplete_config",
+    "tornado.platform.asyncio",
+    "tornado.queues",
+    "tornado.locks",
+    "sqlite3",
+    "jupyter_client.session",
+)
+
+#: Modules the notebooks of this project often import, preloaded too unless ``kernel`` only.
+DATA_PRELOAD = (
+    "scrapbook",
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "pyarrow.parquet",
+)
+
+
+def _kernel_main() -> Any:
+    """``kernel_main.py`` beside this file, loaded by path as its :data:`NAME`."""
+    name = "_notebook_executor_kernel"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().with_name("kernel_main.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+kernel = _kernel_main()
+serving = kernel.sibling("fork_serving")
+
+
+def _on_host_death(signum: int, frame: Any) -> None:
+    """The template's parent-death signal: the host is gone, and so go the kernels."""
+    serving.end_children()
+    os._exit(0)
+
+
+def _preload(data: bool) -> list[str]:
+    loaded = []
+    for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
+        try:
+            __import__(name)
+        except Exception:  # a missing optional module only makes kernels start slower
+            continue
+        loaded.append(name)
+    return loaded
+
+
+def _prepare_kernels(options: list[str]) -> None:
+    """Do once, here, the start-up work every forked kernel would repeat identically.
+
+    Makes the kernel application class, and parses a kernel's command line once with a
+    throwaway application (not the singleton): each kernel then takes the configuration
+    parsed, its own connection file put in (``kernel_main._parsed_command_line``), and what the
+    parser keeps (compiled regular expressions, the logging set-up's imports) is shared.
+    It opens no file and no socket.
+    """
+    argv = ["-f", kernel.ANY_FILE, f"--IPKernelApp.parent_handle={os.getpid()}", *options]
+    app = kernel.kernel_app_class()()
+    app.parse_command_line(argv)
+    kernel.PARSED = (argv, app.cli_config, list(app.extra_args))
+
+
+def _prepare_data_modules() -> None:
+    """Do once, here, what the first ``scrapbook.glue`` in every kernel would: check a scrap
+    against scrapbook's schema, filling the validators' caches (a pure function: no output)."""
+    scraps = sys.modules.get("scrapbook.scraps")
+    if scraps is not None:
+        scraps.scrap_to_payload(scraps.Scrap("scrap", 1, "json"))
+
+
+def _fork_unsafe_state() -> str | None:
+    """Why forking from this process would be unsafe now, or None."""
+    if threading.active_count() != 1:
+        return f"{threading.active_count()} Python threads"
+    zmq = sys.modules.get("zmq")
+    if zmq is not None and getattr(zmq.Context, "_instance", None) is not None:
+        return "a zmq context exists"
+    return None
+
+
+def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> NoReturn:
+    """Become a kernel. Never returns."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        serving.CHILDREN.clear()
+        control.close()
+        os.setsid()
+        serving.die_with_parent(template_pid)
+        serving.redirect_std(request["stderr"])
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].seed()
+        # A fresh ``python -m ipykernel_launcher`` has no cwd entry here; IPython adds "" back.
+        while sys.path and sys.path[0] in ("", request["cwd"]):
+            del sys.path[0]
+        argv = [
+            "-f",
+            request["connection_file"],
+            f"--IPKernelApp.parent_handle={template_pid}",
+            *request.get("options", ()),
+        ]
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        kernel.exit_now(1)
+    kernel.run_kernel(argv)
+    os._exit(1)  # (not reached: the kernel exits)
+
+
+def main(argv: list[str]) -> None:
+    """``main([control_fd, host_pid, preload, *options])``: preload, report readiness, serve.
+
+    ``preload`` is ``all`` (:data:`PRELOAD` and :data:`DATA_PRELOAD`) or ``kernel``
+    (:data:`PRELOAD` only: ready sooner); ``options`` are those the kernels will be given.
+    """
+    control_fd, host_pid = int(argv[0]), int(argv[1])
+    data = (argv[2] if len(argv) > 2 else "all") != "kernel"
+    # A catchable parent-death signal: the template kills its kernels' sessions on its way out
+    # (a SIGKILL would leave what their notebooks started running).
+    signal.signal(signal.SIGTERM, _on_host_death)
+    kernel.sibling("sessions")
+    serving.die_with_parent(host_pid, signal.SIGTERM)
+    # Ctrl-C at a terminal is for the host; the template goes when the host closes the socket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=control_fd)
+    # ``python -c`` put the working directory first on sys.path: imports come from packages only.
+    while sys.path and sys.path[0] == "":
+        del sys.path[0]
+    # Importing allocates many objects that all live on: collecting meanwhile finds next to
+    # nothing and costs a sixth of the import time, and a full collection afterwards (75 ms)
+    # would free a few thousand objects. The template collects nothing before it serves.
+    gc.disable()
+    try:
+        loaded = _preload(data)
+        with contextlib.suppress(Exception):  # kernels would only start a little slower
+            _prepare_kernels(argv[3:])
+        if data:
+            with contextlib.suppress(Exception):
+                _prepare_data_modules()
+    finally:
+        gc.enable()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with contextlib.suppress(Exception):  # without it, kernels read each module themselves
+        kernel.MODULE_FILES = kernel.module_files()
+    # Objects that exist now are shared with every child; keep the collector off their pages.
+    gc.freeze()
+    hello = {
+        "ready": True,
+        "pid": os.getpid(),
+        "preloaded": loaded,
+        "modules": sorted({name.partition(".")[0] for name in sys.modules}),
+        "unsafe": _fork_unsafe_state(),
+    }
+    control.sendall(json.dumps(hello).encode() + b"\n")
+    serving.serve(control, _child, _fork_unsafe_state)
+    # Every child is gone and nothing is left to flush: skip the interpreter's teardown of the
+    # thousand-odd modules loaded, which would keep the host's close() waiting.
+    os._exit(0)
+
+
+if __name__ == "__nbx_template__":
+    main(sys.argv[2:])

@@ -1,0 +1,1 @@
+"""Sessions: a live kernel stepped through cell by cell, with restores after an edit."""

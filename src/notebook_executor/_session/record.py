@@ -1,0 +1,129 @@
+"""A session as a run: its log, and its run files brought up to date after every step.
+
+The run files are written by the run path's own writer (:func:`~notebook_executor._run.runner.
+begin_run` and :func:`~notebook_executor._run.runner.finish_run`), so a session's record is a run
+record like any other (the catalog indexes it, ``get_run`` reads it); the session adds
+``metadata.notebook_executor.session``: ``{"id", "open", "log"}``, the log in order, each entry
+one of ``step``, ``evaluate``, ``edit``, ``restore`` and ``close``. Each write replaces the files
+atomically, so a crash leaves the record of the last step.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._records.redaction import redact
+from .._run.runner import RunStart, begin_run, finish_run
+from .._times import iso, now_utc
+from .._types import RunResult
+from ..engine import CellFailure, EngineOutcome
+from .texts import clip
+
+if TYPE_CHECKING:
+    from .._notebook import NotebookNode
+    from .._run.plan import Plan
+
+__all__ = ["LOG_TEXT_CHARS", "MAX_LOG_ENTRIES", "SessionRecord"]
+
+#: Most characters of a text in a log entry (code, output, a source before or after an edit).
+LOG_TEXT_CHARS = 2_000
+
+#: Most entries the log keeps; beyond, the oldest are dropped (and counted).
+MAX_LOG_ENTRIES = 2_000
+
+OnRecord = Callable[[str, Mapping[str, Any]], None]
+
+
+class SessionRecord:
+    """The run record of one session: cells' latest executions, the log, the run files."""
+
+    def __init__(self, session_id: str, plan: Plan, runs_dir: Path, on_record: OnRecord) -> None:
+        self.session_id = session_id
+        self.runs_dir = runs_dir
+        self.on_record = on_record
+        self.secrets = plan.secrets
+        self.log: list[dict[str, Any]] = []
+        self.dropped = 0
+        self.open = True
+        #: Each code cell's latest execution (job index -> the cell as it ran).
+        self.cells: dict[int, NotebookNode] = {}
+        self.completed: set[int] = set()
+        self.failure: CellFailure | None = None
+        self.seconds: dict[int, float] = {}
+        self.started_cells: dict[int, str] = {}
+        self.language_info: dict[str, Any] = {}
+        self._clock = time.perf_counter()
+        self.start: RunStart = begin_run(plan, runs_dir, on_record)
+
+    @property
+    def run_id(self) -> str:
+        return self.start.run_id
+
+    def add(self, kind: str, **fields: Any) -> None:
+        """Append a log entry (texts clipped; secrets redacted when written)."""
+        entry: dict[str, Any] = {"kind": kind, "at": iso(now_utc())}
+        for name, value in fields.items():
+            entry[name] = (
+                clip(value, LOG_TEXT_CHARS, "the session's run")
+                if isinstance(value, str)
+                else value
+            )
+        self.log.append(entry)
+        if len(self.log) > MAX_LOG_ENTRIES:
+            del self.log[0]
+            self.dropped += 1
+
+    def cell_ran(
+        self, index: int, cell: NotebookNode, *, completed: bool, seconds: float, started: str
+    ) -> None:
+        """Keep cell ``index``'s latest execution."""
+        self.cells[index] = copy.deepcopy(cell)
+        self.seconds[index] = round(seconds, 6)
+        self.started_cells[index] = started
+        if completed:
+            self.completed.add(index)
+        else:
+            self.completed.discard(index)
+
+    def write(self, plan: Plan) -> RunResult:
+        """Bring the run files (and the catalog) up to date; return the result dict so far.
+
+        ``plan`` is the latest reading of the source: its cells, each replaced by its latest
+        execution where it has one, are the notebook recorded.
+        """
+
+        nb = copy.deepcopy(plan.nb)
+        for index, cell in self.cells.items():
+            if index < len(nb.cells) and nb.cells[index].cell_type == "code":
+                nb.cells[index] = copy.deepcopy(cell)
+        if self.language_info:
+            from .._notebook import from_dict
+
+            nb.metadata["language_info"] = from_dict(dict(self.language_info))
+        failure = self.failure
+        if failure is not None and failure.index not in self.cells:
+            failure = None
+        outcome = EngineOutcome(
+            completed=sorted(i for i in self.completed if i < len(nb.cells)),
+            failure=failure,
+            cell_seconds=dict(self.seconds),
+            cell_started=dict(self.started_cells),
+        )
+        self.start.provenance["session"] = redact(
+            {"id": self.session_id, "open": self.open, "dropped": self.dropped, "log": self.log},
+            self.secrets,
+        )
+        return finish_run(
+            dataclasses.replace(plan, nb=nb),
+            self.start,
+            outcome,
+            self.runs_dir,
+            self.on_record,
+            finished=now_utc(),
+            duration_seconds=time.perf_counter() - self._clock,
+        )

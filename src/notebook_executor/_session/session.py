@@ -1,0 +1,592 @@
+"""A session: one live kernel an agent steps through, with the state restored after an edit.
+
+Every step reads the source as it is then (the executor's own planning: the same checks and
+the same injected parameters as ``execute``), runs cells on the session's kernel, and brings the
+run record up to date. After each cell that completes, the kernel's state is saved as a
+checkpoint (when the kernel can take one); :meth:`Session.rerun_from` restores the nearest
+checkpoint still valid for the cells as they are now and replays only the cells after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecutorError
+from .._kernels.kernel_engine import skipped
+from .._notebook import new_code_cell, new_notebook
+from .._records.redaction import Redactor
+from .._records.text import strip_ansi
+from .._times import iso, now_utc
+from ..engine import CellFailure
+from .kernel import CheckpointError
+from .ledger import FRESH, Ran
+from .record import SessionRecord
+from .shapes import CellText, EvaluationError, EvaluationResult, StepResult
+from .texts import STEP_CHARS, clip, outputs_text
+
+if TYPE_CHECKING:
+    from .._kernels.cells import CellEnd
+    from .._notebook import NotebookNode
+    from .._run.plan import Plan
+    from .kernel import SessionKernel
+
+__all__ = ["Session"]
+
+logger = logging.getLogger(__name__)
+
+#: A checkpoint is taken once the cells since the last one took this many times what a
+#: checkpoint takes: at most a fifth more time per trivial cell, and a restore replays at most
+#: that much work. Measured with ``benchmarks/bench_sessions.py``: a checkpoint after every
+#: one of 100 trivial cells cost 70 ms each (load average 14 on 2 cores), 20 times the 5 ms
+#: per cell allowed; with this ratio, 2 ms per cell.
+WORTH_RATIO = 5.0
+
+#: What a checkpoint is taken to cost before one is measured (seconds).
+FIRST_CHECKPOINT_COST = 0.02
+
+
+@dataclass
+class _Step:
+    """What one step did, gathered as it goes."""
+
+    cells_run: list[int] = field(default_factory=list)
+    restored: Literal["checkpoint", "replay"] | None = None
+    reason: str | None = None
+    failure: CellFailure | None = None
+
+
+class Session:
+    """A live kernel stepped through a notebook; made by
+    :meth:`NotebookExecutor.open_session <notebook_executor.NotebookExecutor.open_session>`.
+
+    A context manager: leaving it closes the session. ``id`` names the session, ``run_id`` its
+    run record. Methods are safe to call from several threads (one step at a time).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        replan: Callable[[], Plan],
+        kernel: SessionKernel,
+        *,
+        runs_dir: Path,
+        on_record: Callable[[str, Mapping[str, Any]], None],
+        idle_timeout: float | None = None,
+        on_close: Callable[[Session], None] | None = None,
+    ) -> None:
+        from .ledger import Ledger
+
+        self.id = uuid.uuid4().hex[:16]
+        self._replan = replan
+        self._kernel = kernel
+        self._ledger = Ledger()
+        self._plan = plan
+        self._secrets = plan.secrets
+        self._redactor = Redactor(plan.secrets)
+        self._timeout = plan.job.timeout
+        self._cell_timeout = plan.job.cell_timeout
+        self._idle_timeout = idle_timeout
+        self._on_close = on_close
+        self._lock = threading.RLock()
+        self._closed = False
+        self._broken = False
+        self._timer: threading.Timer | None = None
+        #: Seconds of cell work in the state since its last checkpoint, and what one costs.
+        self._unsaved = 0.0
+        self._checkpoint_cost = FIRST_CHECKPOINT_COST
+        self._seen = _sources(plan)
+        self._record = SessionRecord(self.id, plan, runs_dir, on_record)
+        self.run_id = self._record.run_id
+        try:
+            self._fresh_kernel()
+            self._record.language_info = kernel.language_info()
+            self._record.write(plan)
+        except BaseException:
+            self._record.add("close", why="the kernel did not start")
+            self._record.open = False
+            self._kernel.shutdown()
+            self._record.write(self._replan_quietly())
+            raise
+        self._touch()
+
+    # -- the public steps ------------------------------------------------------------------
+
+    @property
+    def checkpoints(self) -> list[int]:
+        """Source indices of the cells whose state can be restored at once (a checkpoint
+        valid for the cells as they were last read)."""
+        with self._lock:
+            if self._closed:
+                return []
+            held = set(self._kernel.checkpoints())
+            current = {cell.index: cell for cell in _code_cells(self._plan)}
+            found = []
+            for key, cells in self._ledger.saved.items():
+                if key == FRESH or key not in held:
+                    continue
+                if all(current.get(cell.index) == cell for cell in cells):
+                    found.append(self._shown(key))
+            return sorted(set(found))
+
+    def run(self, until: int | None = None) -> StepResult:
+        """Run the code cells after the last one run, up to source index ``until``
+        (inclusive; all by default), reading the source file as it is now.
+
+        A failing cell ends the step (``status`` ``"error"``, ``failed_cell``); the session
+        stays usable. After a timeout or a dead kernel, the state is first rebuilt.
+        """
+        with self._stepping("run", until=until) as (plan, step):
+            end = self._last(plan, until)
+            start = self._ledger.next_index()
+            if self._broken:
+                wanted = [cell for cell in _code_cells(plan) if cell.index < start]
+                if not self._restore(plan, wanted, step):
+                    return self._finish(plan, step, "run", until=until)
+            cells = [cell for cell in _code_cells(plan) if start <= cell.index <= end]
+            self._execute(plan, cells, step)
+            return self._finish(plan, step, "run", until=until)
+
+    def rerun_from(self, index: int, until: int | None = None) -> StepResult:
+        """Restore the state that existed right after the last code cell before source index
+        ``index`` ran, then run from ``index`` up to ``until`` (inclusive; all by default).
+
+        When an earlier cell's source changed since it ran, the restore goes back before that
+        cell and runs it again (``cells_run`` shows it). ``restored`` says how the state was
+        rebuilt: ``"checkpoint"`` (a checkpoint, then only the cells after it), ``"replay"``
+        (a fresh kernel ran the cells again; ``restore_reason`` says why). With ``until``
+        before ``index``, the state is restored and nothing more runs.
+        """
+        with self._stepping("rerun_from", index=index, until=until) as (plan, step):
+            target = self._job_index(plan, index, "index")
+            end = self._last(plan, until)
+            wanted = [cell for cell in _code_cells(plan) if cell.index < target]
+            if self._restore(plan, wanted, step):
+                cells = [cell for cell in _code_cells(plan) if target <= cell.index <= end]
+                self._execute(plan, cells, step)
+            return self._finish(plan, step, "rerun_from", index=index, until=until)
+
+    def evaluate(self, code: str) -> EvaluationResult:
+        """Run ``code`` in the current state, outside the notebook; returns ``{"status",
+        "output", "error"}`` (``output`` bounded ANSI-free text, ``error`` null or ``{"ename",
+        "evalue", "traceback"}``). What it defines stays in the state, as in Jupyter."""
+        if not isinstance(code, str):
+            raise InvalidArgumentError(
+                f"code must be a string, got {type(code).__name__}", argument="code"
+            )
+        with self._lock:
+            self._check_open()
+            self._cancel_timer()
+            try:
+                if self._broken:
+                    step = _Step()
+                    wanted = [c for c in self._ledger.history if c.completed]
+                    self._restore(self._plan, wanted, step)
+                nb = new_notebook(cells=[new_code_cell(code)])
+                end = self._kernel.execute(nb, 0, self._cell_timeout)
+                self._ledger.evaluated = True
+                if end.how in ("timeout", "dead"):
+                    self._lost_kernel()
+                outputs = nb.cells[0].get("outputs", [])
+                text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=-1)
+                error = _evaluation_error(outputs, end, self._redactor)
+                answer: EvaluationResult = {
+                    "status": "ok" if error is None else "error",
+                    "output": text,
+                    "error": error,
+                }
+                self._record.add("evaluate", code=code, status=answer["status"], output=text)
+                self._record.write(self._replan_quietly())
+                return answer
+            finally:
+                self._touch()
+
+    def close(self) -> None:
+        """End the kernel and every checkpoint, and finish the run record. Safe to call
+        more than once."""
+        self._close("closed")
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Session {self.id} run {self.run_id} ({state})>"
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session is closed (by :meth:`close`, its executor, or idleness)."""
+        return self._closed
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _stepping(self, call: str, **arguments: Any) -> _StepContext:
+        return _StepContext(self, call, arguments)
+
+    def _read(self) -> Plan:
+        """The source as it is now, planned as ``execute`` plans it; edits are logged."""
+        plan = self._replan()
+        seen = _sources(plan)
+        for index in sorted(set(seen) | set(self._seen)):
+            before, after = self._seen.get(index), seen.get(index)
+            if before != after:
+                self._record.add("edit", index=index, before=before, after=after)
+        self._seen = seen
+        self._plan = plan
+        return plan
+
+    def _replan_quietly(self) -> Plan:
+        try:
+            return self._read()
+        except NotebookExecutorError:
+            # The file became unreadable: the record keeps the notebook as last read.
+            return self._replan_last()
+
+    def _replan_last(self) -> Plan:
+        import copy
+        import dataclasses
+
+        return dataclasses.replace(self._plan, nb=copy.deepcopy(self._plan.nb))
+
+    def _restore(self, plan: Plan, wanted: list[Ran], step: _Step) -> bool:
+        """Bring the kernel to the state after ``wanted``; False when a replayed cell failed."""
+        ledger = self._ledger
+        if not self._broken and ledger.history == wanted and not ledger.evaluated:
+            return True
+        ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
+        unsupported = self._kernel.checkpoint_unsupported()
+        restore = ledger.plan(wanted, self._kernel.checkpoints(), unsupported, self._shown)
+        replay = list(restore.replay)
+        reason = restore.reason
+        how: Literal["checkpoint", "replay"] = "checkpoint"
+        restored = False
+        if restore.key is not None:
+            try:
+                self._kernel.restore(restore.key)
+                ledger.rebuilt(restore.key)
+                self._unsaved = 0.0
+                restored = True
+            except CheckpointError as exc:
+                reason = f"the checkpoint could not be restored: {exc}"
+                replay = list(wanted)
+        if not restored:
+            self._fresh_kernel()
+            replay = list(wanted)
+        if not restored or (restore.key == FRESH and replay):
+            # A fresh kernel (made anew, or from the checkpoint of one) runs every cell again.
+            how = "replay"
+        self._broken = False
+        step.restored, step.reason = how, reason
+        self._record.add(
+            "restore",
+            how=how,
+            why=reason,
+            after=None
+            if restore.key in (None, FRESH) or not restored
+            else self._shown(restore.key),
+            replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
+        )
+        return self._execute(plan, replay, step)
+
+    def _fresh_kernel(self) -> None:
+        self._kernel.start()
+        self._ledger.reset()
+        self._unsaved = 0.0
+        self._save(FRESH, always=True)
+
+    def _save(self, key: int, *, always: bool = False) -> None:
+        """Checkpoint the current state as ``key`` when it is exactly its cells' state and
+        worth it: once the cells run since the last checkpoint took :data:`WORTH_RATIO` times
+        what a checkpoint takes (``always`` for the fresh kernel). Quicker cells are run
+        again after a restore instead: a checkpoint after every trivial cell would cost more
+        than the cell."""
+        if not self._ledger.may_checkpoint():
+            return
+        if not always and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
+            self._ledger.quick.add(key)
+            return
+        began = time.monotonic()
+        try:
+            self._kernel.checkpoint(key)
+        except CheckpointError as exc:
+            self._ledger.refused[key] = str(exc)
+            return
+        took = time.monotonic() - began
+        # A running estimate: one slow checkpoint (a loaded machine) does not set it alone.
+        self._checkpoint_cost = 0.7 * self._checkpoint_cost + 0.3 * took
+        self._unsaved = 0.0
+        self._ledger.saved_as(key)
+        self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
+
+    def _execute(self, plan: Plan, cells: list[Ran], step: _Step) -> bool:
+        """Run ``cells`` in order; False when one failed (the step ends there)."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        for ran in cells:
+            index = ran.index
+            cell = plan.nb.cells[index]
+            limit = self._cell_timeout
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                limit = left if limit is None else min(limit, left)
+            started, clock = iso(now_utc()), time.monotonic()
+            if limit is not None and limit <= 0:
+                end = _timed_out()
+            else:
+                end = self._kernel.execute(plan.nb, index, limit)
+            failure = _failure(index, cell, end, self._cell_timeout, self._timeout, limit)
+            completed = failure is None
+            self._ledger.ran(Ran(index, ran.source, completed))
+            self._record.cell_ran(
+                index, cell, completed=completed, seconds=time.monotonic() - clock, started=started
+            )
+            if not self._injected(ran):
+                step.cells_run.append(index)
+            if failure is not None:
+                step.failure = self._record.failure = failure
+                if failure.kind != "cell_error":
+                    self._lost_kernel()
+                return False
+            if self._record.failure is not None and self._record.failure.index == index:
+                self._record.failure = None
+            self._unsaved += time.monotonic() - clock
+            self._save(index)
+        return True
+
+    def _lost_kernel(self) -> None:
+        """A cell timed out or the kernel died: the state is gone (checkpoints stay)."""
+        self._broken = True
+        self._kernel.stop()
+
+    def _finish(self, plan: Plan, step: _Step, call: str, **arguments: Any) -> StepResult:
+        stale = sorted(self._shown(i) for i in self._ledger.stale(_code_cells(plan)))
+        self._record.add(
+            "step",
+            call=call,
+            **arguments,
+            cells_run=[self._shown(i) for i in step.cells_run],
+            status="error" if step.failure is not None else "success",
+            failed_cell=None if step.failure is None else self._shown(step.failure.index),
+            restored=step.restored,
+            restore_reason=step.reason,
+        )
+        result = self._record.write(plan)
+        outputs = self._outputs(step.cells_run)
+        answer = {
+            **result,
+            "session_id": self.id,
+            "cells_run": [self._shown(i) for i in step.cells_run],
+            "outputs": outputs,
+            "stale_cells": stale,
+            "restored": step.restored,
+            "restore_reason": step.reason,
+        }
+        return cast(StepResult, answer)
+
+    def _outputs(self, cells: list[int]) -> list[CellText]:
+        shown: list[CellText] = []
+        left = STEP_CHARS
+        for index in cells:
+            cell = self._record.cells.get(index)
+            if cell is None:
+                continue
+            source_index = self._shown(index)
+            text = outputs_text(
+                cell.get("outputs", []),
+                self._redactor,
+                run_id=self.run_id,
+                cell=source_index,
+                limit=max(0, min(left, 4_000)),
+            )
+            left -= len(text)
+            shown.append({"index": source_index, "text": text})
+        return shown
+
+    # -- indices ---------------------------------------------------------------------------
+
+    def _shown(self, job_index: int) -> int:
+        return self._plan.cell_map.to_source(job_index)
+
+    def _injected(self, cell: Ran) -> bool:
+        return self._plan.cell_map.is_injected(cell.index)
+
+    def _job_index(self, plan: Plan, index: object, name: str) -> int:
+        total = len(plan.nb.cells) - (plan.cell_map.injected_at is not None)
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < total:
+            raise InvalidArgumentError(
+                f"{name} must be a cell index from 0 to {total - 1}, got {index!r}", argument=name
+            )
+        injected = plan.cell_map.injected_at
+        return index if injected is None or index < injected else index + 1
+
+    def _last(self, plan: Plan, until: int | None) -> int:
+        if until is None:
+            return len(plan.nb.cells) - 1
+        end = self._job_index(plan, until, "until")
+        # The injected values belong to the parameters cell they follow.
+        return end + 1 if plan.cell_map.injected_at == end + 1 else end
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorClosedError(f"session {self.id} is closed")
+
+    def _touch(self) -> None:
+        """Restart the idle clock."""
+        self._cancel_timer()
+        if self._idle_timeout is None or self._closed:
+            return
+        timer = threading.Timer(self._idle_timeout, self._close, args=("idle",))
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
+
+    def _cancel_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _close(self, why: str) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._cancel_timer()
+            try:
+                self._kernel.shutdown()
+            finally:
+                text = {
+                    "closed": "closed by the caller",
+                    "idle": f"idle for {self._idle_timeout:g} s" if self._idle_timeout else "idle",
+                    "shutdown": "its executor was closed",
+                }.get(why, why)
+                self._record.add("close", why=text)
+                self._record.open = False
+                try:
+                    self._record.write(self._replan_quietly())
+                finally:
+                    if self._on_close is not None:
+                        self._on_close(self)
+
+
+class _StepContext:
+    """One step: the lock held, the idle clock stopped, the source read."""
+
+    def __init__(self, session: Session, call: str, arguments: dict[str, Any]) -> None:
+        self.session = session
+
+    def __enter__(self) -> tuple[Plan, _Step]:
+        session = self.session
+        session._lock.acquire()
+        try:
+            session._check_open()
+            session._cancel_timer()
+            return session._read(), _Step()
+        except BaseException:
+            session._touch()
+            session._lock.release()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.session._touch()
+        self.session._lock.release()
+
+
+def _code_cells(plan: Plan) -> list[Ran]:
+    """The code cells a run executes (not those tagged ``skip-execution``), as they are now."""
+    return [
+        Ran(index, _text(cell.get("source", "")))
+        for index, cell in enumerate(plan.nb.cells)
+        if cell.cell_type == "code" and not skipped(cell)
+    ]
+
+
+def _sources(plan: Plan) -> dict[int, str]:
+    """Source index -> source text of every cell (the injected cell left out)."""
+    return {
+        plan.cell_map.to_source(index): _text(cell.get("source", ""))
+        for index, cell in enumerate(plan.nb.cells)
+        if not plan.cell_map.is_injected(index)
+    }
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _timed_out() -> CellEnd:
+    from .._kernels.cells import CellEnd
+
+    return CellEnd("timeout")
+
+
+def _failure(
+    index: int,
+    cell: NotebookNode,
+    end: CellEnd,
+    cell_timeout: float | None,
+    timeout: float | None,
+    limit: float | None,
+) -> CellFailure | None:
+    """How cell ``index`` failed, as ``execute`` reports it, or None when it completed."""
+    if end.how == "ok":
+        return None
+    if end.how == "error":
+        for output in reversed(cell.get("outputs", [])):
+            if output.get("output_type") == "error":
+                if output.get("ename") == "SystemExit" and str(output.get("evalue", "")) in (
+                    "",
+                    "0",
+                ):
+                    return None
+                return CellFailure(
+                    index,
+                    "cell_error",
+                    str(output.get("ename", "")),
+                    str(output.get("evalue", "")),
+                    [str(line) for line in output.get("traceback", [])],
+                )
+        content = end.reply.get("content", {})
+        return CellFailure(
+            index,
+            "cell_error",
+            str(content.get("ename", "")),
+            str(content.get("evalue", "")),
+            [str(line) for line in content.get("traceback", [])],
+        )
+    if end.how == "timeout":
+        if cell_timeout is not None and (limit is None or limit >= cell_timeout):
+            message = f"the cell exceeded its cell_timeout of {cell_timeout:g} s"
+        else:
+            message = f"the step exceeded its timeout of {timeout:g} s while this cell was running"
+        return CellFailure(index, "timeout", "TimeoutError", message, [])
+    return CellFailure(
+        index, "kernel_died", "DeadKernelError", "the kernel died while this cell was running", []
+    )
+
+
+def _evaluation_error(
+    outputs: list[Any], end: CellEnd, redactor: Redactor
+) -> EvaluationError | None:
+    cell = new_code_cell("")
+    cell.outputs = outputs
+    failure = _failure(0, cell, end, None, None, None)
+    if failure is None:
+        return None
+    return {
+        "ename": redactor.text(strip_ansi(failure.ename)),
+        "evalue": clip(redactor.text(strip_ansi(failure.evalue)), 2_000, "the session's run"),
+        "traceback": [
+            clip(redactor.text(strip_ansi(line)), 2_000, "the session's run")
+            for line in failure.traceback[-20:]
+        ],
+    }
