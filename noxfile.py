@@ -43,6 +43,19 @@ def release(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (issue 29): Sphinx with MyST, warnings as errors, then its
+    examples run as doctests on real kernels. Run by CI, not by default. Not nitpicky: the
+    numpydoc docstrings name types in prose ("str or path"), which nitpicky mode would read
+    as references to resolve, with no intersphinx inventory (no network) to resolve them."""
+    session.install("-e", ".[docs]")
+    out = session.posargs[0] if session.posargs else "docs/_build"
+    common = ["-W", "--keep-going", "-q", "docs"]
+    session.run("sphinx-build", "-b", "html", *common, f"{out}/html")
+    session.run("sphinx-build", "-b", "doctest", *common, f"{out}/doctest")
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Speed against papermill and ploomber-engine (issues 4 and 19); not run by default."""
     session.install("-e", ".[bench]")
