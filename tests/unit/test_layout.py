@@ -12,7 +12,7 @@ import pytest
 PACKAGE = "notebook_executor"
 ROOT = Path(__file__).resolve().parents[2] / "src" / PACKAGE
 
-#: Groups from the bottom up, as the README's Architecture section draws them. A module may
+#: Groups from the bottom up, as the docs' architecture page draws them. A module may
 #: import from its own group and from groups of a lower rank, never from a higher one, nor from
 #: another group of its rank (rank 0 excepted: the seam, the errors and the times are leaves).
 RANKS: dict[str, int] = {
@@ -190,12 +190,11 @@ def test_the_cycle_check_catches_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_readme_architecture_names_every_module() -> None:
-    """The folder listing in the README's Architecture section matches the tree: every folder
-    and every module (a subpackage's ``__init__.py`` aside) is named on a line of its own."""
-    readme = (ROOT.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
-    listing = section.split("```", 2)[1]
+def test_the_architecture_page_names_every_module() -> None:
+    """The folder listing of the docs' architecture page matches the tree: every folder and
+    every module (a subpackage's ``__init__.py`` aside) is named on a line of its own."""
+    page = ROOT.parents[1] / "docs" / "explanation" / "architecture.md"
+    listing = page.read_text(encoding="utf-8").split("```", 2)[1]
     named = {line.split()[0] for line in listing.splitlines() if line.strip()}
     files = [p for p in ROOT.rglob("*.py") if p.name != "__init__.py" or p.parent == ROOT]
     folders = [p for p in ROOT.rglob("*") if p.is_dir() and p.name != "__pycache__"]

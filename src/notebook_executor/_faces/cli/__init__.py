@@ -21,7 +21,17 @@ from .common import EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, configure_log
 __all__ = ["main"]
 
 #: The modules of this package that add commands, in ``--help`` order.
-COMMAND_MODULES = ("run", "sweep", "catalog", "search", "review", "edit", "report", "mcp")
+COMMAND_MODULES = (
+    "run",
+    "sweep",
+    "catalog",
+    "search",
+    "review",
+    "edit",
+    "report",
+    "mcp",
+    "guide",
+)
 
 
 def _build_parser() -> argparse.ArgumentParser:
