@@ -5,7 +5,6 @@ same guide as its ``instructions``, as the official SDK's client receives them."
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -19,6 +18,7 @@ import yaml
 from notebook_executor import NotebookExecutor
 from notebook_executor._faces.cli import main
 from notebook_executor._faces.guide import guide_body, guide_text
+from support import cli_on_path, shell_blocks
 
 pytestmark = pytest.mark.kernel
 
@@ -37,14 +37,7 @@ mean = sum(values) / (len(values) - rows)
 sb.glue("mean", mean)
 """
 
-FIX = "mean = sum(values) / len(values)\nsb.glue(\"mean\", mean)"
-
-
-def shell_commands(text: str) -> list[str]:
-    """The command lines of the guide's fenced ``bash`` blocks, in order."""
-    blocks = re.findall(r"^ *```bash\n(.*?)^ *```", text, re.MULTILINE | re.DOTALL)
-    lines = [line.strip() for block in blocks for line in block.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
+FIX = 'mean = sum(values) / len(values)\nsb.glue("mean", mean)'
 
 
 def test_guide_prints_a_skill_document(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,19 +53,12 @@ def test_guide_prints_a_skill_document(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
-    commands = shell_commands(guide_text())
+    commands = shell_blocks(guide_text())
     assert len(commands) >= 10
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "analysis.py").write_text(ANALYSIS)
     (tmp_path / "fix.py").write_text(FIX)
-    # `notebook-executor` on PATH runs this checkout's code with this interpreter.
-    shims = tmp_path / "bin"
-    shims.mkdir()
-    shim = shims / "notebook-executor"
-    shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m notebook_executor "$@"\n')
-    shim.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env = cli_on_path(tmp_path / "bin")
     runs_seen = 0
     for command in commands:
         ids = _run_ids(tmp_path / "runs")
@@ -121,7 +107,7 @@ def test_the_mcp_server_sends_the_guide_as_its_instructions(tmp_path: Path) -> N
         command=sys.executable,
         args=["-m", "notebook_executor", "mcp", "--root", str(tmp_path)],
         cwd=str(tmp_path),
-        env={"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        env={"PYTHONPATH": cli_on_path(tmp_path / "bin")["PYTHONPATH"]},
     )
 
     async def scenario() -> str | None:
