@@ -33,6 +33,7 @@ _SCALARS: dict[object, dict[str, Any]] = {
     Any: {},
     object: {},
 }
+_OPTIONAL = typing_extensions.NotRequired
 _LISTS = (list, tuple, collections.abc.Sequence, collections.abc.Iterable)
 _MAPPINGS = (dict, collections.abc.Mapping)
 
@@ -78,7 +79,16 @@ def _typeddict(shape: type, defs: dict[str, dict[str, Any]], *, top: bool) -> di
 
 def _object(shape: type, defs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     hints = typing.get_type_hints(shape, include_extras=True)
-    required = getattr(shape, "__required_keys__", frozenset(hints))
+    # A ``NotRequired[...]`` written under ``from __future__ import annotations`` is a string
+    # when the class is made, so before Python 3.12 ``__required_keys__`` still lists it: the
+    # evaluated hint is the truth.
+    marked = {key: typing_extensions.get_origin(hint) for key, hint in hints.items()}
+    required = {
+        key
+        for key in hints
+        if marked[key] is typing_extensions.Required
+        or (key in getattr(shape, "__required_keys__", hints) and marked[key] is not _OPTIONAL)
+    }
     properties = {key: _type(hint, defs) for key, hint in hints.items()}
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     doc = (shape.__doc__ or "").strip()
