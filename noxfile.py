@@ -22,8 +22,9 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
     session.install("ruff>=0.6")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
-    session.run("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py")
+    paths = ["src", "tests", "benchmarks", "noxfile.py", "docs/conf.py", "docs/_ext"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
 
 
 @nox.session(python=PYTHON)

@@ -39,15 +39,9 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 
-# No intersphinx (the build uses no network): names of other projects stay plain text.
-nitpicky = False  # see the note in noxfile.py: docstrings cross-reference prose
-nitpick_ignore_regex = [
-    ("py:.*", r"(nbformat|pandas|distributed|dask|threading|concurrent|collections|typing"
-     r"|pathlib|os|asyncio|types|abc|_typeshed|datetime|enum|logging)(\..*)?"),
-    ("py:.*", r"(Any|Path|PathLike|Mapping|Sequence|Iterable|Iterator|Callable|Collection"
-     r"|NotebookNode|DataFrame|Client|Event|Literal|Protocol|TypedDict|NotRequired|Self)"),
-    ("py:.*", r"(optional|default.*|or|None|dict|list|str|int|float|bool|bytes|object)"),
-]
+# Not nitpicky (see the docs session in noxfile.py); no intersphinx: the build uses no network.
+# Docstrings say "path" in prose types, which names several attributes (``error.path``).
+suppress_warnings = ["ref.python"]
 
 # The examples run as tests (``sphinx-build -b doctest``): on a copy of notebooks/ in a
 # temporary folder, so that the runs they record stay out of the checkout.
@@ -62,4 +56,3 @@ doctest_global_cleanup = """
 os.chdir(_docs_home)
 shutil.rmtree(_docs_tmp, ignore_errors=True)
 """
-suppress_warnings = ["ref.python"]  # "path" in prose types names several attributes

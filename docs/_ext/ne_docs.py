@@ -13,11 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import ne_schema
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from sphinx.application import Sphinx
-
-import ne_schema
 
 __all__ = ["setup"]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp_client import structured
 
 from notebook_executor import NotebookExecutor
-from mcp_client import structured
 from support import cli_on_path, shell_blocks
 
 pytestmark = pytest.mark.kernel
