@@ -39,7 +39,8 @@ def result_schema(method: str = "execute") -> dict[str, Any]:
             f"NotebookExecutor.{method} returns {annotation!r}, not a TypedDict exported by "
             "notebook_executor: no published schema to check yet"
         )
-    return schemas[name]
+    schema: dict[str, Any] = schemas[name]
+    return schema
 
 
 def test_real_results_match_the_published_schema(tmp_path: Path) -> None:
