@@ -53,6 +53,13 @@ def test_the_readme_is_short_and_each_command_is_accounted_for() -> None:
     assert "INSTALL_AND_RUN" in release
 
 
+def test_the_readme_links_point_at_files_that_exist() -> None:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 20
+    assert [link for link in local if not (ROOT / link).is_file()] == []
+
+
 def test_the_shell_examples_run(work: Path) -> None:
     env = cli_on_path(work / "bin")
     for line in shell_blocks(README)[2:]:
