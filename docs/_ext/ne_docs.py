@@ -103,6 +103,10 @@ class TypedDictSchemas(Directive):
             section = _section(self.state.document, name, f"schema-{name}")
             if schema.get("description"):
                 section += nodes.paragraph(text=schema["description"])
+            up = "../" * env.docname.count("/")
+            link = nodes.paragraph(text="As a file: ")
+            link += nodes.reference(text=f"{name}.json", refuri=f"{up}_static/schemas/{name}.json")
+            section += link
             section += nodes.literal_block(text=text, language="json")
             out.append(section)
         return out
