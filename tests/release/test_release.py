@@ -104,6 +104,10 @@ def test_the_wheel_in_a_fresh_venv_runs_the_readme_example(
     assert (work / "runs" / "catalog.sqlite").is_file()
     version = _run("notebook-executor", "--version", env=env)
     assert version.stdout.strip() == f"notebook-executor {_version()}"
+    # The guide is package data: the wheel ships it.
+    guide = _run("notebook-executor", "guide", env=env)
+    assert guide.returncode == 0, guide.stderr
+    assert guide.stdout.startswith("---\nname: notebook-executor\n")
 
 
 #: The README's first command, run as written (tests/integration/test_readme.py checks that the
