@@ -59,7 +59,7 @@ def _module(**names: object) -> types.ModuleType:
 
 
 def test_every_exported_typeddict_gets_a_schema_and_nothing_else_does() -> None:
-    module = _module(Outcome=Outcome, Failure=Failure, helper=len, Error=ValueError)
+    module = _module(Outcome=Outcome, Failure=Failure, function=len, Error=ValueError)
     assert sorted(ne_schema.json_schemas(module)) == ["Failure", "Outcome"]
 
 
