@@ -22,11 +22,13 @@ __all__ = [
     "SESSION_MARKER",
     "alive",
     "cli_on_engine",
+    "cli_on_path",
     "descendants",
     "failed_cell",
     "marked_processes",
     "report",
     "run_cli",
+    "shell_blocks",
     "wait_gone",
 ]
 
@@ -166,3 +168,29 @@ def failed_cell(result: Mapping[str, Any]) -> FailedCell:
     found: FailedCell | None = result["failed_cell"]
     assert found is not None, f"no failed_cell: {result['status']}, {result['error_kind']}"
     return found
+
+
+def cli_on_path(folder: Path) -> dict[str, str]:
+    """An environment whose ``notebook-executor`` (found on ``PATH``, as a user's shell finds
+    it) runs this checkout's code with this interpreter: a script made in ``folder``."""
+    import shlex
+    import sys
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "notebook-executor"
+    script.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m notebook_executor "$@"\n')
+    script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    return env
+
+
+def shell_blocks(markdown: str, language: str = "bash") -> list[str]:
+    """The lines of a markdown text's fenced ``language`` blocks (indented ones too), in
+    order, blank lines and comments left out."""
+    import re
+
+    fence = rf"^ *```{re.escape(language)}\n(.*?)^ *```"
+    blocks = re.findall(fence, markdown, re.MULTILINE | re.DOTALL)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]

@@ -263,6 +263,8 @@ class NotebookExecutor:
             The run finished and is recorded, but ``output_path`` could not be written; the
             error's ``result`` is the run's result dict.
 
+        Notes
+        -----
         A failure inside a run (a cell error, a timeout, a dead kernel, or even an unexpected
         failure of the engine itself) is never raised: the run is recorded and its result has
         ``status`` ``"error"`` and an ``error_kind``. Only bad input (above, raised before

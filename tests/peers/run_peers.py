@@ -7,7 +7,7 @@ is kept in this repository. Three suites, each printing its counts:
 - ``nbclient``: every notebook of nbclient's ``tests/files``, run by nbclient and by
   :meth:`NotebookExecutor.execute`, compared cell by cell (outputs after nbclient's own
   ``normalize_output``, execution counts, widget state). :data:`NBCLIENT_EXCEPTIONS` lists the
-  notebooks that differ by design, each with its reason (the README gives them too).
+  notebooks that differ by design, each with its reason (docs/how-to/papermill.md gives them too).
 - ``papermill``: papermill's ``test_execute.py``, ``test_autosave.py`` and
   ``test_engines.py``, with this package's engine registered as papermill's default engine
   (and standing in for ``NBClientEngine``) by the plugin ``papermill_default_engine.py``,

@@ -104,6 +104,39 @@ def test_the_wheel_in_a_fresh_venv_runs_the_readme_example(
     assert (work / "runs" / "catalog.sqlite").is_file()
     version = _run("notebook-executor", "--version", env=env)
     assert version.stdout.strip() == f"notebook-executor {_version()}"
+    # The guide is package data: the wheel ships it.
+    guide = _run("notebook-executor", "guide", env=env)
+    assert guide.returncode == 0, guide.stderr
+    assert guide.stdout.startswith("---\nname: notebook-executor\n")
+
+
+#: The README's first command, run as written (tests/integration/test_readme.py checks that the
+#: README still shows exactly this line).
+INSTALL_AND_RUN = (
+    "python -m venv .venv && . .venv/bin/activate && pip install . && "
+    "notebook-executor run notebooks/hello.py -p name Ada"
+)
+
+
+def test_the_readme_install_line_runs_in_a_copy_of_the_checkout(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"\n{INSTALL_AND_RUN}\n" in readme
+    checkout = tmp_path / "checkout"
+    listed = _run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=ROOT)
+    assert listed.returncode == 0, listed.stderr
+    for name in filter(None, listed.stdout.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, checkout / name)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    # `python` is the interpreter this session runs on, as a user's shell finds one.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    done = _run("bash", "-c", INSTALL_AND_RUN, cwd=checkout, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "success: notebooks/hello.py" in done.stdout
+    assert (checkout / ".venv" / "bin" / "notebook-executor").is_file()
+    assert (checkout / "runs" / "catalog.sqlite").is_file()
 
 
 # -- pre-commit ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The package's layout: the layering contracts of import-linter (``[tool.importlinter]`` in
-pyproject.toml: every module sits in a group, imports only its own group or groups below it, and no
-import cycle exists), the kernel script's independence, and the README's listing of every module."""
+pyproject.toml: every module sits in a group, imports only its own group or groups below it,
+and no import cycle exists), the kernel scripts' independence, and the architecture page's
+listing of every module."""
 
 from __future__ import annotations
 
@@ -56,12 +57,11 @@ def test_the_kernel_scripts_import_nothing_of_the_package(name: str) -> None:
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
 
 
-def test_the_readme_architecture_names_every_module() -> None:
-    """The folder listing in the README's Architecture section matches the tree: every folder
-    and every module (a subpackage's ``__init__.py`` aside) is named on a line of its own."""
-    readme = (ROOT.parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
-    listing = section.split("```", 2)[1]
+def test_the_architecture_page_names_every_module() -> None:
+    """The folder listing of the docs' architecture page matches the tree: every folder and
+    every module (a subpackage's ``__init__.py`` aside) is named on a line of its own."""
+    page = ROOT.parents[1] / "docs" / "explanation" / "architecture.md"
+    listing = page.read_text(encoding="utf-8").split("```", 2)[1]
     named = {line.split()[0] for line in listing.splitlines() if line.strip()}
     files = [p for p in ROOT.rglob("*.py") if p.name != "__init__.py" or p.parent == ROOT]
     folders = [p for p in ROOT.rglob("*") if p.is_dir() and p.name != "__pycache__"]

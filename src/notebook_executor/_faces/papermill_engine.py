@@ -3,7 +3,7 @@
 Installing the package registers :class:`NotebookExecutorEngine` in papermill's
 ``papermill.engine`` entry point group, so ``papermill -e notebook_executor IN OUT -p ...`` and
 ``papermill.execute_notebook(..., engine_name="notebook_executor")`` run on kernels forked from
-a warm template (see the README), with truthful per-cell and whole-run limits.
+a warm template (see docs/explanation/kernels.md), with truthful per-cell and whole-run limits.
 
 Papermill keeps everything else: reading and writing the notebooks, injecting parameters,
 its metadata, progress bar and its ``PapermillExecutionError``. The engine drives papermill's

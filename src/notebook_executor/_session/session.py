@@ -95,6 +95,7 @@ class Session:
         self._idle_timeout = idle_timeout
         self._on_close = on_close
         self._lock = threading.RLock()
+        self._ended = threading.Event()
         self._closed = False
         self._broken = False
         self._timer: threading.Timer | None = None
@@ -224,8 +225,9 @@ class Session:
 
     @property
     def closed(self) -> bool:
-        """Whether the session is closed (by :meth:`close`, its executor, or idleness)."""
-        return self._closed
+        """Whether the session is closed (by :meth:`close`, its executor, or idleness): its
+        kernel ended and its record written for the last time."""
+        return self._ended.is_set()
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -474,6 +476,7 @@ class Session:
                 try:
                     self._record.write(self._replan_quietly())
                 finally:
+                    self._ended.set()
                     if self._on_close is not None:
                         self._on_close(self)
 

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "edit",
     "report",
     "mcp",
+    "guide",
 )
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._executor import NotebookExecutor
+from ..guide import guide_body
 from .paths import Root
 from .tools import add_resources, server_tools
 from .workspace import Workspace
@@ -47,13 +48,6 @@ logger = logging.getLogger(__name__)
 #: Environment variable holding the bearer token HTTP clients must send (made at start when
 #: unset). It is a variable of the server: never handed to a kernel.
 TOKEN_ENV = "NOTEBOOK_EXECUTOR_MCP_TOKEN"
-
-_INSTRUCTIONS = """\
-Run Jupyter notebooks (.ipynb, percent .py, markdown .md) under the server's root folder as
-parameterized tasks. Typical loop: list_notebooks -> inspect_parameters -> execute; on failure
-read_notebook(path, start=failed_cell.index, limit=1) -> edit_cell -> execute again -> diff the
-two runs. Paths are relative to the root. Answers are small: page long outputs with
-read_notebook's start/limit/output_start; images are run:// resources."""
 
 
 def is_loopback(host: str) -> bool:
@@ -109,7 +103,8 @@ def build_server(
     server: MCPServer[Any] = MCPServer(
         "notebook-executor",
         version=__version__,
-        instructions=_INSTRUCTIONS,
+        # The same guide `notebook-executor guide` prints, without its front matter.
+        instructions=guide_body(),
         log_level="WARNING",
         tools=list(server_tools(workspace)),
     )
