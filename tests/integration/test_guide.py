@@ -54,7 +54,8 @@ def test_guide_prints_a_skill_document(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
     commands = shell_blocks(guide_text())
-    assert len(commands) >= 10
+    assert len(commands) >= 12
+    assert any(line.startswith("notebook-executor digest ") for line in commands)
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "notebooks" / "analysis.py").write_text(ANALYSIS)
     (tmp_path / "fix.py").write_text(FIX)
@@ -83,11 +84,17 @@ def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
             assert failed["index"] == 2 and failed["ename"] == "ZeroDivisionError"
         if words[1] == "search":
             assert [hit["where"] for hit in json.loads(done.stdout)] == ["error"]
-    assert runs_seen == 2
+        if "--edit" in words:
+            modified = json.loads(done.stdout)
+            assert modified["edited_cells"] == [2] and modified["scraps"] == {"mean": 1.5}
+        if words[1] == "digest":
+            # The page names what the runs found: the error met, and the note of the edit.
+            assert "ZeroDivisionError" in done.stdout and "mean over every row" in done.stdout
+    assert runs_seen == 3
     with NotebookExecutor(runs_dir=tmp_path / "runs", warm_kernels=0) as ex:
         latest = ex.runs(notebook="notebooks/analysis.py")
-        assert [run["status"] for run in latest] == ["success", "error"]
-        assert latest[0]["scraps"] == {"mean": 1.0}
+        assert [run["status"] for run in latest] == ["success", "success", "error"]
+        assert [run["scraps"] for run in latest[:2]] == [{"mean": 1.5}, {"mean": 1.0}]
 
 
 def _run_ids(runs: Path) -> list[str]:
@@ -110,13 +117,20 @@ def test_the_mcp_server_sends_the_guide_as_its_instructions(tmp_path: Path) -> N
         env={"PYTHONPATH": cli_on_path(tmp_path / "bin")["PYTHONPATH"]},
     )
 
-    async def scenario() -> str | None:
+    async def scenario() -> tuple[str | None, set[str]]:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             initialized = await session.initialize()
-            return initialized.instructions
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            return initialized.instructions, tools
 
-    instructions = anyio.run(scenario)
+    instructions, tools = anyio.run(scenario)
     assert instructions == guide_body()
     assert not instructions.startswith("---")
     for tool in ("list_notebooks", "inspect_parameters", "execute", "edit_cell", "diff"):
         assert f"`{tool}" in instructions
+    # Every tool the guide names, the session tools and digest among them, is served.
+    section = instructions.split("## Over MCP", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)[`(]", section))
+    assert {"digest", "open_session", "session_rerun_from", "close_session"} <= named
+    arguments = {"edits", "restored", "restore_reason", "index", "start", "limit", "output_start"}
+    assert named - arguments <= tools

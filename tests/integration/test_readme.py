@@ -75,7 +75,7 @@ def test_the_shell_examples_run(work: Path) -> None:
 
 
 def test_the_python_example_runs(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (code,) = fenced("python")
+    (code,) = [block for block in fenced("python") if ".execute(" in block]
     monkeypatch.chdir(work)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -92,6 +92,24 @@ def test_the_python_example_runs(work: Path, monkeypatch: pytest.MonkeyPatch) ->
         {"name": "Ada", "times": 1},
         real["scraps"],
     )
+
+
+def test_the_session_example_runs(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (code,) = [block for block in fenced("python") if "open_session(" in block]
+    monkeypatch.chdir(work)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    shown = re.findall(r"# (.+)$", code, re.MULTILINE)
+    assert "'Hello, Ada!'" in shown and "{'greeting': 'HELLO, ADA!'}" in shown
+    assert printed.getvalue().split("\n")[0] == "'Hello, Ada!'"
+    assert "{'greeting': 'HELLO, ADA!'}" in printed.getvalue()
+    # The session is a run like any other: its record shows the cell as edited, then rerun.
+    with NotebookExecutor(runs_dir=work / "runs", warm_kernels=0) as ex:
+        (run,) = ex.runs()
+        nb = ex.read_notebook(run["output_path"])
+    assert run["scraps"] == {"greeting": "HELLO, ADA!"}
+    assert "upper()" in nb.cells[-1].source
 
 
 def test_the_mcp_configuration_starts_a_server(work: Path) -> None:
