@@ -261,6 +261,7 @@ class ScriptedEngine:
 
     Examples
     --------
+    >>> from notebook_executor.engine import ScriptedEngine
     >>> def handler(job, index):
     ...     source = job.nb.cells[index].source
     ...     if "1 / 0" in source:
