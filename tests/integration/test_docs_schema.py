@@ -70,3 +70,34 @@ def test_the_schema_refuses_a_result_with_a_key_it_does_not_name(tmp_path: Path)
         result = ex.execute(ROOT / "notebooks" / "hello.py")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**result, "unexpected": 1}, schema)
+
+
+def test_session_steps_digests_and_modified_runs_match_their_schemas(tmp_path: Path) -> None:
+    schemas = ne_schema.json_schemas(notebook_executor)
+    for name in ("StepResult", "EvaluationResult", "Digest", "RunResult"):
+        jsonschema.Draft202012Validator.check_schema(schemas[name])
+    shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks")
+    hello = tmp_path / "notebooks" / "hello.py"
+    with NotebookExecutor(runs_dir=tmp_path / "runs", warm_kernels=0) as ex:
+        modified = ex.execute(
+            hello, edits=[{"index": 3, "source": "1 / 0", "note": "break it"}], request="why"
+        )
+        with ex.open_session(hello, parameters={"name": "Ada"}) as session:
+            steps = [session.run(until=2), session.run()]
+            evaluations = [session.evaluate("greeting"), session.evaluate("undefined_name")]
+            ex.edit_cell(hello, 3, 'sb.glue("greeting", greeting.upper())')
+            steps.append(session.rerun_from(3))
+        digest = ex.digest()
+        recorded = ex.runs()
+    assert modified["edited_cells"] == [3] and modified["status"] == "error"
+    assert [e["status"] for e in evaluations] == ["ok", "error"]
+    assert steps[-1]["scraps"] == {"greeting": "HELLO, ADA!"}
+    assert digest["errors"] and digest["notes"]
+    checks = [
+        *((step, "StepResult") for step in steps),
+        *((evaluation, "EvaluationResult") for evaluation in evaluations),
+        (digest, "Digest"),
+        *((result, "RunResult") for result in [modified, *recorded]),
+    ]
+    for value, name in checks:
+        jsonschema.validate(json.loads(json.dumps(value)), schemas[name])

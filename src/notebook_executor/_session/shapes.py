@@ -44,6 +44,8 @@ class StepResult(TypedDict):
     failed_cell: FailedCell | None
     scraps: dict[str, Any]
     output_cut: list[dict[str, Any]]
+    #: Empty: a session runs the source as it is; the edits it saw are in its record's log.
+    edited_cells: list[int]
     session_id: str
     #: Source indices this step ran, replayed cells included, in order.
     cells_run: list[int]
