@@ -146,7 +146,7 @@ class Digest(TypedDict):
     """What :meth:`NotebookExecutor.digest <notebook_executor.NotebookExecutor.digest>` returns.
 
     ``text`` is the same digest as markdown, within the ``limit_chars`` asked for. ``omitted``
-    counts, per list, the items left out of it (each list holds at most :data:`MAX_ITEMS`).
+    counts, per list, the items left out of it (each list holds at most ``MAX_ITEMS``, 50).
     """
 
     notebook: str | None
