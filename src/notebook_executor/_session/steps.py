@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._kernels.kernel_engine import skipped
+from .._kernels.kernel_engine import cell_error, clean_exit, skipped
 from .._notebook import new_code_cell
 from .._records.redaction import Redactor
 from .._records.text import strip_ansi
@@ -81,28 +81,7 @@ def cell_failure(
     if end.how == "ok":
         return None
     if end.how == "error":
-        for output in reversed(cell.get("outputs", [])):
-            if output.get("output_type") == "error":
-                if output.get("ename") == "SystemExit" and str(output.get("evalue", "")) in (
-                    "",
-                    "0",
-                ):
-                    return None
-                return CellFailure(
-                    index,
-                    "cell_error",
-                    str(output.get("ename", "")),
-                    str(output.get("evalue", "")),
-                    [str(line) for line in output.get("traceback", [])],
-                )
-        content = end.reply.get("content", {})
-        return CellFailure(
-            index,
-            "cell_error",
-            str(content.get("ename", "")),
-            str(content.get("evalue", "")),
-            [str(line) for line in content.get("traceback", [])],
-        )
+        return None if clean_exit(cell) else cell_error(index, cell, end.reply)
     if end.how == "timeout":
         if cell_timeout is not None and (limit is None or limit >= cell_timeout):
             message = f"the cell exceeded its cell_timeout of {cell_timeout:g} s"
