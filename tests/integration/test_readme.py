@@ -14,8 +14,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from integration.mcp_client import structured
 
+from integration.mcp_client import structured
 from notebook_executor import NotebookExecutor
 from support import cli_on_path, shell_blocks
 
