@@ -5,61 +5,36 @@ Data flows one way: source -> parameters -> engine -> results -> run records and
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
-from ._errors import (
-    CatalogError,
-    ExecutorClosedError,
-    InvalidArgumentError,
-    NotebookExecutorError,
-    NotebookSourceError,
-    RunNotFoundError,
-)
+from ._errors import InvalidArgumentError
+from ._facade.review import ReviewMethods
 from ._kernels.kernel_engine import KernelEngine
-from ._parameters.declared import declared_parameters
-from ._records.run_files import RESULT_KEYS
-from ._records.scraps import decode_scrap, find_scraps
-from ._records.store import RunStore, executed_cells
-from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
+from ._records.store import RunStore
+from ._run.checks import PathLike, check_count, check_env, check_seconds
 from ._run.edits import CellEdit
 from ._run.options import RunOptions
-from ._run.plan import Plan, plan_run
-from ._run.runner import prepared_notebook, run_plan
-from ._sources.formats import find_format, load_source
-from ._sources.formats import read_notebook as _read_notebook
+from ._run.runner import prepared_notebook
 from ._sources.formats import write_notebook as _write_notebook
-from ._types import (
-    NotebookDiff,
-    ParameterInfo,
-    RunDiff,
-    RunResult,
-    SearchHit,
-    ValidateAnswer,
-)
-from .engine import Engine, SupportsPrepare, SupportsPrestart
+from ._types import RunResult
+from .engine import Engine, SupportsPrepare
 
 if TYPE_CHECKING:
     import nbformat
-    import pandas as pd
 
-    from ._catalog.digest import Digest
     from ._catalog.store import Catalog
-    from ._notebook import NotebookNode
     from ._session.session import Session
 
 __all__ = ["NotebookExecutor"]
 
-logger = logging.getLogger(__name__)
 
-
-class NotebookExecutor:
+class NotebookExecutor(ReviewMethods):
     """Run notebooks as parameterized tasks and keep every run as an audit record.
 
     Parameters
@@ -137,7 +112,6 @@ class NotebookExecutor:
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
         self._catalog: Catalog | None = None
-        # execute_many's threads may all reach for the catalog at once: it is opened once.
         self._catalog_lock = threading.Lock()
         self._closed = False
         self._sessions: set[Session] = set()
@@ -458,339 +432,3 @@ class NotebookExecutor:
             _write_notebook(prepared, plan.output_path)
         nb: nbformat.NotebookNode = nbformat.from_dict(prepared)
         return nb
-
-    # -- parameters and sources --------------------------------------------------------------
-
-    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
-        """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
-        required}}``.
-
-        The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
-        the other methods and ``input_path`` of :meth:`execute`).
-        """
-        declared = declared_parameters(load_source(notebook_path).nb)
-        return {name: parameter.as_dict() for name, parameter in declared.items()}
-
-    @staticmethod
-    def read_notebook(path: PathLike) -> nbformat.NotebookNode:
-        """Read any supported source as an nbformat 4 notebook (``nbformat.NotebookNode``).
-
-        The same function as the top-level :func:`notebook_executor.read_notebook`. The
-        argument is named ``path`` as in SPEC section 3.
-        """
-        return _read_notebook(path)
-
-    @staticmethod
-    def write_notebook(nb: Mapping[str, Any], path: PathLike) -> Path:
-        """Write ``nb`` (an nbformat 4 notebook, a node or plain dicts) in the format
-        ``path``'s extension names; return the path.
-
-        The same function as the top-level :func:`notebook_executor.write_notebook`.
-        """
-        return _write_notebook(nb, path)
-
-    # -- authoring and review ----------------------------------------------------------------
-
-    @staticmethod
-    def edit_cell(
-        path: PathLike, index: int, source: str, *, expect: str | None = None
-    ) -> nbformat.NotebookNode:
-        """Replace the source of cell ``index`` in the file, in its own format.
-
-        Every other cell's text stays byte-identical; the file is written atomically. Indices
-        are those of ``read_notebook(path).cells`` (and of a result's ``failed_cell.index``).
-        ``expect``, the source the caller read, refuses the edit when the cell changed since.
-        A new text that would split or merge cells in this format (``# %%`` in a percent
-        script, a fence in markdown) is refused with :class:`NotebookSourceError`.
-
-        Returns
-        -------
-        nbformat.NotebookNode
-            ``read_notebook(path)`` after the edit (SPEC section 11).
-        """
-        from ._review.edit import edit_cell
-
-        return _public(edit_cell(path, index, source, expect=expect))
-
-    @staticmethod
-    def insert_cell(
-        path: PathLike, index: int, source: str, cell_type: str = "code"
-    ) -> nbformat.NotebookNode:
-        """Insert a cell at ``index`` (``len(cells)`` appends); same rules as :meth:`edit_cell`."""
-        from ._review.edit import insert_cell
-
-        return _public(insert_cell(path, index, source, cell_type))
-
-    @staticmethod
-    def delete_cell(
-        path: PathLike, index: int, *, expect: str | None = None
-    ) -> nbformat.NotebookNode:
-        """Delete cell ``index``; same rules as :meth:`edit_cell`."""
-        from ._review.edit import delete_cell
-
-        return _public(delete_cell(path, index, expect=expect))
-
-    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
-        """Compare two notebooks, each a source path (any format) or a run id.
-
-        Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
-        ``"added"``, ``"removed"`` or ``"modified"`` with ``index_a``, ``index_b`` (indices of
-        ``read_notebook``; a run's injected parameters cell is left out), a unified
-        ``source_diff`` and ``outputs_changed`` (compared only with ``outputs=True``, without
-        execution counts, timings or memory addresses).
-        """
-        from ._review.diff import diff_cells
-
-        return diff_cells(
-            self._notebook_or_run(a),
-            self._notebook_or_run(b),
-            outputs=outputs,
-            labels=(os.fspath(a), os.fspath(b)),
-        )
-
-    def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
-        """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
-        [a, b]}, "scraps": {name: [a, b]}, "cells": [...]}`` (only differing names; ``cells``
-        as in :meth:`diff_notebooks` with outputs compared)."""
-        from ._review.diff import diff_records
-
-        return diff_records(
-            self.get_run(run_a),
-            self.get_run(run_b),
-            self._run_notebook(run_a),
-            self._run_notebook(run_b),
-        )
-
-    def validate(
-        self, path: PathLike, *, execute: bool = False, **execute_options: Any
-    ) -> ValidateAnswer:
-        """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
-
-        Checks the nbformat schema, that the parameters cell parses, that code cells compile,
-        one language, an installed kernel and the declared environment variables. With
-        ``execute=True`` it also runs the notebook (options as for :meth:`execute`; the run is
-        not recorded) and honours nbval's markers: ``# NBVAL_SKIP`` / tags ``skip-execution``,
-        ``nbval-skip``; ``raises-exception`` (the cell must raise; the run goes on);
-        ``# NBVAL_CHECK_OUTPUT`` (outputs must equal the stored ones, sanitised). ``cell`` is
-        an index of ``read_notebook(path).cells`` or None; ``severity`` is ``"error"`` or
-        ``"warning"``; the notebook is valid when there is no error.
-        """
-        from ._review.validate import validate_notebook
-
-        self._check_open()
-        check_path("path", path)
-        return validate_notebook(
-            path,
-            execute=execute,
-            plan=lambda path, **given: self._plan(
-                path, RunOptions.from_keywords("validate", given)
-            ),
-            engine=self._engine,
-            options=execute_options,
-        )
-
-    def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
-        check_path("notebook", reference)
-        candidate = Path(reference)
-        if candidate.is_file():
-            return load_source(candidate).nb
-        try:
-            return self._run_notebook(os.fspath(reference))
-        except RunNotFoundError:
-            if find_format(candidate) is not None:
-                raise NotebookSourceError(os.fspath(reference), "no such file") from None
-            raise
-
-    def _run_notebook(self, run_id: str) -> NotebookNode:
-        if not isinstance(run_id, str) or not self._store.exists(run_id):
-            raise RunNotFoundError(str(run_id))
-        # nbformat's node, as nbformat.read gives it; it is a dict like the package's own.
-        return cast("NotebookNode", self._store.read(run_id).notebook())
-
-    # -- records ---------------------------------------------------------------------------
-
-    def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
-        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
-        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
-
-        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
-        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
-        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
-        """
-        check_path("notebook_path_or_run_id", notebook_path_or_run_id)
-        candidate = Path(notebook_path_or_run_id)
-        fmt = find_format(candidate)
-        if fmt is not None and not fmt.is_text and candidate.is_file():
-            # An executed notebook named by its path (a run's output_path, papermill's output).
-            cells = executed_cells(candidate)
-        else:
-            run_id = os.fspath(notebook_path_or_run_id)
-            if not self._store.exists(run_id):
-                raise RunNotFoundError(run_id)
-            cells = self._store.read(run_id).cells
-        return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
-
-    def get_run(self, run_id: str) -> RunResult:
-        """The result dict of a past run (a run whose process died shows as interrupted)."""
-        if not isinstance(run_id, str):
-            raise RunNotFoundError(
-                repr(run_id), f"a run id is a string, not {type(run_id).__name__}"
-            )
-        try:
-            return self._open_catalog().get_run(run_id)
-        except CatalogError:
-            # The files are the truth: an unusable catalog does not hide a run.
-            record = self._store.record(run_id)
-            found = {key: record.get(key) for key in RESULT_KEYS}
-            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
-            return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
-
-    def runs(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int | None = None,
-    ) -> list[RunResult]:
-        """Past runs as result dicts, newest first, optionally filtered."""
-        return self._open_catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
-
-    def scraps(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-    ) -> pd.DataFrame:
-        """One row per run (index ``run_id``) with its parameters and JSON scraps as columns."""
-        frame: pd.DataFrame = self._open_catalog().scraps(
-            notebook=notebook, status=status, since=since
-        )
-        return frame
-
-    def search(
-        self,
-        query: str,
-        *,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """Full-text search over every run record; hits best first, one per run.
-
-        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
-        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
-        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
-        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
-        Filters as in :meth:`runs`.
-
-        Raises
-        ------
-        NotebookExecutorError
-            The query is malformed (an unbalanced quote, a bare ``AND``...).
-        """
-        return self._open_catalog().search(
-            query, notebook=notebook, status=status, since=since, limit=limit
-        )
-
-    def digest(
-        self,
-        notebook: PathLike | None = None,
-        *,
-        since: Any = None,
-        limit_chars: int = 4000,
-    ) -> Digest:
-        """What earlier runs of a notebook (or of every notebook) found, in one page.
-
-        Computed from the catalog: runs by status with the first and last run times; the
-        parameter values tried, as ranges or sets; the scraps of the latest successful run
-        and how each numeric scrap moved across runs; the errors grouped by cell and name,
-        each with its count and the last run that had it; the requests and edit notes,
-        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
-        accept. Filters as in :meth:`runs`.
-
-        Parameters
-        ----------
-        notebook : path, optional
-            Only runs of this notebook; all runs by default.
-        since : str, date or datetime, optional
-            Only runs started at or after this moment.
-        limit_chars : int, default 4000
-            Longest ``text``; whole items are left out to keep within it, and a last line
-            says how many.
-
-        Returns
-        -------
-        Digest
-            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
-            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
-            ``text`` is the same digest as markdown.
-        """
-        return self._open_catalog().digest(notebook, since=since, limit_chars=limit_chars)
-
-    def reindex(self) -> int:
-        """Rebuild the catalog from the run records; return the number of runs indexed."""
-        return self._open_catalog().reindex()
-
-    # -- internals -------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorClosedError("this NotebookExecutor is closed")
-
-    def _open_catalog(self) -> Catalog:
-        self._check_open()
-        with self._catalog_lock:
-            if self._catalog is None:
-                from ._catalog.store import Catalog
-
-                self._catalog = Catalog(self.runs_dir)
-            return self._catalog
-
-    @staticmethod
-    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
-        from ._review.run_edits import check_edits
-
-        check_path("input_path", input_path)
-        return check_edits(input_path, edits)
-
-    def _announce(self, plans: list[Plan]) -> None:
-        """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
-        engine can) while its run records are written."""
-        self._store.prepare()
-        if isinstance(self._engine, SupportsPrestart):
-            for plan in plans:
-                self._engine.prestart(plan.job)
-
-    def _run(self, plan: Plan) -> RunResult:
-        return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
-
-    def _plan(self, input_path: PathLike, options: RunOptions) -> Plan:
-        return plan_run(
-            input_path,
-            options,
-            kernel_name=self.kernel_name,
-            default_timeout=self.timeout,
-            default_cell_timeout=self.cell_timeout,
-            base_env=self.base_env,
-            dotenv_root=self.dotenv_root,
-        )
-
-    def _plan_keywords(self, input_path: PathLike, **given: Any) -> Plan:
-        """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
-        return self._plan(input_path, RunOptions.from_keywords("validate", given))
-
-    def _catalog_call(self, method: str, record: Mapping[str, Any]) -> None:
-        # The files are the truth; a catalog that cannot be written is rebuilt by reindex.
-        try:
-            getattr(self._open_catalog(), method)(record)
-        except NotebookExecutorError as exc:
-            logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
-
-
-def _public(nb: NotebookNode) -> nbformat.NotebookNode:
-    """``nb`` as the public API hands notebooks back: nbformat's own node (SPEC section 3)."""
-    import nbformat
-
-    public: nbformat.NotebookNode = nbformat.from_dict(nb)
-    return public

@@ -34,6 +34,7 @@ __all__ = [
     "UPSERT",
     "check_limit",
     "connect",
+    "describe",
     "filters",
     "healthy",
     "is_corruption",
@@ -336,3 +337,9 @@ def _since(value: Any) -> datetime:
     if moment.tzinfo is None:
         return moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
+
+
+def describe(exc: BaseException) -> str:
+    """The first line of an error's message (at most 300 characters), for a catalog error."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

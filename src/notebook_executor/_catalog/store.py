@@ -34,8 +34,8 @@ them.
 
 This module holds :class:`Catalog`; the table and its SQL are in ``sql``, the
 record <-> row conversion in ``rows``, the full-text index in ``search``, the lock files
-and process checks in ``liveness``, and the digest (:meth:`Catalog.digest`) in ``digest`` and
-``digest_text``.
+and process checks in ``liveness``, and the digest (:meth:`Catalog.digest`) in ``digest_page``,
+``digest`` and ``digest_text``.
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import CatalogError, InvalidArgumentError, NotebookExecutorError, RunsDirError
+from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.run_files import RESULT_KEYS
 from .._records.store import RunStore, unwritable
 from .._types import RunResult, SearchHit
-from .digest import Digest, gather, nothing
-from .digest_text import MIN_LIMIT_CHARS, render
+from .digest import Digest
+from .digest_page import digest_page
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
@@ -68,6 +68,7 @@ from .sql import (
     UPSERT,
     check_limit,
     connect,
+    describe,
     filters,
     healthy,
     is_corruption,
@@ -230,7 +231,7 @@ class Catalog:
         try:
             return [result(dict(zip(RESULT_KEYS, row, strict=True))) for row in rows or ()]
         except ValueError as exc:
-            raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
+            raise CatalogError(str(self.path), f"unreadable rows: {describe(exc)}") from None
 
     def get_run(self, run_id: str) -> RunResult:
         """The result dict of one run; a run missing from the catalog is read from its file.
@@ -279,7 +280,7 @@ class Catalog:
         try:
             return scrap_frame(rows)
         except (ValueError, AttributeError) as exc:
-            raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
+            raise CatalogError(str(self.path), f"unreadable rows: {describe(exc)}") from None
 
     def search(
         self,
@@ -336,50 +337,7 @@ class Catalog:
             A filter is not valid, or ``limit_chars`` is not an int of at least
             :data:`~notebook_executor._catalog.digest_text.MIN_LIMIT_CHARS`.
         """
-        if (
-            isinstance(limit_chars, bool)
-            or not isinstance(limit_chars, int)
-            or limit_chars < MIN_LIMIT_CHARS
-        ):
-            raise InvalidArgumentError(
-                f"limit_chars must be an int of at least {MIN_LIMIT_CHARS}, got {limit_chars!r}",
-                argument="limit_chars",
-            )
-        where, values = filters(None, None, since)
-        named, named_values = filters(notebook, None, None)
-
-        def digest_of(conn: sqlite3.Connection) -> dict[str, Any]:
-            if notebook is None:
-                return gather(conn, where, values)
-            # The notebook's recorded paths, matched once (path_matches is Python): the
-            # digest's queries then compare plain text.
-            paths = [p for (p,) in conn.execute(f"SELECT DISTINCT notebook FROM runs{named}",
-                                                named_values)]  # fmt: skip
-            if not paths:
-                return nothing()
-            clause = f"notebook IN ({', '.join('?' * len(paths))})"
-            clause = f"{where} AND {clause}" if where else f" WHERE {clause}"
-            return gather(conn, clause, [*values, *paths])
-
-        try:
-            found = self._query(digest_of) or nothing()
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise CatalogError(str(self.path), f"unreadable rows: {_describe(exc)}") from None
-        digest: Digest = {
-            "notebook": None if notebook is None else os.fspath(notebook),
-            "since": values[0] if since is not None else None,
-            "runs": found["runs"],
-            "statuses": found["statuses"],
-            "parameters": found["parameters"],
-            "scraps": found["scraps"],
-            "trends": found["trends"],
-            "errors": found["errors"],
-            "notes": found["notes"],
-            "omitted": found["omitted"],
-            "text": "",
-        }
-        digest["text"] = render(digest, limit_chars)
-        return digest
+        return digest_page(self._query, self.path, notebook, since, limit_chars)
 
     # -- connection ---------------------------------------------------------------------------
 
@@ -406,11 +364,11 @@ class Catalog:
                     try:
                         self._recover(exc)
                     except OSError as failure:
-                        raise CatalogError(str(self.path), _describe(failure)) from None
+                        raise CatalogError(str(self.path), describe(failure)) from None
                     continue
-                raise CatalogError(str(self.path), _describe(exc)) from None
+                raise CatalogError(str(self.path), describe(exc)) from None
             except OSError as exc:
-                raise CatalogError(str(self.path), _describe(exc)) from None
+                raise CatalogError(str(self.path), describe(exc)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _connection(self, create: bool) -> sqlite3.Connection | None:
@@ -453,7 +411,7 @@ class Catalog:
                 "run catalog %s is unreadable (%s); moved to %s, rebuilding it from the run "
                 "records",
                 self.path,
-                _describe(exc),
+                describe(exc),
                 aside.name,
             )
             self.path.replace(aside)
@@ -538,8 +496,3 @@ def _store(conn: sqlite3.Connection, row: Mapping[str, Any], texts: Mapping[str,
     with write(conn):
         conn.execute(UPSERT, row)
         index_runs(conn, [(row["run_id"], texts)])
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .pool import KernelPool
     from .widgets import Widgets
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "skipped"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "cell_error", "clean_exit", "skipped"]
 
 logger = logging.getLogger(__name__)
 
@@ -281,9 +281,9 @@ class KernelEngine:
             if end is None or end.how == "ok":
                 pass
             elif end.how == "error":
-                exited = _clean_exit(cell)
+                exited = clean_exit(cell)
                 if not exited:
-                    outcome.failure = _cell_error(index, cell, end.reply)
+                    outcome.failure = cell_error(index, cell, end.reply)
             elif end.how == "timeout":
                 whole_run = deadline is not None and (
                     job.cell_timeout is None or deadline - began < job.cell_timeout
@@ -384,7 +384,7 @@ def skipped(cell: NotebookNode) -> bool:
     return isinstance(tags, list) and "skip-execution" in tags
 
 
-def _clean_exit(cell: NotebookNode) -> bool:
+def clean_exit(cell: NotebookNode) -> bool:
     """Whether the cell's error is a ``SystemExit`` with status 0 or none, as papermill reads
     it (IPython reports ``sys.exit(0)`` as an error output ``SystemExit: 0``)."""
     errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
@@ -394,7 +394,8 @@ def _clean_exit(cell: NotebookNode) -> bool:
     )
 
 
-def _cell_error(index: int, cell: NotebookNode, reply: Mapping[str, Any]) -> CellFailure:
+def cell_error(index: int, cell: NotebookNode, reply: Mapping[str, Any]) -> CellFailure:
+    """How cell ``index`` failed with an error: its last error output, else the reply's."""
     for output in reversed(cell.get("outputs", [])):
         if output.get("output_type") == "error":
             return CellFailure(

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections import OrderedDict, deque
 from collections.abc import Coroutine
@@ -40,12 +39,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
-from .launch import RunningKernel, client_context, start_kernel
-from .templates import Template, TemplateUnavailable, spawn_template
+from .launch import RunningKernel
+from .pool_starts import KernelStarts, PoolState
+from .templates import Template
 from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
-    from .forkserver import ForkServer
+    pass
 
 __all__ = ["DEFAULT_WARM_KERNELS", "KernelPool", "PoolState"]
 
@@ -77,23 +77,7 @@ def _key(choice: KernelChoice, cwd: Path, env: dict[str, str]) -> _Key:
     return _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
 
 
-class PoolState(enum.Enum):
-    """Where a :class:`KernelPool` is in its life (transitions: see :class:`KernelPool`)."""
-
-    #: Nothing started: no run yet, no template.
-    IDLE = "idle"
-    #: The first template imports ipykernel; no run known yet.
-    PREPARED = "prepared"
-    #: The first run has asked for its kernel; the caller may be one-shot (the command line).
-    FIRST_RUN = "first run"
-    #: The first run has ended or a second has begun: the pool keeps ``size`` kernels ready,
-    #: forked from the full template.
-    WARM = "warm"
-    #: Stopped, with every kernel and template; nothing starts any more.
-    CLOSED = "closed"
-
-
-class KernelPool:
+class KernelPool(KernelStarts):
     """Ready kernels keyed by what a run needs; every method runs on the engine's loop.
 
     Its state (:class:`PoolState`) changes only by these transitions:
@@ -423,82 +407,6 @@ class KernelPool:
                 self.stats["exited" if exited else "killed"] += 1
         except Exception as exc:
             logger.warning("could not stop a kernel cleanly: %s", exc)
-
-    async def _start(
-        self,
-        choice: KernelChoice,
-        cwd: Path,
-        env: dict[str, str],
-        ready_timeout: float,
-        *,
-        warm_up: bool,
-        wait: bool,
-    ) -> RunningKernel:
-        """Start a kernel: forked from the template of the state (``wait``: for it to be
-        ready) or launched; ``warm_up`` when no run waits for it."""
-        server = await self._template_for(env, cwd, wait=wait) if choice.native else None
-        task = asyncio.current_task()
-        if server is None and task is not None:
-            self._launching.add(task)
-            task.add_done_callback(self._launching.discard)
-        if self._context is None:
-            self._context = client_context()
-        kernel = await start_kernel(
-            choice,
-            cwd=cwd,
-            env=env,
-            ready_timeout=ready_timeout,
-            forkserver=server,
-            context=self._context,
-            warm_up=warm_up,
-        )
-        self.stats["forked" if server is not None else "launched"] += 1
-        return kernel
-
-    async def _template_for(
-        self, env: dict[str, str], cwd: Path, *, wait: bool
-    ) -> ForkServer | None:
-        """The template to fork a kernel for ``env`` from, or None to launch it."""
-        if not self._fork or self.state is PoolState.CLOSED:
-            return None
-        if self.state is not PoolState.WARM:
-            # Before WARM: the first template, which started earlier than any launch could be,
-            # so wait for it; without one, launch. The full template comes after.
-            if self._first_template is None:
-                return None
-            return await self._usable(self._first_template, env, cwd, wait=True)
-        if self._full_template is None:
-            self._full_template = self._spawn_template(data_modules=True)
-            if self._full_template is None:
-                return None
-        # In a sweep, nothing is launched meanwhile: the template serves every run.
-        return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
-
-    def _spawn_template(self, *, data_modules: bool) -> Template | None:
-        """A spawned template, or None where kernels cannot be forked."""
-        from .forkserver import fork_supported
-
-        if not self._fork or not fork_supported():
-            return None
-        try:
-            return spawn_template(data_modules=data_modules)
-        except TemplateUnavailable as exc:
-            logger.info("kernels will be launched, not forked: %s", exc)
-            self._fork = False
-            return None
-
-    async def _usable(
-        self, template: Template, env: dict[str, str], cwd: Path, *, wait: bool
-    ) -> ForkServer | None:
-        """``template``'s server if it is ready (after waiting, with ``wait``) and can fork for
-        ``env``."""
-        try:
-            return await template.usable(env, cwd, wait=wait)
-        except TemplateUnavailable as exc:
-            if self._fork:
-                logger.info("kernels will be launched, not forked: %s", exc)
-            self._fork = False
-            return None
 
 
 def _ignore_result(task: asyncio.Task[Any]) -> None:

@@ -14,26 +14,28 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecutorError
-from .._kernels.kernel_engine import skipped
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
-from .._records.text import strip_ansi
 from .._times import iso, now_utc
-from ..engine import CellFailure
 from .kernel import CheckpointError
 from .ledger import FRESH, Ran
 from .record import SessionRecord
-from .shapes import CellText, EvaluationError, EvaluationResult, StepResult
-from .texts import STEP_CHARS, clip, outputs_text
+from .shapes import CellText, EvaluationResult, StepResult
+from .steps import (
+    Step,
+    cell_failure,
+    cell_sources,
+    code_cells,
+    evaluation_error,
+    timed_out,
+)
+from .texts import STEP_CHARS, outputs_text
 
 if TYPE_CHECKING:
-    from .._kernels.cells import CellEnd
-    from .._notebook import NotebookNode
     from .._run.plan import Plan
     from .kernel import SessionKernel
 
@@ -50,16 +52,6 @@ WORTH_RATIO = 5.0
 
 #: What a checkpoint is taken to cost before one is measured (seconds).
 FIRST_CHECKPOINT_COST = 0.02
-
-
-@dataclass
-class _Step:
-    """What one step did, gathered as it goes."""
-
-    cells_run: list[int] = field(default_factory=list)
-    restored: Literal["checkpoint", "replay"] | None = None
-    reason: str | None = None
-    failure: CellFailure | None = None
 
 
 class Session:
@@ -102,7 +94,7 @@ class Session:
         #: Seconds of cell work in the state since its last checkpoint, and what one costs.
         self._unsaved = 0.0
         self._checkpoint_cost = FIRST_CHECKPOINT_COST
-        self._seen = _sources(plan)
+        self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
         try:
@@ -127,7 +119,7 @@ class Session:
             if self._closed:
                 return []
             held = set(self._kernel.checkpoints())
-            current = {cell.index: cell for cell in _code_cells(self._plan)}
+            current = {cell.index: cell for cell in code_cells(self._plan)}
             found = []
             for key, cells in self._ledger.saved.items():
                 if key == FRESH or key not in held:
@@ -147,10 +139,10 @@ class Session:
             end = self._last(plan, until)
             start = self._ledger.next_index()
             if self._broken:
-                wanted = [cell for cell in _code_cells(plan) if cell.index < start]
+                wanted = [cell for cell in code_cells(plan) if cell.index < start]
                 if not self._restore(plan, wanted, step):
                     return self._finish(plan, step, "run", until=until)
-            cells = [cell for cell in _code_cells(plan) if start <= cell.index <= end]
+            cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
             self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
 
@@ -167,9 +159,9 @@ class Session:
         with self._stepping("rerun_from", index=index, until=until) as (plan, step):
             target = self._job_index(plan, index, "index")
             end = self._last(plan, until)
-            wanted = [cell for cell in _code_cells(plan) if cell.index < target]
+            wanted = [cell for cell in code_cells(plan) if cell.index < target]
             if self._restore(plan, wanted, step):
-                cells = [cell for cell in _code_cells(plan) if target <= cell.index <= end]
+                cells = [cell for cell in code_cells(plan) if target <= cell.index <= end]
                 self._execute(plan, cells, step)
             return self._finish(plan, step, "rerun_from", index=index, until=until)
 
@@ -186,7 +178,7 @@ class Session:
             self._cancel_timer()
             try:
                 if self._broken:
-                    step = _Step()
+                    step = Step()
                     wanted = [c for c in self._ledger.history if c.completed]
                     self._restore(self._plan, wanted, step)
                 nb = new_notebook(cells=[new_code_cell(code)])
@@ -196,7 +188,7 @@ class Session:
                     self._lost_kernel()
                 outputs = nb.cells[0].get("outputs", [])
                 text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=-1)
-                error = _evaluation_error(outputs, end, self._redactor)
+                error = evaluation_error(outputs, end, self._redactor)
                 answer: EvaluationResult = {
                     "status": "ok" if error is None else "error",
                     "output": text,
@@ -237,7 +229,7 @@ class Session:
     def _read(self) -> Plan:
         """The source as it is now, planned as ``execute`` plans it; edits are logged."""
         plan = self._replan()
-        seen = _sources(plan)
+        seen = cell_sources(plan)
         for index in sorted(set(seen) | set(self._seen)):
             before, after = self._seen.get(index), seen.get(index)
             if before != after:
@@ -259,7 +251,7 @@ class Session:
 
         return dataclasses.replace(self._plan, nb=copy.deepcopy(self._plan.nb))
 
-    def _restore(self, plan: Plan, wanted: list[Ran], step: _Step) -> bool:
+    def _restore(self, plan: Plan, wanted: list[Ran], step: Step) -> bool:
         """Bring the kernel to the state after ``wanted``; False when a replayed cell failed."""
         ledger = self._ledger
         if not self._broken and ledger.history == wanted and not ledger.evaluated:
@@ -329,7 +321,7 @@ class Session:
         self._ledger.saved_as(key)
         self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
 
-    def _execute(self, plan: Plan, cells: list[Ran], step: _Step) -> bool:
+    def _execute(self, plan: Plan, cells: list[Ran], step: Step) -> bool:
         """Run ``cells`` in order; False when one failed (the step ends there)."""
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         for ran in cells:
@@ -341,10 +333,10 @@ class Session:
                 limit = left if limit is None else min(limit, left)
             started, clock = iso(now_utc()), time.monotonic()
             if limit is not None and limit <= 0:
-                end = _timed_out()
+                end = timed_out()
             else:
                 end = self._kernel.execute(plan.nb, index, limit)
-            failure = _failure(index, cell, end, self._cell_timeout, self._timeout, limit)
+            failure = cell_failure(index, cell, end, self._cell_timeout, self._timeout, limit)
             completed = failure is None
             self._ledger.ran(Ran(index, ran.source, completed))
             self._record.cell_ran(
@@ -368,8 +360,8 @@ class Session:
         self._broken = True
         self._kernel.stop()
 
-    def _finish(self, plan: Plan, step: _Step, call: str, **arguments: Any) -> StepResult:
-        stale = sorted(self._shown(i) for i in self._ledger.stale(_code_cells(plan)))
+    def _finish(self, plan: Plan, step: Step, call: str, **arguments: Any) -> StepResult:
+        stale = sorted(self._shown(i) for i in self._ledger.stale(code_cells(plan)))
         self._record.add(
             "step",
             call=call,
@@ -487,13 +479,13 @@ class _StepContext:
     def __init__(self, session: Session, call: str, arguments: dict[str, Any]) -> None:
         self.session = session
 
-    def __enter__(self) -> tuple[Plan, _Step]:
+    def __enter__(self) -> tuple[Plan, Step]:
         session = self.session
         session._lock.acquire()
         try:
             session._check_open()
             session._cancel_timer()
-            return session._read(), _Step()
+            return session._read(), Step()
         except BaseException:
             session._touch()
             session._lock.release()
@@ -502,94 +494,3 @@ class _StepContext:
     def __exit__(self, *exc_info: object) -> None:
         self.session._touch()
         self.session._lock.release()
-
-
-def _code_cells(plan: Plan) -> list[Ran]:
-    """The code cells a run executes (not those tagged ``skip-execution``), as they are now."""
-    return [
-        Ran(index, _text(cell.get("source", "")))
-        for index, cell in enumerate(plan.nb.cells)
-        if cell.cell_type == "code" and not skipped(cell)
-    ]
-
-
-def _sources(plan: Plan) -> dict[int, str]:
-    """Source index -> source text of every cell (the injected cell left out)."""
-    return {
-        plan.cell_map.to_source(index): _text(cell.get("source", ""))
-        for index, cell in enumerate(plan.nb.cells)
-        if not plan.cell_map.is_injected(index)
-    }
-
-
-def _text(value: Any) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
-
-
-def _timed_out() -> CellEnd:
-    from .._kernels.cells import CellEnd
-
-    return CellEnd("timeout")
-
-
-def _failure(
-    index: int,
-    cell: NotebookNode,
-    end: CellEnd,
-    cell_timeout: float | None,
-    timeout: float | None,
-    limit: float | None,
-) -> CellFailure | None:
-    """How cell ``index`` failed, as ``execute`` reports it, or None when it completed."""
-    if end.how == "ok":
-        return None
-    if end.how == "error":
-        for output in reversed(cell.get("outputs", [])):
-            if output.get("output_type") == "error":
-                if output.get("ename") == "SystemExit" and str(output.get("evalue", "")) in (
-                    "",
-                    "0",
-                ):
-                    return None
-                return CellFailure(
-                    index,
-                    "cell_error",
-                    str(output.get("ename", "")),
-                    str(output.get("evalue", "")),
-                    [str(line) for line in output.get("traceback", [])],
-                )
-        content = end.reply.get("content", {})
-        return CellFailure(
-            index,
-            "cell_error",
-            str(content.get("ename", "")),
-            str(content.get("evalue", "")),
-            [str(line) for line in content.get("traceback", [])],
-        )
-    if end.how == "timeout":
-        if cell_timeout is not None and (limit is None or limit >= cell_timeout):
-            message = f"the cell exceeded its cell_timeout of {cell_timeout:g} s"
-        else:
-            message = f"the step exceeded its timeout of {timeout:g} s while this cell was running"
-        return CellFailure(index, "timeout", "TimeoutError", message, [])
-    return CellFailure(
-        index, "kernel_died", "DeadKernelError", "the kernel died while this cell was running", []
-    )
-
-
-def _evaluation_error(
-    outputs: list[Any], end: CellEnd, redactor: Redactor
-) -> EvaluationError | None:
-    cell = new_code_cell("")
-    cell.outputs = outputs
-    failure = _failure(0, cell, end, None, None, None)
-    if failure is None:
-        return None
-    return {
-        "ename": redactor.text(strip_ansi(failure.ename)),
-        "evalue": clip(redactor.text(strip_ansi(failure.evalue)), 2_000, "the session's run"),
-        "traceback": [
-            clip(redactor.text(strip_ansi(line)), 2_000, "the session's run")
-            for line in failure.traceback[-20:]
-        ],
-    }

@@ -1,0 +1,1 @@
+"""The groups of methods the facade, :class:`NotebookExecutor`, is composed of."""
