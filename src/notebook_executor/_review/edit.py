@@ -28,6 +28,7 @@ from .._errors import (
 )
 from .._sources.bounded import unencodable
 from .._sources.formats import SourceFormat, format_for, load_source, parse_source_text
+from .._sources.spans import UnwritableText
 from .edit_ipynb import EditRequest, change_ipynb
 
 if TYPE_CHECKING:
@@ -172,7 +173,14 @@ def _changed(
     if fmt.spans is None:
         new_text = change_ipynb(shown, text, request)
     else:
-        new_text = _change_text(shown, text, fmt, nb, request)
+        try:
+            new_text = _change_text(shown, text, fmt, nb, request)
+        except UnwritableText as exc:
+            raise NotebookSourceError(
+                shown,
+                f"the {request.op} of cell {request.index} cannot be written in this format "
+                f"as given ({exc}); nothing was written",
+            ) from None
     _verify(shown, new_text, fmt, shape, request)
     return target, data, (b"\xef\xbb\xbf" if bom else b"") + new_text.encode("utf-8"), source
 

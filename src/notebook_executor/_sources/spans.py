@@ -102,6 +102,10 @@ def myst_spans(text: str) -> tuple[int, Spans]:
     return header_end, spans
 
 
+class UnwritableText(ValueError):
+    """jupytext cannot write a cell's text in the file's format (the caller names the file)."""
+
+
 class Renderer:
     """Cell texts as jupytext writes them in the format of ``nb``.
 
@@ -130,7 +134,12 @@ class Renderer:
             cell.metadata.pop("lines_to_next_cell", None)
             clean.append(cell)
         document = nbformat.v4.new_notebook(cells=clean, metadata=copy.deepcopy(self._metadata))
-        return str(jupytext.writes(document, fmt=self._format))
+        try:
+            return str(jupytext.writes(document, fmt=self._format))
+        except (IndexError, ValueError, KeyError) as exc:
+            # jupytext cannot write some texts in some formats (a markdown cell of just "%%"
+            # in a jupytext markdown file breaks its cell reader): refused, nothing written.
+            raise UnwritableText(f"{type(exc).__name__} in jupytext's writer") from None
 
     def _after(self, previous: NotebookNode | None, cell: NotebookNode) -> str:
         head = self._write([previous])
