@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     import nbformat
 
     from ._catalog.store import Catalog
+    from ._kernels.forkserver import ForkChannel
+    from ._run.plan import Plan
     from ._session.session import Session
 
 __all__ = ["NotebookExecutor"]
@@ -321,9 +323,17 @@ class NotebookExecutor(ReviewMethods):
             idle_timeout=idle_timeout,
             checkpoint_memory=checkpoint_memory,
             on_close=self._sessions.discard,
+            template=self._session_template,
         )
         self._sessions.add(session)
         return session
+
+    def _session_template(self, plan: Plan) -> ForkChannel | None:
+        """The template a session's kernel forks from: the engine's, as ``execute`` does."""
+        if not isinstance(self._engine, KernelEngine):
+            return None
+        job = plan.job
+        return self._engine.template(job.kernel, job.cwd, job.env)
 
     def execute_many(
         self,

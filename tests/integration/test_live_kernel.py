@@ -117,6 +117,32 @@ def test_a_restore_gives_the_exact_state_and_can_be_repeated(
     asyncio.run(scenario())
 
 
+HIDDEN = "print(json.dumps(sorted(get_ipython().user_ns_hidden)))"
+
+
+@pytest.mark.parametrize("origin", ["launched", "forked"])
+def test_a_restore_keeps_the_hidden_namespace_and_who_lists_the_variables(
+    short_tmp_path: Path, template: ForkServer, origin: str
+) -> None:
+    """The new application of a restored kernel hides nothing more: ``%who`` sees the user's
+    variables, and ``user_ns_hidden`` is as it was at the checkpoint."""
+
+    async def scenario() -> None:
+        live = await start(short_tmp_path, template if origin == "forked" else None)
+        try:
+            await run(live, "import json\nalpha = 1\nbeta = [2]")
+            assert await live.checkpoint(0) is None
+            hidden = json.loads(await run(live, HIDDEN))
+            assert "alpha" not in hidden
+            await live.restore(0)
+            assert json.loads(await run(live, HIDDEN)) == hidden
+            assert await run(live, "%who") == "alpha\t beta\t json"
+        finally:
+            await live.shutdown()
+
+    asyncio.run(scenario())
+
+
 def test_a_file_written_after_a_checkpoint_stays_written(short_tmp_path: Path) -> None:
     """A checkpoint is memory, not files."""
 

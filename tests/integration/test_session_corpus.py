@@ -36,18 +36,17 @@ SECRETS = {"GREETING_TOKEN": "greeting-token-value"}
 
 #: The digest of the user namespace, computed in the kernel and printed; it defines nothing
 #: that stays (its own name starts with an underscore and is deleted). IPython's own names are
-#: left out by name, not through ``user_ns_hidden``: a kernel made from a checkpoint lists the
-#: notebook's variables there too.
+#: left out as ``%who`` leaves them out: those ``user_ns_hidden`` holds with the same value.
 DIGEST = """\
 def _nbx_digest():
     import hashlib, pickle, types
     shell = get_ipython()
-    own = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+    hidden = shell.user_ns_hidden
     digest = hashlib.sha256()
     for name in sorted(shell.user_ns):
-        if name.startswith("_") or name in own:
-            continue
         value = shell.user_ns[name]
+        if name.startswith("_") or (name in hidden and hidden[name] is value):
+            continue
         digest.update(f"{name}:{type(value).__module__}.{type(value).__qualname__}".encode())
         if isinstance(value, types.ModuleType):
             digest.update(value.__name__.encode())

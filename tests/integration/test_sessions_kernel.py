@@ -12,6 +12,8 @@ import pytest
 
 from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError
+from notebook_executor._kernels.kernel_engine import KernelEngine
+from notebook_executor._session.kernel import LoopKernel
 from support import descendants, wait_gone
 
 pytestmark = pytest.mark.kernel
@@ -92,6 +94,35 @@ def test_open_run_fail_edit_rerun_evaluate_close(tmp_path: Path) -> None:
         assert run_id in [run["run_id"] for run in ex.runs()]
         md = next(runs.rglob(f"{run_id}.md")).read_text(encoding="utf-8")
         assert "## Session log" in md
+
+
+def test_a_session_kernel_is_forked_from_the_executors_template(tmp_path: Path) -> None:
+    """As ``execute``'s kernels: forked from the template the executor starts, not launched."""
+    path = tmp_path / "analysis.py"
+    path.write_text(NOTEBOOK, encoding="utf-8")
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs") as ex,
+        ex.open_session(path, parameters={"n": 4}) as session,
+    ):
+        engine = ex._engine
+        assert isinstance(engine, KernelEngine) and engine.pool is not None
+        pool = engine.pool
+        templates = {t.pid for t in (pool._first_template, pool._full_template) if t}
+        kernel = session._kernel
+        assert isinstance(kernel, LoopKernel) and kernel._live is not None
+        assert parent_pid(kernel._live.pid) in templates
+        step = session.run(until=3)
+        assert step["status"] == "success" and step["cells_run"] == [0, 2, 3]
+        ex.edit_cell(path, 3, "scale = 20")
+        step = session.rerun_from(3, until=3)
+        assert step["status"] == "success" and step["restored"] is not None
+        assert session.evaluate("scale")["output"] == "20\n"
+
+
+def parent_pid(pid: int | None) -> int:
+    """The parent of process ``pid``, from ``/proc``."""
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def test_a_timeout_ends_the_step_and_the_next_step_rebuilds_the_state(tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ the kernel forks and returns at once. The copy, the checkpoint:
 
 A kernel made from a checkpoint keeps the process's state as it was (working directory,
 environment, user namespace, modules, random generators, IPython's shell with its history,
-execution count and event callbacks), and replaces only the messaging layer: it clears the
-application and kernel singletons, zmq's context instance and the running event loop, and
-initializes a new application on its own connection file, which takes the old shell. The
-debugger stays off (its stream would stall the start). It watches the checkpoint, its
+execution count, hidden names and event callbacks), and replaces only the messaging layer: it
+clears the application and kernel singletons, zmq's context instance and the running event
+loop, and initializes a new application on its own connection file, which takes the old shell.
+The debugger stays off (its stream would stall the start). It watches the checkpoint, its
 parent, as every kernel watches its parent.
 """
 
@@ -298,6 +298,9 @@ def _restored_child(
             *request.get("options", ()),
         ]
         shell = _forget_old_kernel()
+        # The new application hides every name the namespace holds when it initializes
+        # (IPython's ``hide_initial_ns``): the user's variables would vanish from ``%who``.
+        hidden = dict(getattr(shell, "user_ns_hidden", {}))
     except BaseException:
         import traceback
 
@@ -310,6 +313,8 @@ def _restored_child(
         # pick a tip with ``random``, moving the notebook's generator.
         shell.kernel = app.kernel
         shell.enable_tip = False
+        shell.user_ns_hidden.clear()
+        shell.user_ns_hidden.update(hidden)
         for old, new in zip(_OLD_STREAMS, (sys.stdout, sys.stderr), strict=False):
             for name in _STREAM_METHODS:
                 with contextlib.suppress(AttributeError, TypeError):

@@ -24,8 +24,12 @@ from ..engine import CellFailure, EngineOutcome, RunCancelled, RunJob
 from .launch import RunningKernel
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .._notebook import NotebookNode
+    from ..engine import KernelChoice
     from .cells import Displays
+    from .forkserver import ForkChannel
     from .loop import KernelLoop
     from .pool import KernelPool
     from .widgets import Widgets
@@ -142,6 +146,15 @@ class KernelEngine:
             pool.prepare()
 
         loop.submit(prepare())
+
+    def template(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> ForkChannel | None:
+        """The template a kernel outside runs (a session's) forks from, or None to launch it
+        (see :meth:`KernelPool.template <notebook_executor._kernels.pool.KernelPool.template>`).
+        """
+        if not self.fork or not choice.native:
+            return None
+        loop, pool = self._kernel_loop()
+        return loop.submit(pool.template(env, cwd)).result()
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""

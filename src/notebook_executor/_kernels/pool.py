@@ -45,7 +45,7 @@ from .templates import Template
 from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
-    pass
+    from .forkserver import ForkServer
 
 __all__ = ["DEFAULT_WARM_KERNELS", "KernelPool", "PoolState"]
 
@@ -241,6 +241,25 @@ class KernelPool(KernelStarts):
         # it would never use (and close() would have to kill half-started).
         delay = FIRST_FILL_DELAY if one_shot or swept else SETTLE_DELAY
         asyncio.get_running_loop().call_later(delay, self._fill)
+
+    async def template(self, env: dict[str, str], cwd: Path) -> ForkServer | None:
+        """The template a kernel of the pool's own (a session's) forks from, or None to launch.
+
+        Spawns the first template when nothing has started yet and waits for it (it is ready
+        sooner than a launched kernel would be); in WARM, the full template when it is ready,
+        else the first one. The pool's state and kernels stay as they are.
+        """
+        if not self._fork or self.state is PoolState.CLOSED:
+            return None
+        if self.state is PoolState.IDLE:
+            self.prepare()
+        if self.state is PoolState.WARM:
+            server = await self._template_for(env, cwd, wait=self._first_template is None)
+            if server is not None:
+                return server
+        if self._first_template is None:
+            return None
+        return await self._usable(self._first_template, env, cwd, wait=True)
 
     async def close(self) -> None:
         """-> CLOSED: stop every kernel, pending start and template; wait until they are gone."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -18,6 +18,7 @@ from .._kernels.live import CheckpointError
 from ..engine import KernelChoice
 
 if TYPE_CHECKING:
+    from .._kernels.forkserver import ForkChannel
     from .._kernels.live import LiveKernel
     from .._kernels.loop import KernelLoop
     from .._notebook import NotebookNode
@@ -90,6 +91,9 @@ class LoopKernel:
         The kernel, its working directory and its environment (those of the plan).
     checkpoint_memory : int, optional
         Most bytes the checkpoints may hold; the oldest are evicted first.
+    template : callable, optional
+        The template process to fork each kernel from (the executor's, as ``execute`` does),
+        or None to launch it: a fork is ready in a fraction of a launch's time.
     """
 
     def __init__(
@@ -98,6 +102,7 @@ class LoopKernel:
         cwd: Path,
         env: dict[str, str],
         checkpoint_memory: int | None = None,
+        template: Callable[[], ForkChannel | None] | None = None,
     ) -> None:
         from .._kernels.loop import KernelLoop
 
@@ -105,6 +110,7 @@ class LoopKernel:
         self.cwd = cwd
         self.env = env
         self.checkpoint_memory = checkpoint_memory
+        self.template = template
         self._loop: KernelLoop = KernelLoop()
         self._live: LiveKernel | None = None
         self._displays = Displays()
@@ -116,8 +122,20 @@ class LoopKernel:
         from .._kernels.live import LiveKernel
 
         self._end()
+        server = None
+        if self.template is not None:
+            try:
+                server = self.template()
+            except Exception as exc:  # no template: the kernel is launched, as without one
+                logger.info("a session kernel will be launched, not forked: %s", exc)
         self._live = self._call(
-            LiveKernel.start(self.choice, cwd=self.cwd, env=self.env, ready_timeout=START_TIMEOUT)
+            LiveKernel.start(
+                self.choice,
+                cwd=self.cwd,
+                env=self.env,
+                ready_timeout=START_TIMEOUT,
+                forkserver=server,
+            )
         )
         self._live.memory_limit = self.checkpoint_memory
         self._displays = Displays()

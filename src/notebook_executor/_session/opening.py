@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ from .._records.store import RunStore
 from .._run.checks import check_seconds
 
 if TYPE_CHECKING:
+    from .._kernels.forkserver import ForkChannel
     from .._run.plan import Plan
     from .kernel import SessionKernel
     from .session import Session
@@ -39,10 +41,12 @@ def open_session(
     checkpoint_memory: int | None,
     on_close: Callable[[Session], None],
     kernel: Callable[[Plan, int | None], SessionKernel] | None = None,
+    template: Callable[[Plan], ForkChannel | None] | None = None,
 ) -> Session:
     """A session on the notebook ``plan()`` reads (it is called again at every step).
 
-    Every check (``plan()``'s, the limits) is made before any kernel starts.
+    Every check (``plan()``'s, the limits) is made before any kernel starts. ``template``
+    gives the template process the real kernel forks from (None: it is launched).
     """
     from .session import Session
 
@@ -50,11 +54,11 @@ def open_session(
     memory = check_memory(checkpoint_memory)
     first = plan()
     RunStore(runs_dir).prepare()
-    make = kernel or _real_kernel
+    made = kernel(first, memory) if kernel is not None else _real_kernel(first, memory, template)
     return Session(
         first,
         plan,
-        make(first, memory),
+        made,
         runs_dir=runs_dir,
         on_record=on_record,
         idle_timeout=idle,
@@ -62,11 +66,14 @@ def open_session(
     )
 
 
-def _real_kernel(plan: Plan, memory: int | None) -> SessionKernel:
+def _real_kernel(
+    plan: Plan, memory: int | None, template: Callable[[Plan], ForkChannel | None] | None
+) -> SessionKernel:
     from .kernel import LoopKernel
 
     job = plan.job
-    return LoopKernel(job.kernel, job.cwd, job.env, memory)
+    server = None if template is None else functools.partial(template, plan)
+    return LoopKernel(job.kernel, job.cwd, job.env, memory, server)
 
 
 def close_sessions(sessions: set[Session]) -> None:
