@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
-__all__ = ["CellText", "EvaluationError", "EvaluationResult", "FailedCell", "StepResult"]
+from .._types import RunResult
 
-
-class FailedCell(TypedDict):
-    """The cell a run or step stopped at (section 4's ``failed_cell``)."""
-
-    index: int
-    source: str
-    ename: str
-    evalue: str
-    traceback: list[str]
+__all__ = ["CellText", "EvaluationError", "EvaluationResult", "StepResult"]
 
 
 class CellText(TypedDict):
@@ -24,28 +16,13 @@ class CellText(TypedDict):
     text: str
 
 
-class StepResult(TypedDict):
+class StepResult(RunResult):
     """What :meth:`Session.run <notebook_executor.Session.run>` and
     :meth:`~notebook_executor.Session.rerun_from` return: the result dict of the session so
-    far (``status`` and ``failed_cell`` as of this step), and what the step did."""
+    far (``status`` and ``failed_cell`` as of this step; ``status`` is never ``"running"`` and
+    ``edited_cells`` is empty: a session runs the source as it is, the edits it saw are in its
+    record's log), and what the step did."""
 
-    run_id: str
-    status: Literal["success", "error"]
-    error_kind: str | None
-    notebook: str
-    output_path: str
-    parameters: dict[str, Any]
-    request: str | None
-    started_at: str
-    finished_at: str
-    duration_seconds: float
-    cells_total: int
-    cells_executed: int
-    failed_cell: FailedCell | None
-    scraps: dict[str, Any]
-    output_cut: list[dict[str, Any]]
-    #: Empty: a session runs the source as it is; the edits it saw are in its record's log.
-    edited_cells: list[int]
     session_id: str
     #: Source indices this step ran, replayed cells included, in order.
     cells_run: list[int]
