@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,14 +20,15 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from ..._parameters.declared import Parameter
+from ..._parameters.declared import Parameter, declared_parameters
 from ..._parameters.values import convert_text_value
+from ..._sources.formats import load_source
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
     from mcp.types import ToolAnnotations
 
-__all__ = ["StrictTool", "strict_tool", "typed_values", "unknown_arguments"]
+__all__ = ["StrictTool", "notebook_values", "strict_tool", "typed_values", "unknown_arguments"]
 
 
 class StrictTool(Tool):
@@ -102,6 +104,17 @@ def typed_values(declared: Mapping[str, Parameter], values: Mapping[str, Any]) -
         if isinstance(value, str) and parameter is not None and parameter.type not in _AS_TEXT:
             converted[name] = convert_text_value(parameter, value)
     return converted
+
+
+def notebook_values(
+    path: str | os.PathLike[str], values: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """``values`` typed by :func:`typed_values` against the parameters the notebook at
+    ``path`` declares: JSON clients often send numbers as text. The notebook is read only
+    when some value is a string."""
+    if not values or not any(isinstance(v, str) for v in values.values()):
+        return values
+    return typed_values(declared_parameters(load_source(path).nb), values)
 
 
 #: Declared types a string is already a value of.

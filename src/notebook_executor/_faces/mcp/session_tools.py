@@ -18,10 +18,8 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from ..._executor import NotebookExecutor
-from ..._parameters.declared import declared_parameters
 from ..._session.session import Session
-from ..._sources.formats import load_source
-from .arguments import typed_values
+from .arguments import notebook_values
 from .workspace import Workspace
 
 __all__ = ["ClientSessions", "session_tools"]
@@ -144,13 +142,9 @@ def session_tools(
         secret_values = ws.secrets(secrets)
 
         def start() -> Session:
-            values = parameters
-            if parameters and any(isinstance(v, str) for v in parameters.values()):
-                declared = declared_parameters(load_source(target).nb)
-                values = typed_values(declared, parameters)
             return ex.open_session(
                 target,
-                parameters=values,
+                parameters=notebook_values(target, parameters),
                 timeout=timeout,
                 cell_timeout=cell_timeout,
                 request=request,

@@ -26,13 +26,11 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..._errors import NotebookExecutorError, ParameterError
-from ..._parameters.declared import declared_parameters
 from ..._run.options import option_help
 from ..._sources.bounded import unencodable
-from ..._sources.formats import load_source
 from ..._types import RunResult
 from ...engine import RunCancelled
-from .arguments import StrictTool, strict_tool, typed_values
+from .arguments import StrictTool, notebook_values, strict_tool
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
@@ -269,14 +267,9 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
 
         def run() -> RunResult | None:
             try:
-                values = parameters
-                if parameters and any(isinstance(v, str) for v in parameters.values()):
-                    # JSON clients often send numbers as text: converted as the CLI's -p does.
-                    declared = declared_parameters(load_source(target).nb)
-                    values = typed_values(declared, parameters)
                 return ex.execute(
                     target,
-                    parameters=values,
+                    parameters=notebook_values(target, parameters),
                     timeout=timeout,
                     request=request,
                     secrets=secret_values,
