@@ -284,19 +284,8 @@ def _restored_child(
     kernel = _kernel()
     serving = _serving()
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        serving.CHILDREN.clear()
-        control.close()
-        os.setsid()
-        serving.die_with_parent(parent)
-        serving.redirect_std(request["stderr"])
-        argv = [
-            "-f",
-            request["connection_file"],
-            f"--IPKernelApp.parent_handle={parent}",
-            *request.get("options", ()),
-        ]
+        argv = serving.become_kernel_child(request, control, parent)
         shell = _forget_old_kernel()
         # The new application hides every name the namespace holds when it initializes
         # (IPython's ``hide_initial_ns``): the user's variables would vanish from ``%who``.

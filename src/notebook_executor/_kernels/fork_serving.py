@@ -125,3 +125,21 @@ def redirect_std(stderr_path: str | None) -> None:
     os.dup2(err, 2)
     os.close(null)
     os.close(err)
+
+
+def become_kernel_child(request: dict[str, Any], control: socket.socket, parent: int) -> list[str]:
+    """In a process just forked to be a kernel: leave the server (its socket, its children,
+    its session and its output), die with ``parent``, and return the kernel's command line
+    from the host's ``request``."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    CHILDREN.clear()
+    control.close()
+    os.setsid()
+    die_with_parent(parent)
+    redirect_std(request["stderr"])
+    return [
+        "-f",
+        request["connection_file"],
+        f"--IPKernelApp.parent_handle={parent}",
+        *request.get("options", ()),
+    ]

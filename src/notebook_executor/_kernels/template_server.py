@@ -132,12 +132,7 @@ def _fork_unsafe_state() -> str | None:
 def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -> NoReturn:
     """Become a kernel. Never returns."""
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        serving.CHILDREN.clear()
-        control.close()
-        os.setsid()
-        serving.die_with_parent(template_pid)
-        serving.redirect_std(request["stderr"])
+        argv = serving.become_kernel_child(request, control, template_pid)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -146,12 +141,6 @@ def _child(request: dict[str, Any], control: socket.socket, template_pid: int) -
         # A fresh ``python -m ipykernel_launcher`` has no cwd entry here; IPython adds "" back.
         while sys.path and sys.path[0] in ("", request["cwd"]):
             del sys.path[0]
-        argv = [
-            "-f",
-            request["connection_file"],
-            f"--IPKernelApp.parent_handle={template_pid}",
-            *request.get("options", ()),
-        ]
     except BaseException:
         import traceback
 
