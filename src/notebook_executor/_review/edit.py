@@ -69,7 +69,7 @@ def edit_cell(
         Index out of range, or ``expect`` does not match.
     """
     _check_text("source", source)
-    return _change(path, "edit", index, source, None, expect)
+    return _write(_changed(path, "edit", index, source, None, expect))
 
 
 def insert_cell(path: PathLike, index: int, source: str, cell_type: str = "code") -> NotebookNode:
@@ -82,7 +82,7 @@ def insert_cell(path: PathLike, index: int, source: str, cell_type: str = "code"
         raise InvalidArgumentError(
             f"cell_type must be one of {', '.join(CELL_TYPES)}, got {cell_type!r}"
         )
-    return _change(path, "insert", index, source, cell_type, None)
+    return _write(_changed(path, "insert", index, source, cell_type, None))
 
 
 def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> NotebookNode:
@@ -90,7 +90,7 @@ def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> Not
 
     Same rules as :func:`edit_cell`.
     """
-    return _change(path, "delete", index, None, None, expect)
+    return _write(_changed(path, "delete", index, None, None, expect))
 
 
 def _check_text(name: str, value: object) -> None:
@@ -108,15 +108,9 @@ def checked_edit(path: PathLike, index: object, source: str) -> str:
     return _changed(path, "edit", index, source, None, None)[3] or ""
 
 
-def _change(
-    path: PathLike,
-    op: str,
-    index: object,
-    source: str | None,
-    cell_type: str | None,
-    expect: str | None,
-) -> NotebookNode:
-    target, data, new, _ = _changed(path, op, index, source, cell_type, expect)
+def _write(change: tuple[Path, bytes, bytes, str | None]) -> NotebookNode:
+    """Write a change :func:`_changed` made, and read the notebook back."""
+    target, data, new, _ = change
     _replace_file(target, data, new)
     return load_source(target).nb
 
