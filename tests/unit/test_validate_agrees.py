@@ -3,6 +3,7 @@ starts the run, and an argument execute refuses is refused by validate with the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,20 @@ def test_a_variable_only_in_this_process_is_missing_for_a_server(
     assert TOKEN in problem["message"] and "set it in the environment" not in problem["message"]
 
 
-def test_a_notebook_whose_parameters_are_not_parsed_here(tmp_path: Path) -> None:
+def test_a_notebook_whose_parameters_are_not_parsed_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A bash notebook's parameters cell is not Python: execute injects unchecked, so validate
-    # must not call it invalid Python.
+    # must not call it invalid Python. The kernel is named, never started (the fake engine):
+    # a kernelspec of this test's own, so that no installed bash kernel is needed.
+    spec = tmp_path / "jupyter" / "kernels" / "bash"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {"argv": ["bash", "{connection_file}"], "display_name": "Bash", "language": "bash"}
+        )
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     path = tmp_path / "b.ipynb"
     path.write_text(R_NOTEBOOK)
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:

@@ -401,10 +401,14 @@ class LiveKernel:
             with contextlib.suppress(BaseException):
                 await self._accounting
         if self._acceptor is not None:
-            self._acceptor.cancel()
+            acceptor, self._acceptor = self._acceptor, None
+            # asyncio.wait_for (Python 3.11) loses a cancel that lands as a hello completes:
+            # cancel until the acceptor has ended (it also stops by itself once closed).
+            while not acceptor.done():
+                acceptor.cancel()
+                await asyncio.wait({acceptor}, timeout=1.0)
             with contextlib.suppress(BaseException):
-                await self._acceptor
-            self._acceptor = None
+                acceptor.result()
         try:
             await self._stop_current()
         finally:
@@ -467,7 +471,7 @@ class LiveKernel:
     async def _accept(self, listener: socket.socket) -> None:
         """Take each checkpoint's hello, and hand it to the checkpoint that waits for it."""
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._closed:
             connection, _ = await loop.sock_accept(listener)
             try:
                 said = await asyncio.wait_for(hello(loop, connection), CHECKPOINT_TIMEOUT)
@@ -477,7 +481,7 @@ class LiveKernel:
                 connection.close()
                 continue
             waiting = self._held.get(key)
-            if isinstance(waiting, Checkpoint) or waiting is None or waiting.done():
+            if self._closed or isinstance(waiting, Checkpoint) or waiting is None or waiting.done():
                 taken.close()  # dropped before it said hello
                 continue
             try:
