@@ -358,17 +358,3 @@ def test_checkpoints_that_could_not_act_are_swept_at_the_next_start(
         for pid in pids:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def bash_kernel() -> str:
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    if "bash" not in KernelSpecManager().find_kernel_specs():
-        subprocess.run(
-            [sys.executable, "-m", "bash_kernel.install", "--sys-prefix"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-    return "bash"

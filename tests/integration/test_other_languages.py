@@ -21,21 +21,6 @@ from notebook_executor import NotebookExecutor
 pytestmark = pytest.mark.kernel
 
 
-@pytest.fixture(scope="module")
-def bash_kernel() -> str:
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    if "bash" not in KernelSpecManager().find_kernel_specs():
-        subprocess.run(
-            [sys.executable, "-m", "bash_kernel.install", "--sys-prefix"],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-    assert "bash" in KernelSpecManager().find_kernel_specs()
-    return "bash"
-
-
 #: Options of the tier's ``executor`` fixture: a kernel started per run, none kept warm.
 EXECUTOR_OPTIONS = {"warm_kernels": 0}
 

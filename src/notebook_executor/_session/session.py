@@ -21,7 +21,6 @@ from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecuto
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
 from .._times import iso, now_utc
-from .kernel import CheckpointError
 from .ledger import FRESH, Ran
 from .record import SessionRecord
 from .shapes import CellText, EvaluationResult, StepResult
@@ -264,6 +263,9 @@ class Session:
         how: Literal["checkpoint", "replay"] = "checkpoint"
         restored = False
         if restore.key is not None:
+            # Imported here, as the kernel is: it brings asyncio, no work for import time.
+            from .._kernels.checkpoints import CheckpointError
+
             try:
                 self._kernel.restore(restore.key)
                 ledger.rebuilt(restore.key)
@@ -308,6 +310,8 @@ class Session:
         if not always and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
             self._ledger.quick.add(key)
             return
+        from .._kernels.checkpoints import CheckpointError
+
         began = time.monotonic()
         try:
             self._kernel.checkpoint(key)
