@@ -6,18 +6,23 @@ kind, cell and name, and the requests and edit notes, newest first. Every item n
 that ``get_run`` and ``search`` accept. The markdown page is written by
 :mod:`notebook_executor._catalog.digest_text`.
 
-SQLite does the grouping: runs are grouped by their parameters text (and by their scraps
-text), so Python parses each distinct text once, not each run's; errors come grouped, with
-their newest runs, from one window query (a traceback is never parsed); requests come grouped,
-newest first, and only the newest :data:`MAX_ITEMS` are read. A run is placed in time by its
-*mark*, ``started_at || ' ' || run_id``, which sorts as the catalog's newest-first order does.
+One read of the runs serves every list but the errors: Python groups the runs by notebook,
+status, parameters text and scraps text (a few hundred groups for 10,000 runs), so each distinct
+text is parsed once, not each run's, and statuses, parameters, trends and the latest scraps are
+folded from those groups. That is 1.6x faster than a ``GROUP BY`` query per list (45 against
+73 ms at 10,000 runs, same answer): SQLite's grouping sorts text keys in a temporary B-tree,
+where a dict of a few hundred keys costs next to nothing. Errors come grouped, with their newest
+runs, from one window query over the failed runs (a traceback is never parsed). A run is placed
+in time by its *mark*, ``started_at || ' ' || run_id``, which sorts as the catalog's
+newest-first order does.
 Measured with ``benchmarks/bench_catalog.py`` at 10,000 runs: see the README.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:
@@ -186,38 +191,29 @@ SELECT * FROM (
 def gather(conn: sqlite3.Connection, where: str, values: Sequence[Any]) -> dict[str, Any]:
     """The digest's lists (all but ``notebook``, ``since`` and ``text``), and ``runs`` and
     ``omitted``, for the runs ``where`` selects (a clause as ``sql.filters`` builds it)."""
-
-    def rows(sql: str, condition: str = "") -> list[tuple[Any, ...]]:
-        clause = where
-        if condition:
-            clause = f"{where} AND {condition}" if where else f" WHERE {condition}"
-        return conn.execute(sql.replace("{where}", clause), list(values)).fetchall()
-
-    # One pass over the runs for what needs each of them: statuses, requests, edit notes.
-    statuses, notes, more_notes = _runs(
-        rows(f"SELECT status, notebook, {_MARK}, request, edit_notes FROM runs{{where}}")
-    )
+    # One pass over the runs: they are grouped by (notebook, status, parameters text, scraps
+    # text), and their requests and edit notes collected. Statuses, parameters, trends and the
+    # latest scraps are folded from those few groups.
+    found = conn.execute(
+        f"SELECT notebook, status, {_MARK}, parameters, scrap_values, request, edit_notes "
+        f"FROM runs{where}",
+        list(values),
+    ).fetchall()
+    groups, notes, more_notes = _runs(found)
+    errors_where = f"{where} AND status = 'error'" if where else " WHERE status = 'error'"
+    errors = conn.execute(_ERRORS.replace("{where}", errors_where), list(values)).fetchall()
+    statuses = [
+        _status(status, count, first, last)
+        for status, count, first, last in sorted(
+            _fold(groups, lambda key: (key[1],)), key=lambda item: (-item[1], item[0])
+        )
+    ]
     lists: dict[str, list[Any]] = {
         "statuses": statuses,
-        "parameters": _parameters(
-            rows(
-                f"SELECT notebook, parameters, count(*), min({_MARK}), max({_MARK}) "
-                "FROM runs{where} GROUP BY notebook, parameters"
-            )
-        ),
-        "scraps": _latest(
-            rows(
-                f"SELECT notebook, max({_MARK}), scrap_values FROM runs{{where}} GROUP BY notebook",
-                "status = 'success'",
-            )
-        ),
-        "trends": _trends(
-            rows(
-                f"SELECT notebook, scrap_values, count(*), min({_MARK}), max({_MARK}) "
-                "FROM runs{where} GROUP BY notebook, scrap_values"
-            )
-        ),
-        "errors": _errors(rows(_ERRORS, "status = 'error'")),
+        "parameters": _parameters(_fold(groups, lambda key: (key[0], key[2]))),
+        "scraps": _latest(groups),
+        "trends": _trends(_fold(groups, lambda key: (key[0], key[3]))),
+        "errors": _errors(errors),
     }
     omitted = {
         name: len(items) - MAX_ITEMS for name, items in lists.items() if len(items) > MAX_ITEMS
@@ -260,6 +256,29 @@ def _json_array(texts: Sequence[Any]) -> list[dict[str, Any]]:
     joined = ",".join(text if isinstance(text, str) and text else "{}" for text in texts)
     parsed = json.loads("[" + joined + "]")
     return [value if isinstance(value, dict) else {} for value in parsed]
+
+
+#: Runs grouped by (notebook, status, parameters text, scraps text): [runs, first, last mark].
+_Groups = dict[tuple[str, str, str, str], list[Any]]
+
+
+def _fold(
+    groups: _Groups, key: Callable[[tuple[str, ...]], tuple[str, ...]]
+) -> list[tuple[Any, ...]]:
+    """The groups merged by ``key``: one ``(*key, runs, first mark, last mark)`` per value."""
+    folded: dict[tuple[str, ...], list[Any]] = {}
+    for group, (count, first, last) in groups.items():
+        at = key(group)
+        seen = folded.get(at)
+        if seen is None:
+            folded[at] = [count, first, last]
+            continue
+        seen[0] += count
+        if first < seen[1]:
+            seen[1] = first
+        if last > seen[2]:
+            seen[2] = last
+    return [(*at, count, first, last) for at, (count, first, last) in folded.items()]
 
 
 def _is_number(value: Any) -> bool:
@@ -314,11 +333,15 @@ def _parameters(groups: Sequence[tuple[Any, ...]]) -> list[DigestParameter]:
     return items
 
 
-def _latest(groups: Sequence[tuple[Any, ...]]) -> list[DigestScraps]:
+def _latest(groups: _Groups) -> list[DigestScraps]:
     """The latest successful run of each notebook, newest first, with its JSON scraps."""
-    parsed = _json_array([group[2] for group in groups])
+    newest: dict[str, tuple[str, str]] = {}  # notebook -> (last mark, scraps text)
+    for (notebook, status, _, text), (_, _, last) in groups.items():
+        if status == "success" and (notebook not in newest or last > newest[notebook][0]):
+            newest[notebook] = (last, text)
+    parsed = _json_array([text for _, text in newest.values()])
     items: list[DigestScraps] = []
-    for (notebook, mark, _), scraps in zip(groups, parsed, strict=True):
+    for (notebook, (mark, _)), scraps in zip(newest.items(), parsed, strict=True):
         started, run_id = _split(mark)
         items.append(
             {"notebook": notebook, "run_id": run_id, "started_at": started, "scraps": scraps}
@@ -396,12 +419,11 @@ def _errors(found: Sequence[tuple[Any, ...]]) -> list[DigestError]:
     return sorted(groups.values(), key=lambda e: (e["count"], e["last_at"]), reverse=True)
 
 
-def _runs(
-    rows: Sequence[tuple[Any, ...]],
-) -> tuple[list[DigestStatus], list[DigestNote], int]:
-    """Runs by status; the newest :data:`MAX_ITEMS` notes (requests and edit notes, each text
-    once with its newest run and how many runs had it) and how many more there are."""
-    counts: dict[str, list[Any]] = {}  # status -> [runs, first mark, last mark]
+def _runs(rows: Sequence[tuple[Any, ...]]) -> tuple[_Groups, list[DigestNote], int]:
+    """The runs grouped (see :data:`_Groups`); the newest :data:`MAX_ITEMS` notes (requests and
+    edit notes, each text once with its newest run and how many runs had it) and how many more
+    there are."""
+    groups: _Groups = {}
     # (kind, notebook, cell, text) -> [runs, newest mark, place in its run, status]
     found: dict[tuple[Any, ...], list[Any]] = {}
 
@@ -414,10 +436,11 @@ def _runs(
         if mark > seen[1]:
             seen[1:] = [mark, place, status]
 
-    for status, notebook, mark, request, edit_notes in rows:
-        seen = counts.get(status)
+    for notebook, status, mark, parameters, scraps, request, edit_notes in rows:
+        group = (notebook, status, parameters, scraps)
+        seen = groups.get(group)
         if seen is None:
-            counts[status] = [1, mark, mark]
+            groups[group] = [1, mark, mark]
         else:
             seen[0] += 1
             if mark < seen[1]:
@@ -433,19 +456,13 @@ def _runs(
                     cell = edit.get("index")
                     key = ("edit", notebook, cell if type(cell) is int else None, text)
                     note(key, mark, place, status)
-    statuses = [
-        _status(status, count, first, last)
-        for status, (count, first, last) in sorted(
-            counts.items(), key=lambda item: (-item[1][0], item[0])
-        )
-    ]
     # Newest first; within one run its request, then its edits in order.
-    newest = sorted(found.items(), key=lambda item: (item[1][1], -item[1][2]), reverse=True)
+    newest = heapq.nlargest(MAX_ITEMS, found.items(), key=lambda item: (item[1][1], -item[1][2]))
     notes = [
         _note(kind, text, cell, notebook, mark, runs, status)
-        for (kind, notebook, cell, text), (runs, mark, _, status) in newest[:MAX_ITEMS]
+        for (kind, notebook, cell, text), (runs, mark, _, status) in newest
     ]
-    return statuses, notes, max(0, len(found) - MAX_ITEMS)
+    return groups, notes, max(0, len(found) - MAX_ITEMS)
 
 
 def _note(
