@@ -279,7 +279,7 @@ def _run_context(
                 ("duration", f"{duration:.2f} s" if isinstance(duration, (int, float)) else None),
                 (
                     "cells",
-                    f"{run.get('cells_executed')} of {run.get('cells_total')} code cells ran",
+                    f"{run.get('cells_executed')} of {run.get('cells_total')} code cells completed",
                 ),
             ]
         ),
