@@ -71,15 +71,24 @@ def test_ctrl_c_of_run_json_prints_the_cancelled_runs_result(tmp_path: Path) -> 
         f"# %%\nx = 1\n\n# %%\nimport time\nopen({str(started)!r}, 'w').close()\ntime.sleep(600)\n",
         encoding="utf-8",
     )
-    command = [sys.executable, "-m", "notebook_executor", "run", "slow.py", "--json"]
+    # -X faulthandler: a host that does not end is made to print every thread's stack.
+    command = [
+        sys.executable, "-X", "faulthandler", "-m", "notebook_executor", "run", "slow.py", "--json"
+    ]  # fmt: skip
     with subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as host:
         deadline = time.monotonic() + 120
         while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert started.exists(), "the slow cell did not start within 120 s"
         host.send_signal(signal.SIGINT)
-        out, err = host.communicate(timeout=60)
+        try:
+            out, err = host.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            host.send_signal(signal.SIGABRT)
+            out, err = host.communicate(timeout=30)
+            pytest.fail(f"the host did not end within 60 s of SIGINT; its threads:\n{err}")
     assert host.returncode == 130, err
     result = json.loads(out)
     assert (result["status"], result["error_kind"]) == ("error", "cancelled")
