@@ -59,8 +59,9 @@ def _check_record(markdown: str) -> None:
     assert front["user_request"] == REQUEST and front["status"] == "success"
     assert body.startswith("\n# Greeting Richard\n")
     assert "Injected parameters" not in body and "name = " not in body
-    # A value is escaped for the literal it goes in: both quote characters.
-    topics = "print(\"Topics: [\\'search\\', \\'placeholders\\']\")"
+    # A value is escaped for the literal it goes in: only its own quote character, so the
+    # list reads as the pattern writes it.
+    topics = "print(\"Topics: ['search', 'placeholders']\")"
     assert (
         f'```python\nprint("Hello, Richard!")\n{topics}\n```\n\n{NOTE}:\n\n'
         f"```python\n{SHOWN}\n{topics}\n```\n\n"

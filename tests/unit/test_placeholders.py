@@ -377,3 +377,14 @@ def test_base_env_replaces_the_process_environment(
     assert job.env["PATH"] == "/usr/bin"
     assert job.env["NBX_TEST_TOKEN"] == "named-token-value"
     assert "NBX_OTHER_VARIABLE" not in job.env
+
+
+def test_only_the_literals_own_quote_is_escaped() -> None:
+    # As the logbook pattern writes it: a list's repr inside a double-quoted literal.
+    texts = {"topics": str(["search", "placeholders"]), "said": 'it\'s "done"'}
+    source = 'print("Topics: {topics}")\nprint(\'{said}\')\nprint(b"{said}")\n'
+    assert substitute_in_code(source, texts) == (
+        "print(\"Topics: ['search', 'placeholders']\")\n"
+        "print('it\\'s \"done\"')\n"
+        'print(b"it\'s \\"done\\"")\n'
+    )

@@ -16,8 +16,10 @@ their syntax error).
 
 Per literal:
 
-- ``"..."``, ``'...'``, triple-quoted and ``u``-prefixed: backslashes, both quote characters and
-  control characters are written as escape sequences; other characters as they are.
+- ``"..."``, ``'...'``, triple-quoted and ``u``-prefixed: backslashes, the literal's own quote
+  character and control characters are written as escape sequences; other characters as they
+  are (so ``['a', 'b']`` reads ``"Topics: ['a', 'b']"``, as the logbook pattern writes it: the
+  other quote character cannot end the literal).
 - ``b"..."``: the value's UTF-8 bytes, every byte outside printable ASCII as ``\\xNN``.
 - raw literals (``r"..."``, ``rb"..."``): escapes do not exist there, so the value goes in
   verbatim when it can (no backslash, no quote character of the literal, no line break or other
@@ -47,7 +49,7 @@ __all__ = [
     "substitute_source",
 ]
 
-_ESCAPES = {"\\": "\\\\", "'": "\\'", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PREFIX = re.compile(r"^[A-Za-z]*")
 
 
@@ -218,7 +220,8 @@ def _substitute_literal(
             return match.group(0)
         if raw:
             return _raw_text(texts[name], quote[0], is_bytes, name, cell_index)
-        return _escaped_bytes(texts[name]) if is_bytes else _escaped(texts[name])
+        escaped = _escaped_bytes if is_bytes else _escaped
+        return escaped(texts[name], quote[0])
 
     new_body = pattern.sub(replace, body)
     if new_body == body:
@@ -236,11 +239,13 @@ def _after_named_escape(body: str, at: int) -> bool:
     return slashes % 2 == 1
 
 
-def _escaped(text: str) -> str:
+def _escaped(text: str, quote: str) -> str:
     out = []
     for char in text:
         if char in _ESCAPES:
             out.append(_ESCAPES[char])
+        elif char == quote:
+            out.append("\\" + char)
         elif char.isprintable() or char == " ":
             out.append(char)
         else:
@@ -255,12 +260,14 @@ def _escaped(text: str) -> str:
     return "".join(out)
 
 
-def _escaped_bytes(text: str) -> str:
+def _escaped_bytes(text: str, quote: str) -> str:
     out = []
     for byte in text.encode("utf-8"):
         char = chr(byte)
         if char in _ESCAPES:
             out.append(_ESCAPES[char])
+        elif char == quote:
+            out.append("\\" + char)
         elif 0x20 <= byte < 0x7F:
             out.append(char)
         else:
