@@ -239,3 +239,37 @@ def test_the_command_line_digest(
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "since" in captured.err
+
+
+def test_notes_keep_the_newest_fifty_and_count_the_rest(tmp_path: Path) -> None:
+    from notebook_executor._catalog.digest import MAX_ITEMS
+
+    source = tmp_path / "many.py"
+    source.write_text("# %%\nx = 1\n\n# %%\ny = 2\n", encoding="utf-8")
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+        results = [ex.execute(source, request=f"request number {n}") for n in range(MAX_ITEMS + 4)]
+        edited = ex.execute(
+            source,
+            request="the newest request",
+            edits=[
+                {"index": 1, "source": "y = 3", "note": "second cell"},
+                {"index": 0, "source": "x = 2"},  # no note: the request stands for it
+            ],
+        )
+        found = ex.digest(source)
+    # Newest first; within one run its request, then its edits in the order given.
+    assert [(n["kind"], n["text"], n["cell"]) for n in found["notes"][:3]] == [
+        ("request", "the newest request", None),
+        ("edit", "second cell", 1),
+        ("edit", "the newest request", 0),
+    ]
+    assert {n["run_id"] for n in found["notes"][:3]} == {edited["run_id"]}
+    assert len(found["notes"]) == MAX_ITEMS
+    # Then the newest 47 other requests (runs of one millisecond are in run id order).
+    newest = _ordered([dict(r) for r in results])[::-1][: MAX_ITEMS - 3]
+    assert [(n["text"], n["run_id"]) for n in found["notes"][3:]] == [
+        (r["request"], r["run_id"]) for r in newest
+    ]
+    # 54 requests and the last run's 3 notes: 57, of which 50 are listed.
+    assert found["omitted"] == {"notes": 7}
+    assert found["runs"] == MAX_ITEMS + 5
