@@ -15,7 +15,7 @@ where a dict of a few hundred keys costs next to nothing. Errors come grouped, w
 runs, from one window query over the failed runs (a traceback is never parsed). A run is placed
 in time by its *mark*, ``started_at || ' ' || run_id``, which sorts as the catalog's
 newest-first order does.
-Measured with ``benchmarks/bench_catalog.py`` at 10,000 runs: see the README.
+Measured with ``benchmarks/bench_catalog.py`` at 10,000 runs: see docs/benchmarks.md.
 """
 
 from __future__ import annotations
