@@ -38,6 +38,8 @@ def run_all(
             return results
         from concurrent.futures import ThreadPoolExecutor, wait
 
+        from .._kernels.loop import result_of  # Ctrl-C reaches this thread while it waits
+
         pool = ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-run")
         futures = []
         try:
@@ -45,7 +47,7 @@ def run_all(
             if progress is not None:
                 for future in futures:
                     future.add_done_callback(lambda _: progress.update())
-            return [future.result() for future in futures]
+            return [result_of(future) for future in futures]
         except KeyboardInterrupt:
             for future in futures:
                 future.cancel()

@@ -83,6 +83,8 @@ class KernelEngine:
         current = _CurrentCell()
         finished = threading.Event()
 
+        from .loop import result_of
+
         loop, pool = self._kernel_loop()
 
         async def guarded() -> None:
@@ -95,7 +97,7 @@ class KernelEngine:
         with self._lock:
             self._running[future] = current
         try:
-            _wait(future, job.cancel)
+            result_of(future, job.cancel)
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
             # Ctrl-C in this thread, the job's cancel event, or cancel() from another thread.
             current.cancelled = True
@@ -153,8 +155,10 @@ class KernelEngine:
         """
         if not self.fork or not choice.native:
             return None
+        from .loop import result_of
+
         loop, pool = self._kernel_loop()
-        return loop.submit(pool.template(env, cwd)).result()
+        return result_of(loop.submit(pool.template(env, cwd)))
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""
@@ -354,24 +358,6 @@ def _mark_output_lost(
         new_output("stream", name="stderr", text=OUTPUT_LOST_MARKER.format(why=why))
     )
     outcome.output_lost.append(index)
-
-
-#: How often a run waiting on its kernel looks at the job's cancel event (seconds).
-_CANCEL_POLL = 0.05
-
-
-def _wait(future: concurrent.futures.Future[None], cancel: threading.Event | None) -> None:
-    """``future.result()``, cut short by ``cancel`` (raises ``CancelledError`` once it is set)."""
-    if cancel is None:
-        future.result()
-        return
-    while not cancel.is_set():
-        try:
-            future.result(timeout=_CANCEL_POLL)
-            return
-        except concurrent.futures.TimeoutError:
-            continue
-    raise concurrent.futures.CancelledError
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """An asyncio event loop in a thread of its own: where an engine's kernels live.
 
 Every kernel of an engine is started, used and stopped on this one loop, so kernels and their
-zmq sockets never cross event loops.
+zmq sockets never cross event loops. The calling thread waits for the loop's answers with
+:func:`result_of`, never with one untimed wait (see there why).
 """
 
 from __future__ import annotations
@@ -13,9 +14,31 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["KernelLoop"]
+__all__ = ["WAIT_SLICE", "KernelLoop", "result_of"]
 
 T = TypeVar("T")
+
+#: The longest a thread waiting on a future sleeps before it looks again (seconds).
+WAIT_SLICE = 0.05
+
+
+def result_of(future: concurrent.futures.Future[T], cancel: threading.Event | None = None) -> T:
+    """``future.result()``, waited for in slices of :data:`WAIT_SLICE`; cut short by ``cancel``
+    (``concurrent.futures.CancelledError`` once it is set).
+
+    Never one untimed wait: Linux may hand the process's SIGINT to any of its threads (this
+    loop's, a pool worker's), and Python then runs the handler, raising ``KeyboardInterrupt``,
+    only when the main thread next wakes up, which a thread in an untimed lock wait never does.
+    A Ctrl-C of ``run`` hung that way until the cell ended (a host with a loop thread and a
+    pool worker, SIGINT just after it began to wait: 3 hangs in 800 tries; waiting in slices,
+    0 in 700). A finished future's result comes at once.
+    """
+    while cancel is None or not cancel.is_set():
+        try:
+            return future.result(timeout=WAIT_SLICE)
+        except concurrent.futures.TimeoutError:
+            continue
+    raise concurrent.futures.CancelledError
 
 
 class KernelLoop:

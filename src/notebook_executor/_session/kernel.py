@@ -116,7 +116,9 @@ class LoopKernel:
         self._displays = Displays()
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self._loop.submit(coroutine).result()
+        from .._kernels.loop import result_of  # Ctrl-C reaches the caller while it waits
+
+        return result_of(self._loop.submit(coroutine))
 
     def start(self) -> None:
         from .._kernels.live import LiveKernel

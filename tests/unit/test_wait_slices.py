@@ -1,0 +1,72 @@
+"""``result_of``: a thread waiting on a future sees Ctrl-C even when another thread took it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+
+#: The main thread blocks SIGINT, so the kernel of the OS hands it to the other thread; Python
+#: runs its handler in the main thread once that wakes up. ``WAIT`` is how the main thread waits.
+HOST = """
+import concurrent.futures, os, signal, sys, threading
+from notebook_executor._kernels.loop import result_of
+
+parked = threading.Event()
+threading.Thread(target=parked.wait, daemon=True).start()  # SIGINT not blocked here
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+never: concurrent.futures.Future[None] = concurrent.futures.Future()
+print("waiting", flush=True)
+try:
+    WAIT
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def _host(wait: str) -> subprocess.Popen[str]:
+    code = textwrap.dedent(HOST).replace("WAIT", wait)
+    host = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert host.stdout is not None
+    assert host.stdout.readline() == "waiting\n"
+    time.sleep(0.5)  # into the wait
+    host.send_signal(signal.SIGINT)
+    return host
+
+
+def test_ctrl_c_taken_by_another_thread_interrupts_the_wait() -> None:
+    host = _host("result_of(never)")
+    out, err = host.communicate(timeout=30)
+    assert out == "interrupted\n", err
+
+
+def test_an_untimed_wait_would_not_see_it() -> None:
+    # The reason for the slices: the same host waiting with future.result() sleeps on.
+    host = _host("never.result()")
+    with pytest.raises(subprocess.TimeoutExpired):
+        host.communicate(timeout=2)
+    host.kill()
+    host.communicate()
+
+
+def test_a_cancel_event_ends_the_wait_and_a_result_comes_at_once() -> None:
+    import concurrent.futures
+    import threading
+
+    from notebook_executor._kernels.loop import result_of
+
+    done: concurrent.futures.Future[int] = concurrent.futures.Future()
+    done.set_result(7)
+    assert result_of(done) == 7
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(concurrent.futures.CancelledError):
+        result_of(concurrent.futures.Future(), cancel)
