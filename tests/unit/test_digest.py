@@ -273,3 +273,27 @@ def test_notes_keep_the_newest_fifty_and_count_the_rest(tmp_path: Path) -> None:
     # 54 requests and the last run's 3 notes: 57, of which 50 are listed.
     assert found["omitted"] == {"notes": 7}
     assert found["runs"] == MAX_ITEMS + 5
+
+
+def test_notebooks_in_a_deep_folder_are_named_by_what_tells_them_apart(tmp_path: Path) -> None:
+    # As under a long $TMPDIR: the shared folder is said once, each notebook by its name.
+    deep = tmp_path / ("a-long-folder-name-" + "x" * 60) / ("and-another-" + "y" * 60)
+    (deep / "sub").mkdir(parents=True)
+    first, second = deep / "first.py", deep / "sub" / "second.py"
+    for path in (first, second):
+        path.write_text('# %%\nimport scrapbook as sb\nsb.glue("n", 1)\n', encoding="utf-8")
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+        for _ in range(3):
+            ex.execute(first, request="a request of the first")
+            ex.execute(second, request="a request of the second")
+        text = ex.digest()["text"]
+        one = ex.digest(second)["text"]
+    # (a path over 160 characters keeps its end)
+    assert text.count(str(deep)[-150:]) == 1
+    assert f"Notebooks are named from `...{str(deep)[-157:]}/`." in text
+    assert "- first.py: `n`: 1 -> 1 over 3 runs" in text
+    assert "- sub/second.py: `n`: 1 -> 1 over 3 runs" in text
+    assert '"a request of the first"' in text and '"a request of the second"' in text
+    # One notebook's page does not name it in its items; its title keeps the path's end.
+    assert one.startswith(f"# Digest of {second}\n") or one.startswith("# Digest of ...")
+    assert "second.py" in one.splitlines()[0] and "- sub/second.py" not in one

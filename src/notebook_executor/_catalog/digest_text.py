@@ -26,15 +26,17 @@ _FOOTER_ROOM = 160
 
 
 def render(found: Mapping[str, Any], limit_chars: int) -> str:
-    """The markdown page of a digest (its lists as :func:`..digest.fold` returns them)."""
-    several = len({item["notebook"] for key in _NOTEBOOK_LISTS for item in found[key]}) > 1
-    shown = _cut(found["notebook"], _NOTEBOOK_CHARS) if found["notebook"] else "every notebook"
+    """The markdown page of a digest (its lists as :func:`..digest.gather` returns them)."""
+    notebooks = {item["notebook"] for key in _NOTEBOOK_LISTS for item in found[key]}
+    shown = _cut_path(found["notebook"]) if found["notebook"] else "every notebook"
     head = [f"# Digest of {shown}", ""]
     since = f" since {found['since']}" if found["since"] else ""
-    head.append(f"{found['runs']} runs{since}. Run ids work with get_run and search.")
+    folder, names = _short_names(notebooks) if len(notebooks) > 1 else ("", {})
+    named = f" Notebooks are named from `{_cut_path(folder)}/`." if folder else ""
+    head.append(f"{found['runs']} runs{since}. Run ids work with get_run and search.{named}")
     text = "\n".join(head) + "\n"
     left_out = sum(found["omitted"].values())
-    for heading, key, line in _sections(several):
+    for heading, key, line in _sections(names):
         items = found[key]
         started = False
         for item in items:
@@ -55,9 +57,27 @@ def render(found: Mapping[str, Any], limit_chars: int) -> str:
 _NOTEBOOK_LISTS = ("parameters", "scraps", "trends", "errors", "notes")
 
 
-def _sections(several: bool) -> list[tuple[str, str, Callable[[Any], str]]]:
+def _short_names(paths: set[str]) -> tuple[str, dict[str, str]]:
+    """The folder that all ``paths`` are in ("" if none) and each path from there: a page of
+    several notebooks in one deep folder names each by what tells them apart, once each."""
+    split = [path.split("/") for path in paths]
+    shared: list[str] = []
+    for parts in zip(*(folders[:-1] for folders in split), strict=False):
+        if len(set(parts)) > 1:
+            break
+        shared.append(parts[0])
+    if not shared or shared == [""]:
+        return "", {path: path for path in paths}
+    return "/".join(shared), {path: "/".join(path.split("/")[len(shared) :]) for path in paths}
+
+
+def _sections(names: Mapping[str, str]) -> list[tuple[str, str, Callable[[Any], str]]]:
+    """One (heading, list, line) per section; ``names`` names the notebooks of a page of
+    several (empty for one notebook's page: its items do not name it)."""
+
     def where(item: Mapping[str, Any]) -> str:
-        return f"{_cut(item['notebook'], _NOTEBOOK_CHARS)}: " if several else ""
+        notebook = item["notebook"]
+        return f"{_cut_path(names.get(notebook, notebook))}: " if names else ""
 
     def status(item: Mapping[str, Any]) -> str:
         return (
@@ -130,6 +150,12 @@ def _value(value: Any) -> str:
 
 def _number(value: float) -> str:
     return f"{value:.6g}"
+
+
+def _cut_path(path: str) -> str:
+    """A path's last :data:`_NOTEBOOK_CHARS` characters: its end names the notebook."""
+    path = " ".join(str(path).split())
+    return path if len(path) <= _NOTEBOOK_CHARS else "..." + path[3 - _NOTEBOOK_CHARS :]
 
 
 def _cut(text: str, limit: int) -> str:
