@@ -70,3 +70,14 @@ def test_a_cancel_event_ends_the_wait_and_a_result_comes_at_once() -> None:
     cancel.set()
     with pytest.raises(concurrent.futures.CancelledError):
         result_of(concurrent.futures.Future(), cancel)
+
+
+def test_a_future_that_failed_with_a_timeout_is_its_answer_not_a_wait() -> None:
+    import concurrent.futures
+
+    from notebook_executor._kernels.loop import result_of
+
+    timed_out: concurrent.futures.Future[None] = concurrent.futures.Future()
+    timed_out.set_exception(TimeoutError("the kernel did not answer"))
+    with pytest.raises(TimeoutError, match="did not answer"):
+        result_of(timed_out)

@@ -37,7 +37,9 @@ def result_of(future: concurrent.futures.Future[T], cancel: threading.Event | No
         try:
             return future.result(timeout=WAIT_SLICE)
         except concurrent.futures.TimeoutError:
-            continue
+            # The future's own TimeoutError (asyncio's is the same class) is its answer.
+            if future.done():
+                return future.result()
     raise concurrent.futures.CancelledError
 
 
