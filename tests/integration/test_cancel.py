@@ -32,18 +32,24 @@ def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path:
     )
     cancel = threading.Event()
     completed: list[tuple[int, int]] = []
+    first_done = threading.Event()
+
+    def on_cell(done: int, total: int) -> None:
+        completed.append((done, total))
+        first_done.set()
 
     def cancel_once_started() -> None:
-        deadline = time.monotonic() + 120
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # Once cell 0 is reported done (its pid file can exist while it still runs, and a
+        # cancel then stops cell 0), and a moment into cell 1's sleep.
+        first_done.wait(timeout=120)
+        time.sleep(0.5)
         cancel.set()
 
     watcher = threading.Thread(target=cancel_once_started)
     watcher.start()
     with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
         with pytest.raises(RunCancelled):
-            ex.execute(tmp_path / "slow.py", on_cell=lambda *a: completed.append(a), cancel=cancel)
+            ex.execute(tmp_path / "slow.py", on_cell=on_cell, cancel=cancel)
         watcher.join()
         (run,) = ex.runs()
         assert (run["status"], run["error_kind"]) == ("error", "cancelled")
