@@ -7,16 +7,6 @@
 Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
 """
 
-from ._catalog.digest import (
-    Digest,
-    DigestError,
-    DigestNote,
-    DigestParameter,
-    DigestScraps,
-    DigestStatus,
-    DigestTrend,
-    DigestValue,
-)
 from ._errors import (
     CatalogError,
     ClusterError,
@@ -34,12 +24,25 @@ from ._errors import (
     SearchQueryError,
 )
 from ._executor import NotebookExecutor
-from ._run.edits import CellEdit
+from ._run.options import RunOptions
 from ._session.session import Session
-from ._session.shapes import EvaluationResult, StepResult
 from ._sources.formats import read_notebook, write_notebook
 from ._types import (
+    USE_DEFAULT,
     CellChange,
+    CellEdit,
+    CellText,
+    Digest,
+    DigestFailure,
+    DigestNote,
+    DigestParameter,
+    DigestScraps,
+    DigestStatus,
+    DigestTrend,
+    DigestValue,
+    ErrorKind,
+    EvaluationFailure,
+    EvaluationResult,
     FailedCell,
     NotebookDiff,
     OutputCut,
@@ -47,6 +50,7 @@ from ._types import (
     RunDiff,
     RunResult,
     SearchHit,
+    StepResult,
     ValidateAnswer,
     ValidateProblem,
 )
@@ -55,12 +59,14 @@ from .engine import Engine, EngineOutcome, RunCancelled, RunJob
 __version__ = "0.1.0"
 
 __all__ = [
+    "USE_DEFAULT",
     "CatalogError",
     "CellChange",
     "CellEdit",
+    "CellText",
     "ClusterError",
     "Digest",
-    "DigestError",
+    "DigestFailure",
     "DigestNote",
     "DigestParameter",
     "DigestScraps",
@@ -70,6 +76,8 @@ __all__ = [
     "EditConflictError",
     "Engine",
     "EngineOutcome",
+    "ErrorKind",
+    "EvaluationFailure",
     "EvaluationResult",
     "ExecutorClosedError",
     "FailedCell",
@@ -88,6 +96,7 @@ __all__ = [
     "RunDiff",
     "RunJob",
     "RunNotFoundError",
+    "RunOptions",
     "RunResult",
     "RunsDirError",
     "SearchHit",

@@ -18,11 +18,10 @@ from ._facade.review import ReviewMethods
 from ._kernels.kernel_engine import KernelEngine
 from ._records.store import RunStore
 from ._run.checks import PathLike, check_count, check_env, check_seconds
-from ._run.edits import CellEdit
 from ._run.options import RunOptions
 from ._run.runner import prepared_notebook
 from ._sources.formats import write_notebook as _write_notebook
-from ._types import RunResult
+from ._types import USE_DEFAULT, CellEdit, RunResult, UseDefault
 from .engine import Engine, SupportsPrepare
 
 if TYPE_CHECKING:
@@ -162,9 +161,9 @@ class NotebookExecutor(ReviewMethods):
         input_path: PathLike,
         output_path: PathLike | None = None,
         parameters: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
+        timeout: float | UseDefault | None = USE_DEFAULT,
         *,
-        cell_timeout: float | None = None,
+        cell_timeout: float | UseDefault | None = USE_DEFAULT,
         request: str | None = None,
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
@@ -191,8 +190,10 @@ class NotebookExecutor(ReviewMethods):
             record's ``.ipynb`` (SPEC section 4: the path of the executed notebook).
         parameters : mapping, optional
             Values for the notebook's declared parameters.
-        timeout, cell_timeout : float, optional
-            Limits in seconds for the whole run and for each cell; default to the executor's.
+        timeout, cell_timeout : float or None, optional
+            Limits in seconds for the whole run and for each cell. Not given
+            (:data:`~notebook_executor.USE_DEFAULT`), the executor's; ``None``, no limit for
+            this run even when the executor has one.
         request : str, optional
             Free-text reason for the run, kept in the record.
         cwd : path, optional
@@ -290,8 +291,8 @@ class NotebookExecutor(ReviewMethods):
         cwd: PathLike | None = None,
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        cell_timeout: float | None = None,
+        timeout: float | UseDefault | None = USE_DEFAULT,
+        cell_timeout: float | UseDefault | None = USE_DEFAULT,
         idle_timeout: float | None = 1800,
         checkpoint_memory: int | None = None,
     ) -> Session:
@@ -299,10 +300,11 @@ class NotebookExecutor(ReviewMethods):
 
         The same checks and errors as :meth:`execute`, before any kernel starts; nothing runs
         until :meth:`Session.run`. Each step reads the source as it is then. ``timeout`` bounds
-        each step, ``cell_timeout`` each cell; ``idle_timeout`` (seconds, None: never) closes a
-        session left idle; ``checkpoint_memory`` (bytes, None: no limit) bounds the memory of
-        its checkpoints, the oldest evicted first. The session is a run record under
-        ``runs_dir``, brought up to date after every step; :meth:`close` closes every session.
+        each step, ``cell_timeout`` each cell (not given: the executor's; None: no limit);
+        ``idle_timeout`` (seconds, None: never) closes a session left idle;
+        ``checkpoint_memory`` (bytes, None: no limit) bounds the memory of its checkpoints, the
+        oldest evicted first. The session is a run record under ``runs_dir``, brought up to
+        date after every step; :meth:`close` closes every session.
         """
         self._check_open()
         from ._session.opening import open_session

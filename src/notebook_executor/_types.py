@@ -14,16 +14,43 @@ real answers, so the keys here are the keys returned.
     NotebookDiff       diff_notebooks                             (SPEC section 11)
      └── CellChange    each item of its "cells"
     RunDiff            diff_runs
+    CellEdit           an item of execute's edits (an argument)  (SPEC section 16)
     ValidateAnswer     validate
      └── ValidateProblem  each item of its "problems"
+    StepResult         Session.run, Session.rerun_from            (SPEC section 15)
+     └── CellText      each item of its "outputs"
+    EvaluationResult   Session.evaluate
+     └── EvaluationFailure  its "error"
+    Digest             digest                                     (SPEC section 17)
+     ├── DigestStatus, DigestParameter (└── DigestValue), DigestScraps, DigestTrend
+     ├── DigestFailure each item of its "errors" (a recurring error)
+     └── DigestNote    each item of its "notes"
+
+Beside them, :data:`ErrorKind` (the values of ``error_kind``) and :data:`USE_DEFAULT` (a limit
+not given, so that ``None`` can mean "no limit").
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Literal, TypedDict
 
 __all__ = [
+    "USE_DEFAULT",
     "CellChange",
+    "CellEdit",
+    "CellText",
+    "Digest",
+    "DigestFailure",
+    "DigestNote",
+    "DigestParameter",
+    "DigestScraps",
+    "DigestStatus",
+    "DigestTrend",
+    "DigestValue",
+    "ErrorKind",
+    "EvaluationFailure",
+    "EvaluationResult",
     "FailedCell",
     "NotebookDiff",
     "OutputCut",
@@ -31,9 +58,44 @@ __all__ = [
     "RunDiff",
     "RunResult",
     "SearchHit",
+    "StepResult",
+    "UseDefault",
     "ValidateAnswer",
     "ValidateProblem",
 ]
+
+
+#: Why a run failed: a result's ``error_kind`` when its ``status`` is ``"error"``.
+ErrorKind = Literal["cell_error", "timeout", "kernel_died", "cancelled", "interrupted"]
+
+
+class UseDefault(enum.Enum):
+    """The type of :data:`USE_DEFAULT`."""
+
+    USE_DEFAULT = "USE_DEFAULT"
+
+    def __repr__(self) -> str:
+        return "USE_DEFAULT"
+
+
+#: "Not given": a limit left at this takes the executor's default, so ``None`` can mean "no
+#: limit" for one call (``NotebookExecutor(timeout=5).execute(nb, timeout=None)``).
+USE_DEFAULT = UseDefault.USE_DEFAULT
+
+
+class CellEdit(TypedDict, total=False):
+    """One cell replaced for one run: ``execute(..., edits=[CellEdit(...)])``.
+
+    ``index`` (required) is a position in ``read_notebook(source).cells``, as in
+    ``failed_cell.index``; ``source`` (required) the code or markdown the cell holds for this
+    run; ``note`` why, shown as written in the run's ``.md`` between the template's code and
+    the code as run (the logbook pattern writes "Modified to be extra friendly and casual as
+    requested"); the run's request stands in when there is none.
+    """
+
+    index: int
+    source: str
+    note: str | None
 
 
 class FailedCell(TypedDict):
@@ -67,7 +129,7 @@ class RunResult(TypedDict):
     status: Literal["success", "error", "running"]
     #: ``None`` or one of ``"cell_error"``, ``"timeout"``, ``"kernel_died"``,
     #: ``"cancelled"``, ``"interrupted"``.
-    error_kind: str | None
+    error_kind: ErrorKind | None
     #: The source path as given.
     notebook: str
     #: Where the executed notebook is: the caller's copy when ``execute`` was given
@@ -157,3 +219,159 @@ class ValidateAnswer(TypedDict):
 
     valid: bool
     problems: list[ValidateProblem]
+
+
+class CellText(TypedDict):
+    """What one cell showed, as bounded ANSI-free text; images as ``run://`` references."""
+
+    index: int
+    text: str
+
+
+class StepResult(RunResult):
+    """What :meth:`Session.run <notebook_executor.Session.run>` and
+    :meth:`~notebook_executor.Session.rerun_from` return: the result dict of the session so
+    far (``status`` and ``failed_cell`` as of this step; ``status`` is never ``"running"`` and
+    ``edited_cells`` is empty: a session runs the source as it is, the edits it saw are in its
+    record's log), and what the step did."""
+
+    session_id: str
+    #: Source indices this step ran, replayed cells included, in order.
+    cells_run: list[int]
+    outputs: list[CellText]
+    #: Source indices of cells whose source changed after they ran.
+    stale_cells: list[int]
+    restored: Literal["checkpoint", "replay"] | None
+    restore_reason: str | None
+
+
+class EvaluationFailure(TypedDict):
+    """The exception an evaluation raised."""
+
+    ename: str
+    evalue: str
+    traceback: list[str]
+
+
+class EvaluationResult(TypedDict):
+    """What :meth:`Session.evaluate <notebook_executor.Session.evaluate>` returns."""
+
+    status: Literal["success", "error"]
+    output: str
+    error: EvaluationFailure | None
+
+
+class DigestStatus(TypedDict):
+    """Runs of one status, with the first and the last of them."""
+
+    status: str
+    count: int
+    first_at: str
+    first_run_id: str
+    last_at: str
+    last_run_id: str
+
+
+class DigestValue(TypedDict):
+    """One value a parameter took: in how many runs, and the last of them."""
+
+    value: Any
+    runs: int
+    last_run_id: str
+
+
+class DigestParameter(TypedDict):
+    """The values one parameter of one notebook took: a range of numbers, or a set.
+
+    ``min``/``max`` and their run ids are given when every value is a number; ``values`` lists
+    the most recent distinct values for a set (``more_values`` counts the others), and is empty
+    for a range.
+    """
+
+    notebook: str
+    name: str
+    kind: Literal["range", "set"]
+    runs: int
+    distinct: int
+    min: float | None
+    max: float | None
+    min_run_id: str | None
+    max_run_id: str | None
+    values: list[DigestValue]
+    more_values: int
+
+
+class DigestScraps(TypedDict):
+    """The JSON scraps of a notebook's latest successful run."""
+
+    notebook: str
+    run_id: str
+    started_at: str
+    scraps: dict[str, Any]
+
+
+class DigestTrend(TypedDict):
+    """How one numeric scrap moved across the runs that recorded it (oldest to newest)."""
+
+    notebook: str
+    name: str
+    runs: int
+    first: float
+    first_run_id: str
+    last: float
+    last_run_id: str
+    min: float
+    min_run_id: str
+    max: float
+    max_run_id: str
+
+
+class DigestFailure(TypedDict):
+    """Failed runs grouped by notebook, error kind, cell and exception name.
+
+    ``evalue`` is the last run's; ``run_ids`` the newest few, ``last_run_id`` first.
+    """
+
+    notebook: str
+    error_kind: str | None
+    ename: str | None
+    evalue: str | None
+    cell: int | None
+    count: int
+    first_at: str
+    last_at: str
+    last_run_id: str
+    run_ids: list[str]
+
+
+class DigestNote(TypedDict):
+    """A request, or an edit note, with the newest run that carried it and how many did."""
+
+    kind: Literal["request", "edit"]
+    text: str
+    cell: int | None
+    notebook: str
+    run_id: str
+    started_at: str
+    status: str
+    runs: int
+
+
+class Digest(TypedDict):
+    """What :meth:`NotebookExecutor.digest <notebook_executor.NotebookExecutor.digest>` returns.
+
+    ``text`` is the same digest as markdown, within the ``limit_chars`` asked for. ``omitted``
+    counts, per list, the items left out of it (each list holds at most ``MAX_ITEMS``, 50).
+    """
+
+    notebook: str | None
+    since: str | None
+    runs: int
+    statuses: list[DigestStatus]
+    parameters: list[DigestParameter]
+    scraps: list[DigestScraps]
+    trends: list[DigestTrend]
+    errors: list[DigestFailure]
+    notes: list[DigestNote]
+    omitted: dict[str, int]
+    text: str

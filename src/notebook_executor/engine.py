@@ -36,9 +36,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ._notebook import NotebookNode
+from ._types import ErrorKind
 
 if TYPE_CHECKING:
     import threading
@@ -72,9 +73,6 @@ class KernelChoice:
     #: The program the kernel runs (``sys.executable`` for the native kernel, else the first
     #: word of the kernelspec's command), as given, not resolved: a venv's python stays one.
     interpreter: str | None = None
-
-
-ErrorKind = Literal["cell_error", "timeout", "kernel_died", "cancelled", "interrupted"]
 
 
 @dataclass

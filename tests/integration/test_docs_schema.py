@@ -89,7 +89,7 @@ def test_session_steps_digests_and_modified_runs_match_their_schemas(tmp_path: P
         digest = ex.digest()
         recorded = ex.runs()
     assert modified["edited_cells"] == [3] and modified["status"] == "error"
-    assert [e["status"] for e in evaluations] == ["ok", "error"]
+    assert [e["status"] for e in evaluations] == ["success", "error"]
     assert steps[-1]["scraps"] == {"greeting": "HELLO, ADA!"}
     assert digest["errors"] and digest["notes"]
     checks = [

@@ -78,7 +78,7 @@ def test_open_run_fail_edit_rerun_evaluate_close_over_stdio(tmp_path: Path) -> N
             evaluated = structured(
                 await client.call_tool("session_evaluate", {"session_id": sid, "code": "data"})
             )
-            assert evaluated["status"] == "ok" and evaluated["output"] == "[0, 1, 2, 3, 4]\n"
+            assert evaluated["status"] == "success" and evaluated["output"] == "[0, 1, 2, 3, 4]\n"
             structured(
                 await client.call_tool(
                     "edit_cell",

@@ -79,7 +79,7 @@ def job_cells(path: str) -> list[Any]:
 
 def digest(session: Any) -> str:
     answer = session.evaluate(DIGEST)
-    assert answer["status"] == "ok", answer
+    assert answer["status"] == "success", answer
     return str(answer["output"]).strip()
 
 

@@ -63,7 +63,7 @@ def test_open_run_fail_edit_rerun_evaluate_close(tmp_path: Path) -> None:
             assert step["outputs"][1] == {"index": 2, "text": "loaded 4\n"}
             assert step["cells_total"] == 5 and step["parameters"] == {"n": 4}
             assert session.evaluate("len(data), scale") == {
-                "status": "ok",
+                "status": "success",
                 "output": "(4, 10)\n",
                 "error": None,
             }

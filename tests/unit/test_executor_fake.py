@@ -354,6 +354,19 @@ def test_execute_many_checks_every_set_first(
     assert not (workdir / "runs").exists()
 
 
+def test_none_lifts_the_executors_limits_for_one_run(tmp_path: Path, workdir: Path) -> None:
+    engine = FakeEngine()
+    with NotebookExecutor(
+        runs_dir=tmp_path / "runs", timeout=5, cell_timeout=2, engine=engine
+    ) as ex:
+        ex.execute("nb.py")
+        ex.execute("nb.py", timeout=None, cell_timeout=None)
+        ex.execute("nb.py", timeout=notebook_executor.USE_DEFAULT, cell_timeout=7)
+        ex.execute_many("nb.py", [{}], timeout=None)
+    limits = [(job.timeout, job.cell_timeout) for job in engine.jobs]
+    assert limits == [(5.0, 2.0), (None, None), (5.0, 7.0), (None, 2.0)]
+
+
 def test_execute_many_passes_options(ex: NotebookExecutor, engine: FakeEngine) -> None:
     [result] = ex.execute_many("nb.py", [{"x": 2}], request="batch", cell_timeout=30)
     assert result["request"] == "batch"
@@ -463,12 +476,14 @@ def test_constructor_checks_timeouts(value: Any) -> None:
 
 def test_public_names_are_pinned() -> None:
     assert notebook_executor.__all__ == [
+        "USE_DEFAULT",
         "CatalogError",
         "CellChange",
         "CellEdit",
+        "CellText",
         "ClusterError",
         "Digest",
-        "DigestError",
+        "DigestFailure",
         "DigestNote",
         "DigestParameter",
         "DigestScraps",
@@ -478,6 +493,8 @@ def test_public_names_are_pinned() -> None:
         "EditConflictError",
         "Engine",
         "EngineOutcome",
+        "ErrorKind",
+        "EvaluationFailure",
         "EvaluationResult",
         "ExecutorClosedError",
         "FailedCell",
@@ -496,6 +513,7 @@ def test_public_names_are_pinned() -> None:
         "RunDiff",
         "RunJob",
         "RunNotFoundError",
+        "RunOptions",
         "RunResult",
         "RunsDirError",
         "SearchHit",
@@ -510,6 +528,28 @@ def test_public_names_are_pinned() -> None:
     ]
     for name in notebook_executor.__all__:
         assert hasattr(notebook_executor, name)
+
+
+def test_only_exceptions_are_named_like_exceptions() -> None:
+    """``except notebook_executor.X`` must work for every public name ending in Error."""
+    for name in notebook_executor.__all__:
+        if name.endswith("Error"):
+            assert issubclass(getattr(notebook_executor, name), BaseException), name
+
+
+def test_every_public_shape_lives_in_one_module() -> None:
+    from typing import is_typeddict
+
+    shapes = [n for n in notebook_executor.__all__ if is_typeddict(getattr(notebook_executor, n))]
+    assert {getattr(notebook_executor, n).__module__ for n in shapes} == {
+        "notebook_executor._types"
+    }
+    # The shapes that public shapes name are public too.
+    for name in shapes:
+        for hint in getattr(notebook_executor, name).__annotations__.values():
+            for word in str(hint).replace("[", " ").replace("]", " ").replace("|", " ").split():
+                if word in notebook_executor._types.__all__:
+                    assert word in notebook_executor.__all__, (name, word)
 
 
 def test_errors_form_one_tree() -> None:

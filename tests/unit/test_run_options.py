@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,9 @@ def test_the_values_here_cover_every_option() -> None:
 def test_execute_takes_every_option_as_the_contract_spells_it() -> None:
     signature = inspect.signature(NotebookExecutor.execute).parameters
     assert set(RUN_OPTIONS) <= set(signature)
-    assert all(signature[name].default is None for name in RUN_OPTIONS)
+    # Each defaults to "not given", as RunOptions does (None for a limit means "no limit").
+    defaults = {f.name: f.default for f in fields(RunOptions)}
+    assert all(signature[name].default is defaults[name] for name in RUN_OPTIONS)
     # SPEC section 3: these four by position, the rest by keyword only.
     positional = [
         name

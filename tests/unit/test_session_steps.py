@@ -220,7 +220,7 @@ def test_an_evaluation_keeps_its_effects_and_a_rerun_drops_them(opened: Any) -> 
     o = opened()
     o.session.run(until=3)
     answer = o.session.evaluate("d = 99\nd")
-    assert answer == {"status": "ok", "output": "99\n", "error": None}
+    assert answer == {"status": "success", "output": "99\n", "error": None}
     failed = o.session.evaluate("1/0")
     assert failed["status"] == "error" and failed["error"]["ename"] == "ZeroDivisionError"
     step = o.session.rerun_from(4)

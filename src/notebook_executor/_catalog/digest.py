@@ -23,25 +23,21 @@ from __future__ import annotations
 import heapq
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._types import (
+    DigestFailure,
+    DigestNote,
+    DigestParameter,
+    DigestScraps,
+    DigestStatus,
+    DigestTrend,
+)
 
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = [
-    "MAX_ITEMS",
-    "MAX_VALUES",
-    "Digest",
-    "DigestError",
-    "DigestNote",
-    "DigestParameter",
-    "DigestScraps",
-    "DigestStatus",
-    "DigestTrend",
-    "DigestValue",
-    "gather",
-    "nothing",
-]
+__all__ = ["MAX_ITEMS", "MAX_VALUES", "gather", "nothing"]
 
 #: Most items a list of the digest holds; the others are counted in ``omitted``.
 MAX_ITEMS = 50
@@ -49,122 +45,6 @@ MAX_ITEMS = 50
 MAX_VALUES = 12
 #: A parameter with more distinct numbers than this is shown as a range.
 _SET_AT_MOST = 8
-
-
-class DigestStatus(TypedDict):
-    """Runs of one status, with the first and the last of them."""
-
-    status: str
-    count: int
-    first_at: str
-    first_run_id: str
-    last_at: str
-    last_run_id: str
-
-
-class DigestValue(TypedDict):
-    """One value a parameter took: in how many runs, and the last of them."""
-
-    value: Any
-    runs: int
-    last_run_id: str
-
-
-class DigestParameter(TypedDict):
-    """The values one parameter of one notebook took: a range of numbers, or a set.
-
-    ``min``/``max`` and their run ids are given when every value is a number; ``values`` lists
-    the most recent distinct values for a set (``more_values`` counts the others), and is empty
-    for a range.
-    """
-
-    notebook: str
-    name: str
-    kind: Literal["range", "set"]
-    runs: int
-    distinct: int
-    min: float | None
-    max: float | None
-    min_run_id: str | None
-    max_run_id: str | None
-    values: list[DigestValue]
-    more_values: int
-
-
-class DigestScraps(TypedDict):
-    """The JSON scraps of a notebook's latest successful run."""
-
-    notebook: str
-    run_id: str
-    started_at: str
-    scraps: dict[str, Any]
-
-
-class DigestTrend(TypedDict):
-    """How one numeric scrap moved across the runs that recorded it (oldest to newest)."""
-
-    notebook: str
-    name: str
-    runs: int
-    first: float
-    first_run_id: str
-    last: float
-    last_run_id: str
-    min: float
-    min_run_id: str
-    max: float
-    max_run_id: str
-
-
-class DigestError(TypedDict):
-    """Failed runs grouped by notebook, error kind, cell and exception name.
-
-    ``evalue`` is the last run's; ``run_ids`` the newest few, ``last_run_id`` first.
-    """
-
-    notebook: str
-    error_kind: str | None
-    ename: str | None
-    evalue: str | None
-    cell: int | None
-    count: int
-    first_at: str
-    last_at: str
-    last_run_id: str
-    run_ids: list[str]
-
-
-class DigestNote(TypedDict):
-    """A request, or an edit note, with the newest run that carried it and how many did."""
-
-    kind: Literal["request", "edit"]
-    text: str
-    cell: int | None
-    notebook: str
-    run_id: str
-    started_at: str
-    status: str
-    runs: int
-
-
-class Digest(TypedDict):
-    """What :meth:`NotebookExecutor.digest <notebook_executor.NotebookExecutor.digest>` returns.
-
-    ``text`` is the same digest as markdown, within the ``limit_chars`` asked for. ``omitted``
-    counts, per list, the items left out of it (each list holds at most ``MAX_ITEMS``, 50).
-    """
-
-    notebook: str | None
-    since: str | None
-    runs: int
-    statuses: list[DigestStatus]
-    parameters: list[DigestParameter]
-    scraps: list[DigestScraps]
-    trends: list[DigestTrend]
-    errors: list[DigestError]
-    notes: list[DigestNote]
-    omitted: dict[str, int]
-    text: str
 
 
 _MARK = "started_at || ' ' || run_id"
@@ -395,9 +275,9 @@ def _trends(groups: Sequence[tuple[Any, ...]]) -> list[DigestTrend]:
     return items
 
 
-def _errors(found: Sequence[tuple[Any, ...]]) -> list[DigestError]:
+def _errors(found: Sequence[tuple[Any, ...]]) -> list[DigestFailure]:
     """Failed runs grouped, each group's newest runs first; most frequent groups first."""
-    groups: dict[tuple[Any, ...], DigestError] = {}
+    groups: dict[tuple[Any, ...], DigestFailure] = {}
     for notebook, kind, cell, ename, evalue, started, run_id, count, first_at, _ in found:
         group = groups.get((notebook, kind, cell, ename))
         if group is None:  # its newest run (the rows come newest first)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import CatalogError, InvalidArgumentError
-from .digest import Digest, gather, nothing
+from .._types import Digest
+from .digest import gather, nothing
 from .digest_text import MIN_LIMIT_CHARS, render
 from .sql import describe, filters
 

@@ -54,8 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.run_files import RESULT_KEYS
 from .._records.store import RunStore, unwritable
-from .._types import RunResult, SearchHit
-from .digest import Digest
+from .._types import Digest, RunResult, SearchHit
 from .digest_page import digest_page
 from .liveness import LOCKS_DIR, RunLocks, flocked
 from .rows import mark_interrupted, result, row_from_record, scrap_frame

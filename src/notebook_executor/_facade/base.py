@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 from .._errors import ExecutorClosedError, NotebookExecutorError
 from .._records.store import RunStore
 from .._run.checks import PathLike, check_path
-from .._run.edits import CellEdit
 from .._run.options import RunOptions
 from .._run.plan import Plan, plan_run
 from .._run.runner import run_plan
-from .._types import RunResult
+from .._types import CellEdit, RunResult
 from ..engine import Engine, SupportsPrestart
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from .base import ExecutorBase
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .._catalog.digest import Digest
     from .._notebook import NotebookNode
+    from .._types import Digest
 
 __all__ = ["RecordQueries"]
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from .._errors import InvalidArgumentError
 from .._parameters.declared import PARAMETERS_TAG
-from .._run.edits import CellEdit
 from .._sources.bounded import unencodable
 from .._sources.formats import load_source
 from .._sources.remote import is_url
+from .._types import CellEdit
 from .edit import checked_edit
 
 __all__ = ["MAX_EDITS", "check_edits"]

@@ -10,31 +10,17 @@ text in ``cell.metadata.notebook_executor.original_source`` (and its note in ``e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from .._parameters.placeholders import substitute_source
 from .._records.results import EDIT_KEYS
 from .._records.run_files import RECORD_KEY
+from .._types import CellEdit
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["CellEdit", "apply_edits", "edit_notes", "forget_edits"]
-
-
-class CellEdit(TypedDict, total=False):
-    """One cell replaced for one run: ``execute(..., edits=[CellEdit(...)])``.
-
-    ``index`` (required) is a position in ``read_notebook(source).cells``, as in
-    ``failed_cell.index``; ``source`` (required) the code or markdown the cell holds for this
-    run; ``note`` why, shown as written in the run's ``.md`` between the template's code and
-    the code as run (the logbook pattern writes "Modified to be extra friendly and casual as
-    requested"); the run's request stands in when there is none.
-    """
-
-    index: int
-    source: str
-    note: str | None
+__all__ = ["apply_edits", "edit_notes", "forget_edits"]
 
 
 def forget_edits(nb: NotebookNode) -> None:

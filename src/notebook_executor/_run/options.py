@@ -15,15 +15,16 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from .._errors import InvalidArgumentError
+from .._types import USE_DEFAULT, CellEdit, UseDefault
 from .checks import PathLike
-from .edits import CellEdit
 
 __all__ = ["RUN_OPTIONS", "RunOptions", "option_help"]
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What a caller says about one run; every field defaults to None (not given).
+    """What a caller says about one run; every field defaults to "not given": None, or
+    :data:`USE_DEFAULT` for the limits (where None means "no limit", overriding the executor's).
 
     The values are checked when the run is planned, not here: a bad one raises the typed
     error of bad input before any kernel starts.
@@ -39,11 +40,12 @@ class RunOptions:
     parameters: Mapping[str, Any] | None = field(
         default=None, metadata={"help": "Values for the notebook's declared parameters."}
     )
-    timeout: float | None = field(
-        default=None, metadata={"help": "Limit in seconds for the whole run."}
+    timeout: float | UseDefault | None = field(
+        default=USE_DEFAULT,
+        metadata={"help": "Limit in seconds for the whole run (None: no limit)."},
     )
-    cell_timeout: float | None = field(
-        default=None, metadata={"help": "Limit in seconds for each cell."}
+    cell_timeout: float | UseDefault | None = field(
+        default=USE_DEFAULT, metadata={"help": "Limit in seconds for each cell (None: no limit)."}
     )
     request: str | None = field(
         default=None, metadata={"help": "Why the run is made; kept in the run record."}
@@ -92,11 +94,11 @@ class RunOptions:
         return cls(**given)
 
     def given(self) -> dict[str, Any]:
-        """The options given (those not None), as keywords for ``execute``."""
+        """The options given (those not left at their default), as keywords for ``execute``."""
         return {
             option.name: getattr(self, option.name)
             for option in fields(self)
-            if getattr(self, option.name) is not None
+            if getattr(self, option.name) is not option.default
         }
 
     def replace(self, **changes: Any) -> RunOptions:

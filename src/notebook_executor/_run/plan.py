@@ -23,6 +23,7 @@ from .._records.results import CellMap, redact
 from .._sources.formats import load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
+from .._types import USE_DEFAULT, CellEdit
 from ..engine import RunJob
 from .checks import (
     PathLike,
@@ -32,7 +33,7 @@ from .checks import (
     check_seconds,
     check_unicode,
 )
-from .edits import CellEdit, apply_edits, forget_edits
+from .edits import apply_edits, forget_edits
 from .options import RunOptions
 
 if TYPE_CHECKING:
@@ -119,9 +120,9 @@ def plan_run(
     secret_env = check_env("secrets", secrets)
     if output_path is not None:
         check_output_path(input_path, output_path)
-    run_timeout = check_seconds("timeout", timeout if timeout is not None else default_timeout)
+    run_timeout = check_seconds("timeout", default_timeout if timeout is USE_DEFAULT else timeout)
     per_cell = check_seconds(
-        "cell_timeout", cell_timeout if cell_timeout is not None else default_cell_timeout
+        "cell_timeout", default_cell_timeout if cell_timeout is USE_DEFAULT else cell_timeout
     )
     loaded = load_source(input_path)
     given = dict(parameters or {})

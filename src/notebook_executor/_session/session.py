@@ -21,9 +21,9 @@ from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecuto
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
 from .._times import iso, now_utc
+from .._types import CellText, EvaluationResult, StepResult
 from .ledger import FRESH, Ran
 from .record import SessionRecord
-from .shapes import CellText, EvaluationResult, StepResult
 from .steps import (
     Step,
     cell_failure,
@@ -189,7 +189,7 @@ class Session:
                 text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=-1)
                 error = evaluation_error(outputs, end, self._redactor)
                 answer: EvaluationResult = {
-                    "status": "ok" if error is None else "error",
+                    "status": "success" if error is None else "error",
                     "output": text,
                     "error": error,
                 }

@@ -10,9 +10,9 @@ from .._kernels.kernel_engine import cell_error, clean_exit, skipped
 from .._notebook import new_code_cell
 from .._records.redaction import Redactor
 from .._records.text import strip_ansi
+from .._types import EvaluationFailure
 from ..engine import CellFailure
 from .ledger import Ran
-from .shapes import EvaluationError
 from .texts import clip
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def cell_failure(
 
 def evaluation_error(
     outputs: list[Any], end: CellEnd, redactor: Redactor
-) -> EvaluationError | None:
+) -> EvaluationFailure | None:
     cell = new_code_cell("")
     cell.outputs = outputs
     failure = cell_failure(0, cell, end, None, None, None)

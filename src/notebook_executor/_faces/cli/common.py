@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from ..._run.options import RunOptions
+    from ..._types import UseDefault
 
 __all__ = [
     "EXIT_FAILED",
@@ -131,12 +132,19 @@ def run_options(args: argparse.Namespace) -> RunOptions:
             raise UsageError(f"--secret {name}: no environment variable {name!r} is set")
         secrets[name] = os.environ[name]
     return RunOptions(
-        timeout=getattr(args, "timeout", None),
-        cell_timeout=getattr(args, "cell_timeout", None),
+        # A flag not given leaves the executor's limit (the command's executor has none).
+        timeout=_or_default(getattr(args, "timeout", None)),
+        cell_timeout=_or_default(getattr(args, "cell_timeout", None)),
         request=getattr(args, "request", None),
         cwd=getattr(args, "cwd", None),
         secrets=secrets or None,
     )
+
+
+def _or_default(seconds: float | None) -> float | UseDefault:
+    from ..._types import USE_DEFAULT
+
+    return USE_DEFAULT if seconds is None else seconds
 
 
 def read_text(path: str) -> str:

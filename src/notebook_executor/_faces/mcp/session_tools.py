@@ -19,6 +19,7 @@ from pydantic import Field
 
 from ..._executor import NotebookExecutor
 from ..._session.session import Session
+from ..._types import USE_DEFAULT
 from .arguments import notebook_values
 from .workspace import Workspace
 
@@ -145,8 +146,8 @@ def session_tools(
             return ex.open_session(
                 target,
                 parameters=notebook_values(target, parameters),
-                timeout=timeout,
-                cell_timeout=cell_timeout,
+                timeout=USE_DEFAULT if timeout is None else timeout,
+                cell_timeout=USE_DEFAULT if cell_timeout is None else cell_timeout,
                 request=request,
                 secrets=secret_values,
                 idle_timeout=idle_timeout,

@@ -28,7 +28,7 @@ from pydantic import Field
 from ..._errors import NotebookExecutorError, ParameterError
 from ..._run.options import option_help
 from ..._sources.bounded import unencodable
-from ..._types import RunResult
+from ..._types import USE_DEFAULT, RunResult
 from ...engine import RunCancelled
 from .arguments import StrictTool, notebook_values, strict_tool
 from .session_tools import session_tools
@@ -270,7 +270,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                 return ex.execute(
                     target,
                     parameters=notebook_values(target, parameters),
-                    timeout=timeout,
+                    timeout=USE_DEFAULT if timeout is None else timeout,
                     request=request,
                     secrets=secret_values,
                     edits=edits,  # type: ignore[arg-type]  # checked by the executor
