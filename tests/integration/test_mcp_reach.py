@@ -167,12 +167,13 @@ sb.glue("found", found)
 sb.glue("readable", readable)
 sb.glue("ancestors", ancestors)
 sb.glue("parent", Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace"))
-sb.glue("own_names", sorted({item.partition(b"=")[0].decode() for item in own.split(b"\\0") if item}))
+names = {item.partition(b"=")[0].decode() for item in own.split(b"\\0") if item}
+sb.glue("own_names", sorted(names))
 """
 
 
 @pytest.mark.skipif(
-    not os.path.isdir("/proc/self") or (os.geteuid() == 0 and not shutil.which("setpriv")),
+    not Path("/proc/self").is_dir() or (os.geteuid() == 0 and not shutil.which("setpriv")),
     reason="/proc, and setpriv to drop root's capabilities",
 )
 def test_a_notebook_reads_none_of_the_server_variables_through_proc(tmp_path: Path) -> None:

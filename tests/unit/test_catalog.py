@@ -277,8 +277,8 @@ def test_a_catalog_the_library_did_not_create_keeps_its_mode(tmp_path: Path) -> 
     """A catalog file made by someone else is opened as it is: never chmod-ed."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    (runs / "catalog.sqlite").touch(mode=0o640)
-    os.chmod(runs / "catalog.sqlite", 0o640)
+    (runs / "catalog.sqlite").touch()
+    (runs / "catalog.sqlite").chmod(0o640)
     with NotebookExecutor(runs_dir=runs) as ex:
         assert ex.runs() == []
         _write_run_file(runs, _record("20250101T000000Z-aaaaaaaa", "2025-01-01T00:00:00Z"))
