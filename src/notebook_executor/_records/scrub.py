@@ -14,7 +14,8 @@
   PDFs, other binary scraps) as bytes (UTF-8 and UTF-16 of every shape above), a DataFrame
   scrap's parquet value by value, markup (HTML, SVG, XML, markdown) as a viewer shows it:
   character references decoded (``&#116;``, ``&#x74;``, ``&lowbar;``), with and without its
-  tags, markdown escapes removed. An output that holds a secret in one of these, or a
+  tags, markdown escapes removed, markdown also as rendered (emphasis or a link inside a
+  secret shows it joined). An output that holds a secret in one of these, or a
   DataFrame scrap that cannot be read back to be checked, is *withheld*: replaced by a marker
   saying so and why.
 - Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for: they would
@@ -189,7 +190,12 @@ def _binary_holds(mime: str, value: Any, redactor: Redactor) -> str | None:
             return _base64_holds(payload, redactor)
         return None
     if mime.startswith(_MARKUP_MIMES) and isinstance(value, (str, list)):
-        name = redactor.found_in_markup(_joined_text(value))
+        text = _joined_text(value)
+        name = (
+            redactor.found_in_markdown(text)
+            if mime.startswith("text/markdown")
+            else redactor.found_in_markup(text)
+        )
         return None if name is None else f"it shows the value of secret {name} once decoded"
     if mime.startswith(_TEXT_MIMES) or mime.endswith("+json"):
         return None
