@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -189,7 +190,7 @@ def test_a_notebook_reads_none_of_the_server_variables_through_proc(tmp_path: Pa
     needles = ",".join((token, hidden)).encode().hex()
     env = {"NOTEBOOK_EXECUTOR_MCP_TOKEN": token, "CLOUD_SECRET_KEY": hidden, "NEEDLES": needles}
 
-    async def scenario(url: str, server_token: str) -> list[dict[str, object]]:
+    async def scenario(url: str, server_token: str) -> list[dict[str, Any]]:
         scraps = []
         async with http_session(url, server_token) as session:
             for _ in range(5):  # the first kernels are launched, later ones forked

@@ -190,13 +190,13 @@ def _binary_holds(mime: str, value: Any, redactor: Redactor) -> str | None:
             return _base64_holds(payload, redactor)
         return None
     if mime.startswith(_MARKUP_MIMES) and isinstance(value, (str, list)):
-        text = _joined_text(value)
-        name = (
-            redactor.found_in_markdown(text)
+        markup = _joined_text(value)
+        shown = (
+            redactor.found_in_markdown(markup)
             if mime.startswith("text/markdown")
-            else redactor.found_in_markup(text)
+            else redactor.found_in_markup(markup)
         )
-        return None if name is None else f"it shows the value of secret {name} once decoded"
+        return None if shown is None else f"it shows the value of secret {shown} once decoded"
     if mime.startswith(_TEXT_MIMES) or mime.endswith("+json"):
         return None
     text = _joined_text(value) if isinstance(value, (str, list)) else None

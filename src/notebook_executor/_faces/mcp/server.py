@@ -111,7 +111,7 @@ def hide_environment() -> bool:
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        done = libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        done = bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         done = False
     if not done:
