@@ -443,3 +443,14 @@ def test_log_output_moves_no_cursor_back_when_there_are_secrets(
     printer(0, _stream("50%\r100%\n"))
     printer.flush()
     assert capsys.readouterr().err == "50%\r100%\n"
+
+
+def test_a_markdown_output_too_long_to_render_is_withheld_in_a_run_with_secrets() -> None:
+    from notebook_executor._records.scrub import MAX_RENDERED_MARKDOWN
+
+    long = "*a* " * (MAX_RENDERED_MARKDOWN // 4 + 1)
+    output = new_output("display_data", data={"text/markdown": long, "text/plain": "<md>"})
+    [kept] = scrub_notebook(_notebook(output), {}).cells[0].outputs
+    assert kept.data["text/markdown"] == long
+    [withheld] = scrub_notebook(_notebook(output), SECRETS).cells[0].outputs
+    assert "not rendered to be searched" in withheld.data["text/plain"]

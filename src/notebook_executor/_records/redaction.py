@@ -27,7 +27,8 @@ Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for (s
 Cost, linear in the text: a run without secrets does none of this. With two secrets (about
 30 forms), a redactor is built in 0.2 ms; a text is scanned once per form (about 10 ms a MB,
 about 1 ms for a run of 20 cells printing 4 kB each), and a text holding escape codes once
-more as it shows (about 130 ms a MB of densely coloured output); short strings (shorter than
+more as it shows (about 130 ms a MB of densely coloured output), and once more as the
+renderers show it when an escape in it is not a well-formed CSI (as much again); short strings (shorter than
 every form) are not scanned. Shown live, each piece costs some 30 us.
 """
 
@@ -233,7 +234,8 @@ class Redactor:
         Rendered by mistune, the engine nbconvert renders markdown with (the report, HTML
         exports): emphasis, links and code spans written inside a secret
         (``tok3n*ABCDEF*``, ``[tok3n](x)ABCDEF``) show it joined. Then searched as
-        :meth:`found_in_markup` searches HTML. Costs about a second a MB of markdown.
+        :meth:`found_in_markup` searches HTML. Costs what rendering costs (about 2 s a MB:
+        callers bound the text, see :data:`.scrub.MAX_RENDERED_MARKDOWN`).
         """
         if self._pattern is None:
             return None
