@@ -28,8 +28,8 @@ Cost, linear in the text: a run without secrets does none of this. With two secr
 30 forms), a redactor is built in 0.2 ms; a text is scanned once per form (about 10 ms a MB,
 about 1 ms for a run of 20 cells printing 4 kB each), and a text holding escape codes once
 more as it shows (about 130 ms a MB of densely coloured output), and once more as the
-renderers show it when an escape in it is not a well-formed CSI (as much again); short strings (shorter than
-every form) are not scanned. Shown live, each piece costs some 30 us.
+renderers show it when an escape in it is not a well-formed CSI (as much again); short
+strings (shorter than every form) are not scanned. Shown live, each piece costs some 30 us.
 """
 
 from __future__ import annotations
