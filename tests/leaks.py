@@ -6,8 +6,8 @@ A text or a file's bytes are searched as they are and through the decodings a re
 JSON strings decoded (an ``.ipynb`` stores an escape code as ``\\u001b``), terminal escape codes
 removed (as a terminal or a plain-text view shows them), escape codes removed as the notebook
 renderers do (``\\x1b\\[(.*?)([@-~])``, however malformed), backspaces and carriage returns
-applied (a terminal writes over what it showed), markdown rendered (by markdown-it, not the
-library's engine), HTML tags and character references decoded (as a browser shows them). In
+applied (a terminal writes over what it showed), markdown files rendered (by markdown-it, not
+the library's engine), HTML tags and character references decoded (as a browser shows them). In
 each view, a value is looked for plainly, escaped once or twice (a repr or JSON string, then
 stored in a JSON file), as the printed forms of its bytes (``b'...'`` reprs of UTF-8 and
 UTF-16, hex), base64 and UTF-16. A test that knows which pieces a notebook wrote separately
@@ -110,7 +110,7 @@ def _json_strings(value: Any) -> Iterator[str]:
             yield from _json_strings(item)
 
 
-def _views(data: bytes) -> dict[str, bytes]:
+def _views(data: bytes, markdown: bool) -> dict[str, bytes]:
     text = data.decode("utf-8", "replace")
     texts = {"text": text}
     with contextlib.suppress(ValueError):
@@ -124,18 +124,24 @@ def _views(data: bytes) -> dict[str, bytes]:
         views[f"{name}-as-shown"] = html.unescape(_TAGS.sub("", plain)).encode()
         views[f"{name}-as-rendered"] = html.unescape(_TAGS.sub("", rendered)).encode()
         views[f"{name}-overwritten"] = _overwritten(_ESCAPES.sub("", one)).encode()
-        views[f"{name}-markdown"] = _markdown_shown(rendered).encode()
+        if markdown:
+            views[f"{name}-markdown"] = _markdown_shown(rendered).encode()
     return views
 
 
 def traces(
-    data: bytes | str, secrets: Mapping[str, str], pieces: tuple[str, ...] = ()
+    data: bytes | str,
+    secrets: Mapping[str, str],
+    pieces: tuple[str, ...] = (),
+    *,
+    markdown: bool = False,
 ) -> list[str]:
-    """Every form of every value of ``secrets`` (and every one of ``pieces``) in ``data``."""
+    """Every form of every value of ``secrets`` (and every one of ``pieces``) in ``data``;
+    ``markdown`` data is also searched as rendered."""
     raw = data.encode() if isinstance(data, str) else data
     found: dict[str, list[str]] = {}
     looked_for = {**secrets, **{f"piece {piece!r}": piece for piece in pieces}}
-    views = _views(raw)
+    views = _views(raw, markdown)
     for name, value in looked_for.items():
         for form, needle in needles(value).items():
             seen = [view for view, data in views.items() if needle in data]
@@ -147,11 +153,13 @@ def traces(
 def scan_tree(
     root: Path, secrets: Mapping[str, str], pieces: tuple[str, ...] = ()
 ) -> dict[str, list[str]]:
-    """Every file under ``root`` that holds a trace of a secret (see :func:`traces`)."""
+    """Every file under ``root`` that holds a trace of a secret (see :func:`traces`); a
+    markdown file (``.md``, ``.markdown``) is searched as rendered too."""
     found: dict[str, list[str]] = {}
     for path in sorted(root.rglob("*")):
         if path.is_file():
-            leaks = traces(path.read_bytes(), secrets, pieces)
+            markdown = path.suffix in (".md", ".markdown")
+            leaks = traces(path.read_bytes(), secrets, pieces, markdown=markdown)
             if leaks:
                 found[str(path.relative_to(root))] = leaks
     return found

@@ -66,7 +66,7 @@ sys.stdout.write("\\b" + u[5:] + "\\n")
 sys.stdout.flush()
 
 # %%
-raise ValueError("refused: " + s[:5] + "\\x1b[\\u00e9m" + s[5:])
+raise ValueError("refused: " + s[:5] + "*" + s[5:] + "* or " + s[:5] + "\\x1b[\\u00e9m" + s[5:])
 """
 
 
