@@ -69,13 +69,16 @@ class NotebookExecutor(ReviewMethods):
         ``secrets``; a notebook's declared ``env:`` variables are looked for there (then in
         ``.env`` files) instead of in this process's environment. By default kernels start
         from this process's whole environment. A server running notebooks for others (the
-        MCP server) gives a minimal one, so that no variable of its own reaches a kernel.
+        MCP server) gives a minimal one, so that no variable of its own reaches a kernel. A
+        kernel can still read ``/proc/<pid>/environ`` of this process unless it is not
+        dumpable (the MCP server makes itself so: ``PR_SET_DUMPABLE``).
     dotenv_root : path, optional
         Where a notebook's declared ``env:`` variables may be read from ``.env`` files: with
         it, only the ``.env`` of the notebook's folder (when inside this folder) and of this
-        folder itself, never the working directory's. By default, the notebook's folder and
-        the working directory. A server confined to a folder (the MCP server) gives its root,
-        so that no file outside the root feeds a kernel.
+        folder itself, never the working directory's, and neither through a symlink that
+        leads out of this folder. By default, the notebook's folder and the working
+        directory. A server confined to a folder (the MCP server) gives its root, so that no
+        file outside the root feeds a kernel.
 
     Examples
     --------

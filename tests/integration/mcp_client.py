@@ -85,17 +85,19 @@ def http_server(
     host: str = "127.0.0.1",
     env: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
+    wrapper: tuple[str, ...] = (),
 ) -> Iterator[Served]:
     """Start ``notebook-executor mcp --http HOST:0`` (a free port) and yield where it
     listens, read from its stderr; terminate it after. The token is the one it made, or
-    ``env``'s ``NOTEBOOK_EXECUTOR_MCP_TOKEN``."""
+    ``env``'s ``NOTEBOOK_EXECUTOR_MCP_TOKEN``. ``wrapper`` is a command the server is started
+    through (``setpriv ...``)."""
     environ = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_EXECUTOR_MCP_TOKEN"}
     environ.update(env or {})
     with tempfile.TemporaryDirectory() as logs:
         log = Path(logs) / "stderr.txt"
         with log.open("w", encoding="utf-8") as stderr:
             process = subprocess.Popen(
-                [*SERVER, "--root", str(root), "--http", f"{host}:0", *args],
+                [*wrapper, *SERVER, "--root", str(root), "--http", f"{host}:0", *args],
                 cwd=root,
                 env=environ,
                 stdin=subprocess.DEVNULL,

@@ -255,6 +255,37 @@ def test_secret_values_never_reach_the_catalog(ex: NotebookExecutor) -> None:
         assert b"hunter2" not in path.read_bytes()
 
 
+def test_the_catalog_and_its_wal_files_are_private_as_the_run_records(
+    ex: NotebookExecutor,
+) -> None:
+    """The catalog holds what the records hold (requests, outputs): mode 0600 like them, its
+    ``-wal`` and ``-shm`` files too, under the usual umask (other new files are 0644)."""
+    umask = os.umask(0o022)
+    try:
+        ex.execute("notebooks/alpha.py", request="a request nobody else may read")
+        assert ex.runs()
+    finally:
+        os.umask(umask)
+    record = next(Path("runs").rglob("*.ipynb"))
+    assert record.stat().st_mode & 0o777 == 0o600
+    modes = {path.name: path.stat().st_mode & 0o777 for path in Path("runs").glob("catalog.*")}
+    assert set(modes) >= {"catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm"}, modes
+    assert set(modes.values()) == {0o600}, modes
+
+
+def test_a_catalog_the_library_did_not_create_keeps_its_mode(tmp_path: Path) -> None:
+    """A catalog file made by someone else is opened as it is: never chmod-ed."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "catalog.sqlite").touch()
+    (runs / "catalog.sqlite").chmod(0o640)
+    with NotebookExecutor(runs_dir=runs) as ex:
+        assert ex.runs() == []
+        _write_run_file(runs, _record("20250101T000000Z-aaaaaaaa", "2025-01-01T00:00:00Z"))
+        assert ex.reindex() == 1
+    assert (runs / "catalog.sqlite").stat().st_mode & 0o777 == 0o640
+
+
 def test_catalog_is_wal_and_versioned(history: list[dict[str, Any]]) -> None:
     conn = sqlite3.connect("runs/catalog.sqlite")
     try:

@@ -192,7 +192,7 @@ def test_markdown_record_front_matter() -> None:
 def test_markdown_record_body() -> None:
     text = render_markdown(_run_notebook(), RECORD)
     assert "# Run of `nb.py`: error" in text
-    assert "Failed in cell 3: ValueError: bad" in text
+    assert "Failed in cell 3: `ValueError: bad`" in text
     assert "*Injected parameters:*" in text
     assert "*Not run.*" in text
     assert "```text\n2\n```" in text  # ANSI-free stream

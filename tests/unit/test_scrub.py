@@ -384,3 +384,73 @@ def test_log_output_shows_at_once_what_cannot_begin_a_secret(
     assert capsys.readouterr().err == "key: "  # what could begin the secret waits
     printer.flush()
     assert capsys.readouterr().err == TOKEN[:3]  # the run ended: it was not the secret
+
+
+# -- as renderers and terminals show it ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "malformed", ["\x1b[\u00e9m", "\x1b[\x01\u00e9;m", "\x1b[\u00e9\u00e9K", "\x1b[ \u00e9?!@"]
+)
+def test_a_secret_behind_a_malformed_escape_is_found_as_renderers_show_it(malformed: str) -> None:
+    """nbconvert and JupyterLab remove ``ESC [`` up to the next character in ``@-~``, however
+    malformed what lies between: the secret they show is replaced, the codes with it."""
+    text = "key " + TOKEN[:5] + malformed + TOKEN[5:] + " end"
+    assert Redactor(SECRETS).text(text) == "key [secret T] end"
+    # Where the renderers swallow a character of the secret, they show none: nothing to hide.
+    harmless = TOKEN[:5] + "\x1b[\u00e9" + TOKEN[5:]
+    assert Redactor(SECRETS).text(harmless) == harmless
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        TOKEN[:5] + "*" + TOKEN[5:] + "*",
+        TOKEN[:5] + "**" + TOKEN[5:] + "**",
+        "[" + TOKEN[:5] + "](https://example.com)" + TOKEN[5:],
+        TOKEN[:4] + "`" + TOKEN[4:9] + "`" + TOKEN[9:],
+        TOKEN[:5] + "<!-- hidden -->" + TOKEN[5:],
+    ],
+    ids=["emphasis", "strong", "link", "code", "comment"],
+)
+def test_markdown_showing_a_secret_once_rendered_is_withheld(markdown: str) -> None:
+    leaky = new_output("display_data", data={"text/markdown": markdown, "text/plain": "<md>"})
+    clean = new_output("display_data", data={"text/markdown": "*just* [a](link) `x`"})
+    outputs = scrub_notebook(_notebook(leaky, clean), SECRETS).cells[0].outputs
+    assert outputs[0].data["text/plain"].startswith("[notebook-executor: output withheld")
+    assert outputs[1].data == clean.data
+    _no_trace(json.dumps(outputs))
+
+
+def test_log_output_moves_no_cursor_back_when_there_are_secrets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A backspace, a carriage return or a cursor move would let a terminal draw a secret's
+    pieces over one another: with secrets, none is written (colours are)."""
+    calls = [
+        (0, _stream(TOKEN[:4] + "X\b" + TOKEN[4:] + "\n")),
+        (0, _stream("XXXX" + TOKEN[4:] + "\r" + TOKEN[:4] + "\n")),
+        (0, _stream(TOKEN[:4] + "X\x1b[D" + TOKEN[4:] + "\r\n")),
+        (0, _stream("\x1b[31mred\x1b[0m\n")),
+    ]
+    shown = _printed_live(capsys, calls)
+    assert shown == (
+        f"{TOKEN[:4]}X{TOKEN[4:]}\nXXXX{TOKEN[4:]}\n{TOKEN[:4]}\n"
+        f"{TOKEN[:4]}X{TOKEN[4:]}\n\x1b[31mred\x1b[0m\n"
+    )
+    # Without secrets the outputs are shown as they came.
+    printer = OutputPrinter({})
+    printer(0, _stream("50%\r100%\n"))
+    printer.flush()
+    assert capsys.readouterr().err == "50%\r100%\n"
+
+
+def test_a_markdown_output_too_long_to_render_is_withheld_in_a_run_with_secrets() -> None:
+    from notebook_executor._records.scrub import MAX_RENDERED_MARKDOWN
+
+    long = "*a* " * (MAX_RENDERED_MARKDOWN // 4 + 1)
+    output = new_output("display_data", data={"text/markdown": long, "text/plain": "<md>"})
+    [kept] = scrub_notebook(_notebook(output), {}).cells[0].outputs
+    assert kept.data["text/markdown"] == long
+    [withheld] = scrub_notebook(_notebook(output), SECRETS).cells[0].outputs
+    assert "not rendered to be searched" in withheld.data["text/plain"]

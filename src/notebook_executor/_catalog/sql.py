@@ -136,6 +136,8 @@ def connect(
         schema, in which case the table is still empty.
     """
     target = ":memory:" if in_memory else path
+    if not in_memory:
+        _create_private(path)
     conn = sqlite3.connect(
         target, timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )
@@ -150,6 +152,15 @@ def connect(
         conn.close()
         raise
     return conn, created
+
+
+def _create_private(path: Path) -> None:
+    """Create the catalog file, empty (an empty file is an empty database), mode 0600 as run
+    records are, when there is none: SQLite gives its ``-wal`` and ``-shm`` files the mode of
+    the database, so they are 0600 too. An existing file is left as it is."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600))
 
 
 def _copy_read_only(path: Path, memory: sqlite3.Connection) -> None:

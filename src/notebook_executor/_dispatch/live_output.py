@@ -7,7 +7,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from .._records.redaction import Redactor
+from .._records.redaction import Redactor, for_terminal
 from .._records.text import strip_ansi
 
 __all__ = ["OutputPrinter", "output_printer", "output_text"]
@@ -40,7 +40,10 @@ class OutputPrinter:
     (``write(s[:4]); flush(); write(s[4:])``), half to each stream or half in each of two
     cells, is masked whole. So the shortest tail that could begin a secret (or an escape
     sequence) waits for what follows; it is written, masked, at the end of the run
-    (:meth:`flush`).
+    (:meth:`flush`). With secrets, what is written moves no cursor back (backspaces, carriage
+    returns, cursor moves: :func:`~notebook_executor._records.redaction.for_terminal`): a
+    terminal cannot write a secret's pieces over one another; a progress bar then shows each
+    frame on its own line.
     """
 
     def __init__(self, secrets: Mapping[str, str]) -> None:
@@ -55,13 +58,16 @@ class OutputPrinter:
             return
         with self._lock:
             ready, self._waiting = self._redactor.release(self._waiting + shown[1])
-            self._write(ready)
+            self._write(self._shown(ready))
 
     def flush(self) -> None:
         """Write what waits (the run ended)."""
         with self._lock:
             waiting, self._waiting = self._waiting, ""
-            self._write(self._redactor.text(waiting))
+            self._write(self._shown(self._redactor.text(waiting)))
+
+    def _shown(self, text: str) -> str:
+        return for_terminal(text) if self._redactor else text
 
     @staticmethod
     def _write(text: str) -> None:

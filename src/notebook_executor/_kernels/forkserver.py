@@ -82,6 +82,29 @@ def _startup_env(env: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in env.items() if key.startswith(_STARTUP_PREFIXES)}
 
 
+#: Variables the template keeps besides the start-up ones: what an interpreter and its imports
+#: read (locale, time zone, where the home and temporary folders are), none of them secret.
+_TEMPLATE_NAMES = frozenset(
+    {"HOME", "LANG", "LANGUAGE", "PATH", "SYSTEMROOT", "TEMP", "TMP", "TMPDIR", "TZ"}
+)
+
+
+def _template_env(env: dict[str, str]) -> dict[str, str]:
+    """The environment the template process starts with: the start-up variables of ``env``
+    and :data:`_TEMPLATE_NAMES` (and ``LC_*``), nothing else.
+
+    Every kernel forked from the template starts with the template's environment block:
+    ``/proc/<kernel>/environ`` shows it, whatever the kernel's ``os.environ`` is set to then,
+    and so does ``/proc/<template>/environ``. ``env`` is the host's whole environment (tokens,
+    credentials); what a kernel may read of it is the run's own environment, never this.
+    """
+    return {
+        key: value
+        for key, value in env.items()
+        if key.startswith(_STARTUP_PREFIXES) or key in _TEMPLATE_NAMES or key.startswith("LC_")
+    }
+
+
 class ForkServerError(RuntimeError):
     """The template could not start or could not fork."""
 
@@ -173,8 +196,9 @@ class ForkServer(ForkChannel):
     Parameters
     ----------
     env : dict
-        The environment the template starts with; runs whose start-up variables differ from it
-        are not forked (see :meth:`compatible`).
+        The environment the template's start-up variables come from (it starts with those and
+        a few harmless others, :func:`_template_env`); runs whose start-up variables differ
+        from them are not forked (see :meth:`compatible`).
     data_modules : bool, default True
         Preload the common data modules (scrapbook, pandas, numpy) besides ipykernel's own;
         without them the template is ready in about half the time.
@@ -185,7 +209,7 @@ class ForkServer(ForkChannel):
         #: without a new program, carry it in the environment they started with.
         self.kernel_id = uuid.uuid4().hex
         super().__init__([self.kernel_id])
-        self._env = {**env, KERNEL_ID: self.kernel_id}
+        self._env = {**_template_env(env), KERNEL_ID: self.kernel_id}
         self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
         self._process: subprocess.Popen[bytes] | None = None

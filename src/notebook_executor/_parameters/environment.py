@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, ParameterError
+from .._sources.confine import OutsideRoot, confined
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -63,10 +64,12 @@ def resolve_declared_env(
     folders: list[Path],
     declared: Mapping[str, Mapping[str, Any]] | None = None,
     environ: Mapping[str, str] | None = None,
+    root: Path | None = None,
 ) -> None:
     """Move or add every declared name into ``secrets`` (in place), from the first source
     that has it; ``env`` gives up the names it holds. ``environ`` is the caller's environment
-    (default: this process's).
+    (default: this process's). With ``root`` (resolved), a ``.env`` file is read only when it
+    lies inside it, symlinks followed (:func:`read_dotenv`).
 
     Raises
     ------
@@ -87,7 +90,7 @@ def resolve_declared_env(
             secrets[name] = caller[name]
             continue
         if files is None:
-            files = [read_dotenv(folder / ".env") for folder in dict.fromkeys(folders)]
+            files = [read_dotenv(folder / ".env", root) for folder in dict.fromkeys(folders)]
         found = next((values[name] for values in files if name in values), None)
         if found is None:
             missing.append(name)
@@ -108,8 +111,10 @@ def resolve_declared_env(
         )
 
 
-def read_dotenv(path: Path) -> dict[str, str]:
-    """The variables of a ``.env`` file; empty when there is none or it cannot be read.
+def read_dotenv(path: Path, root: Path | None = None) -> dict[str, str]:
+    """The variables of a ``.env`` file; empty when there is none or it cannot be read, or,
+    confined to ``root`` (resolved), when it resolves outside it (a symlink to a file
+    elsewhere: :func:`~notebook_executor._sources.confine.confined`).
 
     Read by python-dotenv, values taken literally (no ``${VAR}`` expansion: a secret may hold
     a ``$``). A leading UTF-8 byte order mark (Windows editors write one) is not part of the
@@ -117,6 +122,12 @@ def read_dotenv(path: Path) -> dict[str, str]:
     its text), and so is a name with no ``=`` or a value holding NUL.
     """
     from dotenv import dotenv_values
+
+    if root is not None:
+        try:
+            path = confined(path, root)
+        except OutsideRoot:
+            return {}
 
     try:
         with path.open(encoding="utf-8-sig") as stream:

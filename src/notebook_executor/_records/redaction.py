@@ -15,7 +15,11 @@ Shapes searched for, for each secret ``s`` (:func:`_printed`):
   (:data:`_GAPS`: every ECMA-48 escape sequence, control characters, zero-width
   characters): such a text is searched as it shows, and the secret is replaced with the
   codes inside it, so that no later step that strips codes (the record's markdown, the
-  search index, the report, exports, a terminal) can rejoin it.
+  search index, the report, exports, a terminal) can rejoin it. A text is searched as a
+  terminal shows it (:data:`_GAPS`: ECMA-48 sequences removed whole), and, when they differ,
+  as the notebook renderers show it (:data:`_RENDERED`: nbconvert and JupyterLab remove
+  ``ESC [ (.*?) ([@-~])``, which swallows what follows a malformed ``ESC [`` up to the next
+  letter, and leave the rest of other sequences shown).
 
 Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for (see
 :mod:`.scrub`).
@@ -23,8 +27,9 @@ Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for (s
 Cost, linear in the text: a run without secrets does none of this. With two secrets (about
 30 forms), a redactor is built in 0.2 ms; a text is scanned once per form (about 10 ms a MB,
 about 1 ms for a run of 20 cells printing 4 kB each), and a text holding escape codes once
-more as it shows (about 130 ms a MB of densely coloured output); short strings (shorter than
-every form) are not scanned. Shown live, each piece costs some 30 us.
+more as it shows (about 130 ms a MB of densely coloured output), and once more as the
+renderers show it when an escape in it is not a well-formed CSI (as much again); short
+strings (shorter than every form) are not scanned. Shown live, each piece costs some 30 us.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MIN_SECRET_CHARS", "Redactor", "redact"]
+__all__ = ["MIN_SECRET_CHARS", "Redactor", "for_terminal", "redact"]
 
 #: Secrets shorter than this are not searched for in what a run stores (see the module doc).
 MIN_SECRET_CHARS = 6
@@ -81,6 +86,14 @@ _UNFINISHED = re.compile(
     r"(?:\x1b(?:\[[0-?]*[ -/]*|[\]PX^_][^\x07\x1b\x9c]*\x1b?|[ -/]*)?"
     r"|\x9b[0-?]*[ -/]*|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*\x1b?)\Z"
 )
+#: What the notebook renderers remove (nbconvert's ``strip_ansi`` and ``ansi2html``,
+#: JupyterLab's output area): ``ESC [`` up to the first character in ``@-~`` on its line,
+#: however malformed what lies between; then each invisible character alone (other escape
+#: sequences show, but for their ``ESC``).
+_RENDERED = re.compile(r"\x1b\[[^\n]*?[@-~]|" + _GAP_CLASS)
+#: A text the renderers show otherwise than a terminal: an ``ESC`` that does not begin a
+#: well-formed CSI, or an 8-bit introducer.
+_RENDERED_DIFFERS = re.compile(r"\x1b(?!\[[0-?]*[ -/]*[@-~])|[\x90\x98\x9b\x9d-\x9f]")
 _TAGS = re.compile(r"<[^<>]*>")  # bounded by the next "<": linear
 _MARKDOWN_ESCAPES = re.compile(r"\\([!-/:-@\[-`{-~])")
 
@@ -143,14 +156,16 @@ class Redactor:
         )
         if not _has_gap(text):
             return spans
-        shown = _GAPS.sub("", text)
-        if not any(form in shown for form in self._shown_forms):
-            return spans
-        where = _where(text)
-        spans += [
-            (where(start), where(end - 1) + 1, name)
-            for start, end, name in _found(self._shown_pattern, self._shown, shown)
-        ]
+        views = [_GAPS, _RENDERED] if _RENDERED_DIFFERS.search(text) else [_GAPS]
+        for gaps in views:
+            shown = gaps.sub("", text)
+            if not any(form in shown for form in self._shown_forms):
+                continue
+            where = _where(text, gaps)
+            spans += [
+                (where(start), where(end - 1) + 1, name)
+                for start, end, name in _found(self._shown_pattern, self._shown, shown)
+            ]
         spans.sort()
         merged: list[_Span] = []
         for start, end, name in spans:
@@ -212,6 +227,25 @@ class Redactor:
         if "\\" in untagged:
             decoded.append(html.unescape(_MARKDOWN_ESCAPES.sub(r"\1", untagged)))
         return next((name for shown in decoded if (name := self.found_in(shown))), None)
+
+    def found_in_markdown(self, text: str) -> str | None:
+        """The name of a secret that ``text`` (markdown) shows once rendered, or None.
+
+        Rendered by mistune, the engine nbconvert renders markdown with (the report, HTML
+        exports): emphasis, links and code spans written inside a secret
+        (``tok3n*ABCDEF*``, ``[tok3n](x)ABCDEF``) show it joined. Then searched as
+        :meth:`found_in_markup` searches HTML. Costs what rendering costs (about 2 s a MB:
+        callers bound the text, see :data:`.scrub.MAX_RENDERED_MARKDOWN`).
+        """
+        if self._pattern is None:
+            return None
+        found = self.found_in_markup(text)
+        if found is not None:
+            return found
+        import mistune
+
+        rendered = mistune.html(self.text(text))
+        return self.found_in_markup(rendered if isinstance(rendered, str) else str(rendered))
 
     def release(self, text: str) -> tuple[str, str]:
         """Split ``text`` (what waited plus a new piece) for showing it as it arrives.
@@ -335,12 +369,12 @@ def _has_gap(text: str) -> bool:
     return any(char in text for char in (_ASCII_GAP_CHARS if text.isascii() else _GAP_CHARS))
 
 
-def _where(text: str) -> Callable[[int], int]:
-    """Where the character ``i`` of ``text`` as it shows (gaps removed) is in ``text``."""
+def _where(text: str, gaps: re.Pattern[str] = _GAPS) -> Callable[[int], int]:
+    """Where the character ``i`` of ``text`` as it shows (``gaps`` removed) is in ``text``."""
     shown_at: list[int] = []  # where each run of shown characters starts, shown and in text
     text_at: list[int] = []
     cursor = length = 0
-    for gap in _GAPS.finditer(text):
+    for gap in gaps.finditer(text):
         if gap.start() > cursor:
             shown_at.append(length)
             text_at.append(cursor)
@@ -354,6 +388,26 @@ def _where(text: str) -> Callable[[int], int]:
         return text_at[run] + index - shown_at[run]
 
     return where
+
+
+#: Colours and other graphic renditions: the only escape sequences :func:`for_terminal` keeps.
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+
+
+def for_terminal(text: str) -> str:
+    """``text`` (redacted) fit to write to a terminal: it shows what was searched.
+
+    A terminal does not only hide escape codes: a backspace, a carriage return or a cursor
+    move writes what follows over what was shown, so a secret written ``tok3X\\bnABC``
+    shows whole though no text holds it. So every gap (:data:`_GAPS`) is removed but colours
+    (SGR sequences), and a carriage return becomes a line end: nothing moves the cursor back,
+    and the terminal shows the text as the redactor searched it, gaps removed.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not _has_gap(text):
+        return text
+    return _GAPS.sub(lambda gap: gap.group() if _SGR.fullmatch(gap.group()) else "", text)
 
 
 def redact(value: Any, secrets: Mapping[str, str]) -> Any:

@@ -17,6 +17,7 @@ other says what was injected, with a title naming the notebook and the status.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,9 +73,10 @@ def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
         parts += [f"# Run of `{title}`: {record.get('status')}", ""]
     failed = record.get("failed_cell")
     if isinstance(failed, dict):
-        parts.append(
-            f"Failed in cell {failed.get('index')}: {failed.get('ename')}: {failed.get('evalue')}"
-        )
+        # The notebook's text, as code: markdown syntax in it (emphasis inside a secret) shows
+        # as written, never joined by a renderer.
+        error = _code_span(f"{failed.get('ename')}: {failed.get('evalue')}")
+        parts.append(f"Failed in cell {failed.get('index')}: {error}")
         parts.append("")
     request = record.get("request")
     for cell in nb.cells:
@@ -100,6 +102,16 @@ def _plain(value: Any) -> Any:
 def _tagged(cell: Mapping[str, Any], *wanted: str) -> bool:
     tags = (cell.get("metadata") or {}).get("tags") or []
     return isinstance(tags, list) and any(tag in tags for tag in wanted)
+
+
+def _code_span(text: str) -> str:
+    """``text`` as an inline code span: delimited by more backticks than it holds in a row,
+    on one line."""
+    text = " ".join(text.split())
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    padding = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{padding}{text}{padding}{ticks}"
 
 
 def _fence(text: str, info: str = "") -> list[str]:

@@ -14,7 +14,9 @@
   PDFs, other binary scraps) as bytes (UTF-8 and UTF-16 of every shape above), a DataFrame
   scrap's parquet value by value, markup (HTML, SVG, XML, markdown) as a viewer shows it:
   character references decoded (``&#116;``, ``&#x74;``, ``&lowbar;``), with and without its
-  tags, markdown escapes removed. An output that holds a secret in one of these, or a
+  tags, markdown escapes removed, markdown also as rendered (emphasis or a link inside a
+  secret shows it joined; a markdown output over :data:`MAX_RENDERED_MARKDOWN` characters is
+  withheld rather than rendered). An output that holds a secret in one of these, or a
   DataFrame scrap that cannot be read back to be checked, is *withheld*: replaced by a marker
   saying so and why.
 - Secrets shorter than :data:`MIN_SECRET_CHARS` characters are not searched for: they would
@@ -56,6 +58,11 @@ _MARKUP_MIMES = (
     "text/xml",
 )
 
+
+#: Longest markdown output searched as rendered; a longer one is withheld in a run with secrets.
+#: Rendering costs about 2 s a MB (mistune, as markdown-it; 20 s a MB with the machine's two
+#: cores loaded 10 times over): this bounds it to well under a second an output.
+MAX_RENDERED_MARKDOWN = 200_000
 
 #: What a terminal overwrites: a character before a backspace, and a line's text before a
 #: carriage return that is not part of a line end (nbclient's ``coalesce_streams`` rules).
@@ -189,8 +196,18 @@ def _binary_holds(mime: str, value: Any, redactor: Redactor) -> str | None:
             return _base64_holds(payload, redactor)
         return None
     if mime.startswith(_MARKUP_MIMES) and isinstance(value, (str, list)):
-        name = redactor.found_in_markup(_joined_text(value))
-        return None if name is None else f"it shows the value of secret {name} once decoded"
+        markup = _joined_text(value)
+        if mime.startswith("text/markdown") and len(markup) > MAX_RENDERED_MARKDOWN:
+            return (
+                f"a markdown output over {MAX_RENDERED_MARKDOWN:,} characters is not rendered "
+                "to be searched for secrets"
+            )
+        shown = (
+            redactor.found_in_markdown(markup)
+            if mime.startswith("text/markdown")
+            else redactor.found_in_markup(markup)
+        )
+        return None if shown is None else f"it shows the value of secret {shown} once decoded"
     if mime.startswith(_TEXT_MIMES) or mime.endswith("+json"):
         return None
     text = _joined_text(value) if isinstance(value, (str, list)) else None

@@ -153,6 +153,7 @@ def plan_run(
         folders=_dotenv_folders(loaded.path.parent, dotenv_root),
         declared=declared_dicts,
         environ=base_env,
+        root=dotenv_root,
     )
     _start_afresh(nb)
     substitutes = _substitutes(notebook, nb)

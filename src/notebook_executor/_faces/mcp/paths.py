@@ -7,14 +7,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..._errors import NotebookExecutorError
+from ..._sources.confine import OutsideRoot, confined
 from ..._sources.discover import walk_notebooks
 
-__all__ = ["OutsideRoot", "Root"]
-
-
-class OutsideRoot(NotebookExecutorError):
-    """A path resolves outside the server's root folder."""
+__all__ = ["Confined", "OutsideRoot", "Root"]
 
 
 class Root:
@@ -43,12 +39,13 @@ class Root:
         OutsideRoot
             The path, once ``..`` and symlinks are resolved, is not under the root.
         """
-        if not isinstance(path, str) or not path or "\0" in path:
+        if not isinstance(path, str):
             raise OutsideRoot(f"not a usable path: {path!r}")
-        resolved = (self.folder / Path(path).expanduser()).resolve()
-        if not resolved.is_relative_to(self.folder):
-            raise OutsideRoot(f"{path!r} is outside the server's root folder")
-        return resolved
+        return confined(path, self.folder)
+
+    def confined(self, path: str) -> Confined:
+        """``path`` as a notebook the executor reads, checked now and at every later read."""
+        return Confined(self, path)
 
     def relative(self, path: str | os.PathLike[str]) -> str:
         """``path`` as the caller should name it: relative to the root when inside it."""
@@ -74,7 +71,35 @@ class Root:
         nothing outside the root is followed."""
 
         def keep(path: Path) -> bool:
-            resolved = path.resolve()
-            return resolved != skip and resolved.is_relative_to(self.folder)
+            try:
+                return confined(path, self.folder) != skip
+            except OutsideRoot:
+                return False
 
         return walk_notebooks(folder, keep=keep)
+
+
+class Confined(os.PathLike[str]):
+    """A caller's notebook path, confined to the root each time it is used.
+
+    The executor reads a session's notebook again at every step: each read names the file
+    through ``os.fspath``, which resolves the path again (:meth:`Root.resolve`). A notebook
+    swapped between two steps for a symlink to a file outside the root is refused then, never
+    read.
+
+    Raises
+    ------
+    OutsideRoot
+        At creation, and at any later use, when the path resolves outside the root.
+    """
+
+    def __init__(self, root: Root, path: str) -> None:
+        self._root = root
+        self._path = path
+        root.resolve(path)
+
+    def __fspath__(self) -> str:
+        return os.fspath(self._root.resolve(self._path))
+
+    def __repr__(self) -> str:
+        return f"Confined({self._path!r})"

@@ -8,7 +8,9 @@ on loopback too (any local user can reach a loopback port): the token is read fr
 Kernels started for clients do not inherit the server's environment: they start from
 :func:`kernel_base_environment` (``PATH``, ``HOME``, locale, temporary folders, ``PYTHONPATH``,
 ``VIRTUAL_ENV``), plus the secrets a client names among those the operator allowed
-(``--allow-secret NAME``); a client cannot read any other variable of the server. A
+(``--allow-secret NAME``); a client cannot read any other variable of the server, not even
+through ``/proc``: the server is not dumpable (:func:`hide_environment`), and the template
+kernels are forked from starts with no variable but harmless ones. A
 notebook's declared ``env:`` variables are named as secrets, or found in ``.env`` files inside
 the root (the notebook's folder, then the root folder), never outside it.
 """
@@ -38,6 +40,7 @@ __all__ = [
     "KERNEL_ENV_NAMES",
     "TOKEN_ENV",
     "build_server",
+    "hide_environment",
     "is_loopback",
     "kernel_base_environment",
     "serve",
@@ -85,6 +88,37 @@ def kernel_base_environment(environ: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+#: ``prctl`` option: whether this process may be dumped, traced, or read through ``/proc``.
+_PR_SET_DUMPABLE = 4
+
+
+def hide_environment() -> bool:
+    """Make this process's environment and memory unreadable to the kernels it starts.
+
+    A notebook runs as the server's user: it could read ``/proc/<server pid>/environ`` (the
+    bearer token, every variable not allowed to clients) or the server's memory. On Linux the
+    server marks itself not dumpable (``PR_SET_DUMPABLE`` 0): its ``/proc/<pid>`` files then
+    belong to root, and no process of the same user (a kernel included) can read its
+    environment, memory or open files, or trace it. A program started by ``exec`` is dumpable
+    again: kernels, which the server starts so, are debugged as usual. The server itself gets
+    no core dump, and a debugger attaches to it only as root.
+
+    Returns whether the process is now hidden (False elsewhere than Linux, or when refused).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        done = bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        done = False
+    if not done:
+        logger.warning("cannot hide the server's environment from kernels (prctl failed)")
+    return done
+
+
 def build_server(
     root: str | os.PathLike[str],
     executor: NotebookExecutor,
@@ -129,6 +163,7 @@ def serve(
     """
     import anyio
 
+    hide_environment()
     folder = Path(root).resolve()
     runs = Path(runs_dir) if runs_dir is not None else folder / "runs"
     with NotebookExecutor(

@@ -139,7 +139,9 @@ def session_tools(
             raise ToolError(
                 f"this client has {MAX_SESSIONS_PER_CLIENT} open sessions: close one first"
             )
-        target = where(path)
+        where(path)
+        # Confined again at every read: a session reads its notebook again at each step.
+        target = ws.root.confined(path)
         secret_values = ws.secrets(secrets)
 
         def start() -> Session:

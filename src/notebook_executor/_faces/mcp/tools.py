@@ -254,7 +254,9 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         A failure inside the notebook is a result, not an error. Progress is reported per
         cell; cancelling the request stops the kernel and records the run as cancelled. With
         edits, some cells are replaced for this run only (the notebook file stays as it is)."""
-        target = where(path)
+        where(path)
+        # Confined again where the executor reads it.
+        target = root.confined(path)
         secret_values = ws.secrets(secrets)
         # Progress costs a hop to the event loop per cell: only when the client asked for it.
         wants_progress = _progress_requested(ctx)

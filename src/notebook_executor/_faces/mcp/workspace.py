@@ -8,6 +8,7 @@ handed to a kernel and cut to the context budget as measured on the wire.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -97,12 +98,12 @@ class Workspace:
             self._secrets.update(found)
         return found
 
-    def explain_env(self, path: str, error: ParameterError) -> ParameterError:
+    def explain_env(self, path: str | os.PathLike[str], error: ParameterError) -> ParameterError:
         """``error`` with each missing declared ``env:`` variable that the server's own
         environment has explained: the operator allows it, then a client names it in
         secrets."""
         try:
-            names = declared_env_names(path, load_source(path).nb)
+            names = declared_env_names(os.fspath(path), load_source(path).nb)
         except NotebookExecutorError:
             return error
         problems = []
