@@ -20,6 +20,7 @@ from ._catalog.digest import (
 from ._errors import (
     CatalogError,
     ClusterError,
+    DependencyError,
     EditConflictError,
     ExecutorClosedError,
     InvalidArgumentError,
@@ -59,6 +60,7 @@ __all__ = [
     "CellChange",
     "CellEdit",
     "ClusterError",
+    "DependencyError",
     "Digest",
     "DigestError",
     "DigestNote",

@@ -467,6 +467,7 @@ def test_public_names_are_pinned() -> None:
         "CellChange",
         "CellEdit",
         "ClusterError",
+        "DependencyError",
         "Digest",
         "DigestError",
         "DigestNote",
@@ -525,6 +526,7 @@ def test_errors_form_one_tree() -> None:
         "SearchQueryError",
         "EditConflictError",
         "ClusterError",
+        "DependencyError",
         "ReportError",
         "ExecutorClosedError",
     ):

@@ -158,6 +158,8 @@ def begin_run(
             "interpreter": program_path(plan.job.kernel.interpreter),
         },
         "environment": environment_record(),
+        # SPEC section 19: the notebook's own environment (declaration, hash, versions).
+        **({} if plan.environment is None else {"notebook_environment": plan.environment}),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
         # Too short to search for in outputs without damaging them (see _records/scrub.py).
