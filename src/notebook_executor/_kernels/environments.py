@@ -32,7 +32,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -279,6 +278,8 @@ def _versions(frozen: str) -> dict[str, str]:
 
 def _uv(notebook: str, dependencies: Sequence[str], arguments: list[str]) -> str:
     """Run uv with ``arguments``; its standard output, or a DependencyError from its message."""
+    import subprocess
+
     command = [uv_binary(), *arguments]
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1"}
     # The interpreter is always named: no Python is ever downloaded behind the caller's back.
@@ -361,6 +362,8 @@ def _interpreter(notebook: str, requires_python: str | None) -> tuple[str, str]:
             f"requires-python {requires_python}",
             f"no Python here satisfies it ({exc.reason})",
         ) from None
+    import subprocess
+
     try:
         version = subprocess.run(
             [found, "-c", "import platform; print(platform.python_version())"],
