@@ -314,7 +314,7 @@ def condense_uv_message(stderr: str) -> str:
     start = next((i for i, line in enumerate(lines) if line.startswith(("error:", "×"))), 0)
     kept = []
     for line in lines[start:]:
-        if not line or line.startswith(("hint:", "help:", "warning:")):
+        if not line or line.startswith(("help:", "warning:")):
             continue
         kept.append(line.lstrip("×╰─▶│ ").removeprefix("error:").removeprefix("cause:").strip())
     text = " ".join(part for part in kept if part) or "uv failed"
