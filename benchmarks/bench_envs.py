@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
         default = [timed(command(*cli, "--env", "current", *runs, env=env))]
         default += [
-            timed(command(*cli, "--env", "current", *runs, env=env))
-            for _ in range(args.repeat - 1)
+            timed(command(*cli, "--env", "current", *runs, env=env)) for _ in range(args.repeat - 1)
         ]
         first = timed(command(*cli, *runs, env=env))
         cached = [timed(command(*cli, *runs, env=env)) for _ in range(args.repeat)]

@@ -24,11 +24,11 @@ from typing import Any, Literal, TypedDict
 
 __all__ = [
     "CellChange",
+    "DeclaredParameters",
+    "EnvironmentInfo",
     "FailedCell",
     "NotebookDiff",
     "OutputCut",
-    "DeclaredParameters",
-    "EnvironmentInfo",
     "ParameterInfo",
     "RunDiff",
     "RunResult",

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +91,7 @@ def build_wheel(folder: Path, version: str) -> Path:
     return wheel
 
 
-def probe_of(result: dict[str, Any]) -> dict[str, Any]:
+def probe_of(result: Mapping[str, Any]) -> dict[str, Any]:
     """What the probe cell printed in the run's executed notebook."""
     nb = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))
     for cell in nb["cells"]:
@@ -104,7 +104,7 @@ def probe_of(result: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError(f"no probe output in {result['output_path']}")
 
 
-def record_of(result: dict[str, Any]) -> dict[str, Any]:
+def record_of(result: Mapping[str, Any]) -> dict[str, Any]:
     nb = json.loads(Path(result["output_path"]).read_text(encoding="utf-8"))
     record: dict[str, Any] = nb["metadata"]["notebook_executor"]
     return record
@@ -137,9 +137,7 @@ def kernel_in_uv_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 
 @pytest.fixture
-def offline(
-    kernel_in_uv_cache: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Path:
+def offline(kernel_in_uv_cache: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No network for uv, a local folder of wheels holding nbx-probe 1.0, a fresh cache of
     environments; the folder of wheels is returned."""
     wheels = tmp_path / "wheels"
@@ -371,9 +369,7 @@ def test_the_mcp_server_shows_the_declaration_and_runs_in_the_environment(
 
     async def scenario() -> None:
         async with stdio_session(root, env=env) as session:
-            answer = structured(
-                await session.call_tool("inspect_parameters", {"path": "probe.py"})
-            )
+            answer = structured(await session.call_tool("inspect_parameters", {"path": "probe.py"}))
             assert answer["parameters"]["label"]["default"] == "probe"
             assert answer["environment"]["dependencies"] == ["nbx-probe==1.0"]
             result = structured(await session.call_tool("execute", {"path": "probe.py"}))

@@ -15,12 +15,12 @@ from notebook_executor import (
     NotebookExecutor,
     NotebookSourceError,
 )
+from notebook_executor._kernels.environments import _named_requirement as named_requirement
 from notebook_executor._kernels.environments import (
     condense_uv_message,
     environment_hash,
     environments_dir,
 )
-from notebook_executor._kernels.environments import _named_requirement as named_requirement
 from notebook_executor._sources.dependencies import script_metadata
 from notebook_executor._sources.formats import load_source
 from support import run_cli
@@ -82,7 +82,8 @@ def test_the_reference_regex_reading_matches_the_pep_examples() -> None:
     [
         ("# /// script\n# dependencies = [\n# ///\n", "not valid TOML"),
         (
-            "# /// script\n# dependencies = []\n# ///\n\n# /// script\n# dependencies = []\n# ///\n",
+            "# /// script\n# dependencies = []\n# ///\n\n"
+            "# /// script\n# dependencies = []\n# ///\n",
             "more than one",
         ),
         ('# /// script\n# dependencies = ["six>>1"]\n# ///\n', "'six>>1' is malformed"),
@@ -173,9 +174,11 @@ def test_inspect_shows_the_declaration_and_keeps_the_parameters_shape(
 
 def test_the_environment_option_is_checked(tmp_path: Path) -> None:
     path = write(tmp_path / "nb.py", SCRIPT)
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
-        with pytest.raises(InvalidArgumentError, match="environment must be"):
-            ex.execute(path, environment="mine")
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex,
+        pytest.raises(InvalidArgumentError, match="environment must be"),
+    ):
+        ex.execute(path, environment="mine")
 
 
 def test_environment_current_makes_no_environment(
@@ -202,9 +205,11 @@ def test_a_dask_sweep_of_such_a_notebook_is_refused_before_anything_is_submitted
         def __getattr__(self, name: str) -> object:
             raise AssertionError(f"the client was used: {name}")
 
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
-        with pytest.raises(ClusterError, match="declares dependencies"):
-            ex.execute_many(path, [{"n": 1}], client=Untouchable())
+    with (
+        NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex,
+        pytest.raises(ClusterError, match="declares dependencies"),
+    ):
+        ex.execute_many(path, [{"n": 1}], client=Untouchable())
     assert not (tmp_path / "envs").exists()
 
 

@@ -106,13 +106,13 @@ def environments_dir() -> Path:
     return Path(cache) / "notebook-executor" / "envs"
 
 
-def uv_binary() -> str:
+def uv_binary(notebook: str = "(environment)") -> str:
     """The uv program: the one the ``uv`` package installed, else ``uv`` on ``PATH``.
 
     Raises
     ------
     DependencyError
-        uv is nowhere to be found.
+        uv is nowhere to be found (the error names ``notebook``).
     """
     with contextlib.suppress(ImportError, FileNotFoundError):
         from uv import find_uv_bin
@@ -121,7 +121,7 @@ def uv_binary() -> str:
     found = shutil.which("uv")
     if found is None:
         raise DependencyError(
-            "(environment)",
+            notebook,
             None,
             "uv is not installed; `pip install notebook-executor` installs it "
             "(or run with environment='current')",
@@ -243,8 +243,16 @@ def _build(
         _uv(
             notebook,
             dependencies,
-            ["pip", "install", "--python", str(python), "--quiet", "--", *dependencies,
-             KERNEL_REQUIREMENT],
+            [
+                "pip",
+                "install",
+                "--python",
+                str(python),
+                "--quiet",
+                "--",
+                *dependencies,
+                KERNEL_REQUIREMENT,
+            ],
         )
         frozen = _uv(notebook, dependencies, ["pip", "freeze", "--python", str(python)])
         record = {
@@ -280,7 +288,7 @@ def _uv(notebook: str, dependencies: Sequence[str], arguments: list[str]) -> str
     """Run uv with ``arguments``; its standard output, or a DependencyError from its message."""
     import subprocess
 
-    command = [uv_binary(), *arguments]
+    command = [uv_binary(notebook), *arguments]
     environment = {**os.environ, "NO_COLOR": "1", "UV_NO_PROGRESS": "1"}
     # The interpreter is always named: no Python is ever downloaded behind the caller's back.
     environment["UV_PYTHON_DOWNLOADS"] = "never"

@@ -140,9 +140,7 @@ def validate_notebook(
     try:
         # A notebook's own environment is made only for a run (an unresolvable one is then
         # reported as a problem of the run's planning).
-        planned = plan(
-            path, output_path=None, make_environment=execute, **{**options, **stand_ins}
-        )
+        planned = plan(path, output_path=None, make_environment=execute, **{**options, **stand_ins})
         language = planned.job.kernel.language
     except ParameterError as exc:
         if exc.parameter not in stand_ins.get("parameters", {}):

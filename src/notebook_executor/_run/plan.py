@@ -178,8 +178,9 @@ def plan_run(
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
     made = None
-    if make_environment and uses_declared_environment(loaded.dependencies, options.environment):
-        kernel, made = _in_declared_environment(notebook, kernel, loaded.dependencies)
+    own = loaded.dependencies
+    if make_environment and own and uses_declared_environment(own, options.environment):
+        kernel, made = _in_declared_environment(notebook, kernel, own)
     output = None if output_path is None else os.fspath(output_path)
     if output is not None and is_url(output):
         # As papermill does, the prepared notebook is written first: an unreachable store
@@ -247,6 +248,7 @@ def _in_declared_environment(
         )
     made = ensure_environment(notebook, declared.dependencies, declared.requires_python)
     return replace(kernel, interpreter=str(made.python)), made
+
 
 def _dotenv_folders(notebook_folder: Path, root: Path | None) -> list[Path]:
     """The folders whose ``.env`` a run may read: the notebook's and the working directory,

@@ -101,9 +101,10 @@ def script_metadata(notebook: str, text: str) -> dict[str, Any] | None:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
     try:
-        return tomllib.loads(content)
+        table: dict[str, Any] = tomllib.loads(content)
+        return table
     except tomllib.TOMLDecodeError as exc:
         raise NotebookSourceError(
             notebook, f"the '# /// script' block is not valid TOML: {first_line(exc)}"
