@@ -338,7 +338,18 @@ def test_sessions_sweeps_and_check_run_in_the_environment(
     notebook = tmp_path / "probe.py"
     notebook.write_text(probe_source("nbx-probe==1.0"), encoding="utf-8")
     envs = (tmp_path / "envs").resolve()
-    with executor.open_session(notebook) as session:
+    slow = tmp_path / "slow.py"
+    slow.write_text(
+        probe_source("nbx-probe==1.0") + "\n# %%\nimport time\ntime.sleep(0.5)\n\n# %%\nx = 1\n",
+        encoding="utf-8",
+    )
+    with executor.open_session(slow) as session:
+        first = session.run()
+        assert first["status"] == "success", first
+        # Checkpoints work there too: the kernel-side code runs on the environment's Python.
+        again = session.rerun_from(4)
+        assert again["status"] == "success", again
+        assert again["restored"] == "checkpoint", again
         answer = session.evaluate("import sys, nbx_probe; print(sys.executable)")
         assert answer["error"] is None, answer
         assert Path(answer["output"].strip()).is_relative_to(envs)
