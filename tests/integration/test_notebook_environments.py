@@ -57,7 +57,8 @@ if found["nbx_probe"]:
     version = nbx_probe.__version__
 print("PROBE " + json.dumps({{
     "label": label, "executable": sys.executable, "found": found, "version": version,
-    "ppid": os.getppid(),
+    "ppid": os.getppid(), "virtual_env": os.environ.get("VIRTUAL_ENV"),
+    "first_on_path": os.environ["PATH"].split(os.pathsep)[0],
     "parent_program": open(f"/proc/{{os.getppid()}}/cmdline").read().split("\\0")[0],
 }}))
 """
@@ -178,6 +179,9 @@ def test_a_local_package_runs_isolated_with_no_network_and_is_recorded(
     assert record["packages"]["nbx-probe"] == "1.0"
     assert record["packages"]["ipykernel"].startswith("7.")
     env_folder = envs / record["hash"]
+    # Activated, as uv run does: a `python` the notebook starts is the environment's too.
+    assert probe["virtual_env"] == str(env_folder)
+    assert probe["first_on_path"] == str(env_folder / "bin")
     marker = (env_folder / MARKER).stat()
 
     # The next run reuses it (not made again), on a kernel forked from that environment's

@@ -244,3 +244,18 @@ def test_uv_messages_are_condensed_to_one_line_naming_the_requirement() -> None:
     assert named_requirement(line, ["six", "No_Such.Thing>=1"]) == "No_Such.Thing>=1"
     assert named_requirement(line, ["six"]) is None
     assert len(condense_uv_message("error: " + "x" * 1000)) == 400
+
+
+def test_an_environment_record_never_holds_the_home_folder() -> None:
+    from notebook_executor._records.provenance import without_home
+
+    home = str(Path.home())
+    record = {
+        "declaration": {"dependencies": [f"probe @ file://{home}/wheels/probe.whl"]},
+        "packages": {"probe": f"file://{home}/wheels/probe.whl", "six": "1.17.0"},
+    }
+    assert json.dumps(without_home(record)).count(home) == 0
+    assert without_home(record)["packages"] == {
+        "probe": "file://~/wheels/probe.whl",
+        "six": "1.17.0",
+    }

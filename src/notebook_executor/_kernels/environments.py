@@ -95,6 +95,18 @@ class NotebookEnvironment:
     record: dict[str, Any] = field(default_factory=dict)
     built: bool = False
 
+    def activated(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` as a kernel of this environment gets it, as ``uv run`` and ``activate``
+        make it: ``VIRTUAL_ENV`` names it and its ``bin`` comes first on ``PATH`` (so that
+        ``python`` or ``pip`` started by a notebook is this environment's too)."""
+        scripts = str(self.python.parent)
+        path = env.get("PATH")
+        return {
+            **env,
+            "VIRTUAL_ENV": str(self.path),
+            "PATH": scripts if not path else scripts + os.pathsep + path,
+        }
+
 
 def environments_dir() -> Path:
     """The folder environments are cached in: ``$NOTEBOOK_EXECUTOR_ENVS``, else
@@ -346,6 +358,19 @@ def _named_requirement(message: str, dependencies: Sequence[str]) -> str | None:
 
 
 def _interpreter(notebook: str, requires_python: str | None) -> tuple[str, str]:
+    """The interpreter for ``requires_python`` (see :func:`_find_interpreter`), looked up once
+    per process and specifier: a sweep plans every run with the same declaration."""
+    found = _INTERPRETERS.get(requires_python)
+    if found is None:
+        found = _INTERPRETERS[requires_python] = _find_interpreter(notebook, requires_python)
+    return found
+
+
+#: Interpreters found, by ``requires-python``.
+_INTERPRETERS: dict[str | None, tuple[str, str]] = {}
+
+
+def _find_interpreter(notebook: str, requires_python: str | None) -> tuple[str, str]:
     """The interpreter an environment is made from, and its version: the executor's own when
     it satisfies ``requires_python``, else the one uv finds (never downloaded).
 

@@ -181,6 +181,7 @@ def plan_run(
     own = loaded.dependencies
     if make_environment and own and uses_declared_environment(own, options.environment):
         kernel, made = _in_declared_environment(notebook, kernel, own)
+        environment = made.activated(environment)
     output = None if output_path is None else os.fspath(output_path)
     if output is not None and is_url(output):
         # As papermill does, the prepared notebook is written first: an unreachable store
