@@ -64,7 +64,7 @@ KERNEL_REQUIREMENT = "ipykernel>=7,<8"
 MARKER = "notebook-executor-environment.json"
 
 #: Bumped when the way environments are made changes: old ones are then not reused.
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 
 #: Longest a uv command may take (seconds): a resolution and install from the index.
 UV_TIMEOUT = 900.0
@@ -261,6 +261,10 @@ def _build(
                 "--python",
                 str(python),
                 "--quiet",
+                # As pip does: every kernel start then reads bytecode, even where Python may
+                # not write it (PYTHONDONTWRITEBYTECODE): ipykernel's imports took 0.68 s of
+                # CPU without it, 0.24 s with it.
+                "--compile-bytecode",
                 "--",
                 *dependencies,
                 KERNEL_REQUIREMENT,
