@@ -32,6 +32,7 @@ from notebook_executor._kernels.environments import (
     ensure_environment,
     uv_binary,
 )
+from notebook_executor._kernels.kernel_engine import KernelEngine
 from support import run_cli
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(600)]
@@ -362,6 +363,11 @@ def test_sessions_sweeps_and_check_run_in_the_environment(
     for result in results:
         assert Path(probe_of(result)["executable"]).is_relative_to(envs)
     assert executor.validate(notebook, execute=True)["valid"]
+    # Every kernel so far came from the environment's template: the default environment's
+    # full template (pandas and the rest) was never spawned for them.
+    engine = executor._engine
+    assert isinstance(engine, KernelEngine) and engine.pool is not None
+    assert engine.pool._full_template is None
     # environment="current": the executor's own interpreter (where nbx_probe is not).
     current = executor.execute(notebook, environment="current")
     assert probe_of(current)["executable"] == sys.executable

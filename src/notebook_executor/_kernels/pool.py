@@ -328,7 +328,9 @@ class KernelPool(KernelStarts):
         self.sweep = True
         self.state = PoolState.WARM
         self._recent = (key, choice, cwd, env)
-        if self._fork and self._full_template is None:
+        own = is_own_interpreter(choice.interpreter)
+        if self._fork and self._full_template is None and own:
+            # (A notebook's own environment has its template: see _environment_template.)
             self._full_template = self._spawn_template(data_modules=True)
         if self._fork:
             # A kernel being launched for a run that has not taken it yet costs more CPU than
