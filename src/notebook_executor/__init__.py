@@ -10,6 +10,7 @@ Importing this package is cheap: kernels, nbformat, pandas and friends load when
 from ._errors import (
     CatalogError,
     ClusterError,
+    DependencyError,
     EditConflictError,
     ExecutorClosedError,
     InvalidArgumentError,
@@ -65,6 +66,7 @@ __all__ = [
     "CellEdit",
     "CellText",
     "ClusterError",
+    "DependencyError",
     "Digest",
     "DigestFailure",
     "DigestNote",

@@ -20,6 +20,9 @@
      │                         could not be written (the error holds the result)
      ├── ClusterError          the Dask cluster cannot take the runs (no ``dask`` extra,
      │                         unreachable scheduler, a folder too big to ship)
+     ├── DependencyError       a notebook's declared dependencies cannot be installed (a
+     │                         requirement uv cannot resolve, no Python satisfying
+     │                         ``requires-python``, no network and nothing cached)
      ├── ReportError           the report's folder cannot be written, or holds files that
      │                         were not written by a report
      └── ExecutorClosedError   the NotebookExecutor, or a Session of it, was closed (also a
@@ -45,6 +48,7 @@ from typing import Any
 __all__ = [
     "CatalogError",
     "ClusterError",
+    "DependencyError",
     "EditConflictError",
     "ExecutorClosedError",
     "InvalidArgumentError",
@@ -262,6 +266,33 @@ class ClusterError(NotebookExecutorError):
     """The Dask cluster cannot take the runs: ``dask.distributed`` is not installed, the
     scheduler cannot be reached or its client is closed, or the notebook's folder is too big
     to ship to the workers."""
+
+
+class DependencyError(NotebookExecutorError):
+    """The environment a notebook's declared dependencies call for cannot be made.
+
+    Raised before any kernel starts: uv could not resolve or install a requirement, no Python
+    here satisfies ``requires-python``, or uv needs the network and has nothing cached.
+
+    Attributes
+    ----------
+    notebook : str
+        The source path as given.
+    requirement : str or None
+        The requirement at fault (as declared), when uv's message names one.
+    reason : str
+        What went wrong, in one line (uv's message, condensed).
+    """
+
+    def __init__(self, notebook: str, requirement: str | None, reason: str) -> None:
+        self.notebook = notebook
+        self.requirement = requirement
+        self.reason = reason
+        about = f"requirement {requirement!r}: " if requirement else ""
+        super().__init__(f"{_printable(notebook)}: dependencies: {about}{reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.notebook, self.requirement, self.reason))
 
 
 class ReportError(NotebookExecutorError):

@@ -172,6 +172,7 @@ class NotebookExecutor(ReviewMethods):
         env: Mapping[str, str] | None = None,
         secrets: Mapping[str, str] | None = None,
         edits: Sequence[CellEdit] | None = None,
+        environment: str | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> RunResult:
@@ -219,6 +220,13 @@ class NotebookExecutor(ReviewMethods):
             the result lists ``edited_cells``. A bad edit (an index out of range, a text that
             would split the cell in the source's format, an unknown key) is refused before
             any kernel starts.
+        environment : {None, "declared", "current"}, optional
+            A notebook that declares dependencies (a PEP 723 block, front matter
+            ``dependencies:``, ``.ipynb`` metadata ``notebook_executor.dependencies``) runs
+            by default on a kernel in an environment made by uv for them, cached by a hash of
+            the declaration and the Python (made before the kernel starts, reused after);
+            ``"current"`` runs it on the executor's own interpreter instead. Without a
+            declaration, every run is on the executor's own interpreter.
         on_cell : callable, optional
             Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
             counting the code cells that run (the injected parameters cell included). Called
@@ -237,6 +245,9 @@ class NotebookExecutor(ReviewMethods):
             variable is found nowhere.
         InvalidArgumentError
             Another argument is not acceptable (:class:`OutputPathError` for ``output_path``).
+        DependencyError
+            The declared dependencies cannot be installed (a requirement uv cannot resolve,
+            no Python satisfying ``requires-python``, no network with nothing cached).
         RunsDirError
             ``runs_dir`` cannot hold run records.
         OutputWriteError
@@ -272,6 +283,7 @@ class NotebookExecutor(ReviewMethods):
                 env=env,
                 secrets=secrets,
                 edits=checked,
+                environment=environment,
             ),
         )
         # The kernel starts while the run records are written.
@@ -298,6 +310,7 @@ class NotebookExecutor(ReviewMethods):
         cell_timeout: float | UseDefault | None = USE_DEFAULT,
         idle_timeout: float | None = 1800,
         checkpoint_memory: int | None = None,
+        environment: str | None = None,
     ) -> Session:
         """Start a live kernel on a notebook, to step through it: a :class:`Session`.
 
@@ -308,6 +321,8 @@ class NotebookExecutor(ReviewMethods):
         ``checkpoint_memory`` (bytes, None: no limit) bounds the memory of its checkpoints, the
         oldest evicted first. The session is a run record under ``runs_dir``, brought up to
         date after every step; :meth:`close` closes every session.
+        ``environment`` is :meth:`execute`'s: a notebook that declares dependencies runs in the
+        environment made for them unless it is ``"current"``.
         """
         self._check_open()
         from ._session.opening import open_session
@@ -320,6 +335,7 @@ class NotebookExecutor(ReviewMethods):
             secrets=secrets,
             timeout=timeout,
             cell_timeout=cell_timeout,
+            environment=environment,
         )
         session = open_session(
             lambda: self._plan(input_path, options),
@@ -370,6 +386,9 @@ class NotebookExecutor(ReviewMethods):
         ends as ``"error"``, ``error_kind`` ``"interrupted"`` (even when Dask hands its task to
         another worker), unless ``retries`` (with ``client``) lets it begin again up to that
         many times; its record lists every attempt. Ctrl-C cancels the runs not started yet.
+        A notebook that declares dependencies is refused on a cluster (:class:`ClusterError`,
+        before anything is submitted) unless ``environment="current"``: its workers' own
+        interpreters then run it.
 
         Raises
         ------
@@ -398,6 +417,10 @@ class NotebookExecutor(ReviewMethods):
                 "parameter_sets must be an iterable of parameter mappings, "
                 f"got {type(parameter_sets).__name__}"
             ) from None
+        if client is not None:
+            from ._dispatch.cluster import refuse_declared_environment_on_dask
+
+            refuse_declared_environment_on_dask(input_path, given.environment)
         plans = [self._plan(input_path, given.replace(parameters=values)) for values in all_sets]
         if client is not None:
             from ._dispatch.cluster import run_on_dask
@@ -441,7 +464,7 @@ class NotebookExecutor(ReviewMethods):
         given = RunOptions.from_keywords("prepare", {"output_path": output_path, **options})
         if given.edits is not None:
             given = given.replace(edits=self._checked_edits(input_path, given.edits))
-        plan = self._plan(input_path, given)
+        plan = self._plan(input_path, given, make_environment=False)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:
             _write_notebook(prepared, plan.output_path)

@@ -40,6 +40,7 @@ __all__ = [
     "CellChange",
     "CellEdit",
     "CellText",
+    "DeclaredParameters",
     "Digest",
     "DigestFailure",
     "DigestNote",
@@ -48,6 +49,7 @@ __all__ = [
     "DigestStatus",
     "DigestTrend",
     "DigestValue",
+    "EnvironmentInfo",
     "ErrorKind",
     "EvaluationFailure",
     "EvaluationResult",
@@ -162,6 +164,28 @@ class ParameterInfo(TypedDict):
     required: bool
 
 
+#: What a notebook declares it needs (SPEC section 19), as ``inspect_environment`` and the
+#: ``environment`` attribute of ``inspect_parameters``' answer describe it: the requirements,
+#: the ``requires-python`` specifier (or None), and where the declaration is (``"script
+#: block"``, ``"front matter"`` or ``"metadata"``).
+EnvironmentInfo = TypedDict(
+    "EnvironmentInfo",
+    {"dependencies": list[str], "requires-python": "str | None", "declared_in": str},
+)
+
+
+class DeclaredParameters(dict[str, ParameterInfo]):
+    """``inspect_parameters``' answer: ``{name: ParameterInfo}`` (a plain mapping, as SPEC
+    section 3 says), which also carries the notebook's declared dependencies as its
+    ``environment`` attribute (an :data:`EnvironmentInfo`, or None)."""
+
+    def __init__(
+        self, parameters: dict[str, ParameterInfo], environment: EnvironmentInfo | None = None
+    ) -> None:
+        super().__init__(parameters)
+        self.environment = environment
+
+
 class SearchHit(TypedDict):
     """One run found by ``search``, best first."""
 
@@ -202,6 +226,9 @@ class RunDiff(TypedDict):
     status: list[str | None]
     parameters: dict[str, list[Any]]
     scraps: dict[str, list[Any]]
+    #: Package versions that differ (``None`` where one run had no such package): from the
+    #: notebook's own environment when it declares dependencies (SPEC section 19).
+    packages: dict[str, list[Any]]
     cells: list[CellChange]
 
 

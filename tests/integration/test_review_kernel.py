@@ -170,6 +170,7 @@ def test_diff_runs_of_one_notebook(executor: NotebookExecutor, tmp_path: Path) -
         "status": ["success", "success"],
         "parameters": {},
         "scraps": {},
+        "packages": {},
         "cells": [],
     }
     # A run compared with its source: same cells (the injected parameters cell is left out).

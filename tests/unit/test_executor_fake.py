@@ -482,6 +482,7 @@ def test_public_names_are_pinned() -> None:
         "CellEdit",
         "CellText",
         "ClusterError",
+        "DependencyError",
         "Digest",
         "DigestFailure",
         "DigestNote",
@@ -565,6 +566,7 @@ def test_errors_form_one_tree() -> None:
         "SearchQueryError",
         "EditConflictError",
         "ClusterError",
+        "DependencyError",
         "ReportError",
         "ExecutorClosedError",
     ):

@@ -10,14 +10,37 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._errors import InvalidArgumentError
+from .._errors import ClusterError, InvalidArgumentError
 from .._run.checks import PathLike
-from .._run.plan import Plan
+from .._run.plan import Plan, uses_declared_environment
 from .._sources.remote import is_url
 from .._types import RunResult
 from .progress import run_progress
 
-__all__ = ["run_on_dask"]
+__all__ = ["refuse_declared_environment_on_dask", "run_on_dask"]
+
+
+def refuse_declared_environment_on_dask(input_path: PathLike, environment: str | None) -> None:
+    """Refuse, before anything is submitted or made, a sweep on a cluster of a notebook that
+    declares dependencies (SPEC section 19): the environment made for them here does not
+    exist on the workers, whose own interpreters run it only with ``environment="current"``.
+
+    Raises
+    ------
+    ClusterError
+        The notebook declares dependencies and ``environment`` is not ``"current"``.
+    """
+    from .._sources.formats import load_source
+
+    declared = load_source(input_path).dependencies
+    if uses_declared_environment(declared, environment):
+        assert declared is not None
+        raise ClusterError(
+            f"{input_path}: it declares dependencies ({declared.declared_in}), and a Dask "
+            "sweep does not make environments on the workers: run it without a cluster, or "
+            "pass environment='current' (--env current) to run it on the workers' own "
+            "interpreters"
+        )
 
 
 def run_on_dask(

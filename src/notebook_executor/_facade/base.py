@@ -88,7 +88,9 @@ class ExecutorBase:
     def _run(self, plan: Plan) -> RunResult:
         return run_plan(plan, self._engine, self.runs_dir, self._catalog_call)
 
-    def _plan(self, input_path: PathLike, options: RunOptions) -> Plan:
+    def _plan(
+        self, input_path: PathLike, options: RunOptions, *, make_environment: bool = True
+    ) -> Plan:
         return plan_run(
             input_path,
             options,
@@ -97,8 +99,15 @@ class ExecutorBase:
             default_cell_timeout=self.cell_timeout,
             base_env=self.base_env,
             dotenv_root=self.dotenv_root,
+            make_environment=make_environment,
         )
 
-    def _plan_keywords(self, input_path: PathLike, **given: Any) -> Plan:
+    def _plan_keywords(
+        self, input_path: PathLike, *, make_environment: bool = True, **given: Any
+    ) -> Plan:
         """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
-        return self._plan(input_path, RunOptions.from_keywords("validate", given))
+        return self._plan(
+            input_path,
+            RunOptions.from_keywords("validate", given),
+            make_environment=make_environment,
+        )

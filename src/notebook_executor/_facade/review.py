@@ -6,20 +6,27 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._parameters.declared import declared_parameters
 from .._run.checks import PathLike, check_path
 from .._sources.formats import load_source
 from .._sources.formats import read_notebook as _read_notebook
 from .._sources.formats import write_notebook as _write_notebook
-from .._types import NotebookDiff, ParameterInfo, RunDiff, ValidateAnswer
+from .._types import (
+    DeclaredParameters,
+    EnvironmentInfo,
+    NotebookDiff,
+    RunDiff,
+    ValidateAnswer,
+)
 from .records import RecordQueries
 
 if TYPE_CHECKING:
     import nbformat
 
     from .._notebook import NotebookNode
+    from .._sources.dependencies import Dependencies
 
 __all__ = ["ReviewMethods"]
 
@@ -27,15 +34,35 @@ __all__ = ["ReviewMethods"]
 class ReviewMethods(RecordQueries):
     """Sources read, written, edited, compared and validated."""
 
-    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
+    def inspect_parameters(self, notebook_path: PathLike) -> DeclaredParameters:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``.
 
         The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
-        the other methods and ``input_path`` of :meth:`execute`).
+        the other methods and ``input_path`` of :meth:`execute`). The answer is that mapping;
+        its ``environment`` attribute holds the dependencies the notebook declares (as
+        :meth:`inspect_environment` gives them), or None.
         """
-        declared = declared_parameters(load_source(notebook_path).nb)
-        return {name: parameter.as_dict() for name, parameter in declared.items()}
+        loaded = load_source(notebook_path)
+        declared = declared_parameters(loaded.nb)
+        return DeclaredParameters(
+            {name: parameter.as_dict() for name, parameter in declared.items()},
+            _environment_info(loaded.dependencies),
+        )
+
+    def inspect_environment(self, notebook_path: PathLike) -> EnvironmentInfo | None:
+        """The dependencies ``notebook_path`` declares (SPEC section 19), or None:
+        ``{"dependencies": [...], "requires-python": spec or None, "declared_in": where}``,
+        ``where`` being ``"script block"`` (PEP 723), ``"front matter"`` or ``"metadata"``
+        (``.ipynb`` metadata ``notebook_executor.dependencies`` and
+        ``notebook_executor.requires-python``).
+
+        Raises
+        ------
+        NotebookSourceError
+            The source is missing or malformed, its declaration included.
+        """
+        return _environment_info(load_source(notebook_path).dependencies)
 
     @staticmethod
     def read_notebook(path: PathLike) -> nbformat.NotebookNode:
@@ -114,8 +141,10 @@ class ReviewMethods(RecordQueries):
 
     def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
         """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
-        [a, b]}, "scraps": {name: [a, b]}, "cells": [...]}`` (only differing names; ``cells``
-        as in :meth:`diff_notebooks` with outputs compared)."""
+        [a, b]}, "scraps": {name: [a, b]}, "packages": {name: [a, b]}, "cells": [...]}`` (only
+        differing names; ``packages``: the versions that ran, those of the notebook's own
+        environment when it declares dependencies; ``cells`` as in :meth:`diff_notebooks`
+        with outputs compared)."""
         from .._review.diff import diff_records
 
         return diff_records(
@@ -158,3 +187,7 @@ def _public(nb: NotebookNode) -> nbformat.NotebookNode:
 
     public: nbformat.NotebookNode = nbformat.from_dict(nb)
     return public
+
+
+def _environment_info(declared: Dependencies | None) -> EnvironmentInfo | None:
+    return None if declared is None else cast("EnvironmentInfo", declared.as_dict())

@@ -202,9 +202,14 @@ class ForkServer(ForkChannel):
     data_modules : bool, default True
         Preload the common data modules (scrapbook, pandas, numpy) besides ipykernel's own;
         without them the template is ready in about half the time.
+    interpreter : str, optional
+        The Python the template runs, and so its kernels: a notebook's own environment's
+        (default: this interpreter).
     """
 
-    def __init__(self, env: dict[str, str], *, data_modules: bool = True) -> None:
+    def __init__(
+        self, env: dict[str, str], *, data_modules: bool = True, interpreter: str | None = None
+    ) -> None:
         #: The template's :data:`~.sessions.KERNEL_ID`: forked kernels, and what they fork
         #: without a new program, carry it in the environment they started with.
         self.kernel_id = uuid.uuid4().hex
@@ -213,6 +218,8 @@ class ForkServer(ForkChannel):
         self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
         self._process: subprocess.Popen[bytes] | None = None
+        #: The Python the template runs (None: this one), and so its kernels.
+        self.interpreter = interpreter
         self.pid: int | None = None
         self.preloaded: list[str] = []
         self._modules: frozenset[str] = frozenset()
@@ -257,7 +264,7 @@ class ForkServer(ForkChannel):
             try:
                 self._process = subprocess.Popen(
                     [
-                        *script_command("__nbx_template__"),
+                        *script_command("__nbx_template__", self.interpreter),
                         str(child.fileno()),
                         str(os.getpid()),
                         self._preload,

@@ -158,7 +158,7 @@ class KernelEngine:
         from .loop import result_of
 
         loop, pool = self._kernel_loop()
-        return result_of(loop.submit(pool.template(env, cwd)))
+        return result_of(loop.submit(pool.template(env, cwd, choice.interpreter)))
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""

@@ -94,12 +94,12 @@ def _installed_kernels() -> list[str]:
         return []
 
 
-def _native_spec() -> KernelSpec:
+def _native_spec(interpreter: str | None = None) -> KernelSpec:
     from jupyter_client.kernelspec import KernelSpec
 
     return KernelSpec(
         argv=[
-            *script_command("__nbx_kernel__"),
+            *script_command("__nbx_kernel__", interpreter),
             "-f",
             "{connection_file}",
             *KERNEL_OPTIONS,
@@ -115,7 +115,10 @@ def _spec_manager(choice: KernelChoice) -> Any:
 
     if not choice.native:
         return KernelSpecManager()
-    return _native_spec_manager_class()()
+    manager = _native_spec_manager_class()()
+    # A notebook's own environment (SPEC section 19): the same kernel program, its Python.
+    manager.interpreter = choice.interpreter
+    return manager
 
 
 @functools.cache
@@ -125,8 +128,10 @@ def _native_spec_manager_class() -> type:
     from jupyter_client.kernelspec import KernelSpecManager
 
     class _NativeSpecManager(KernelSpecManager):  # type: ignore[misc]
+        interpreter: str | None = None
+
         def get_kernel_spec(self, kernel_name: str, *args: Any, **kwargs: Any) -> KernelSpec:
-            return _native_spec()
+            return _native_spec(self.interpreter)
 
     return _NativeSpecManager
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["KERNEL_OPTIONS", "KERNEL_SCRIPTS", "NATIVE_KERNEL_NAME", "script_command"]
+__all__ = [
+    "KERNEL_OPTIONS",
+    "KERNEL_SCRIPTS",
+    "NATIVE_KERNEL_NAME",
+    "is_own_interpreter",
+    "script_command",
+]
 
 #: The kernel name that means "this interpreter's own ipykernel".
 NATIVE_KERNEL_NAME = "python3"
@@ -26,8 +32,15 @@ KERNEL_SCRIPTS = {
 }
 
 
-def script_command(role: str) -> list[str]:
-    """The command that runs the program of ``role`` (see :data:`KERNEL_SCRIPTS`) with this
-    interpreter."""
+def script_command(role: str, interpreter: str | None = None) -> list[str]:
+    """The command that runs the program of ``role`` (see :data:`KERNEL_SCRIPTS`) with
+    ``interpreter`` (default: this one; a notebook's own environment's otherwise: the programs
+    import nothing but ipykernel, and are run by path)."""
     bootstrap = f"import runpy, sys; runpy.run_path(sys.argv[1], run_name={role!r})"
-    return [sys.executable, "-c", bootstrap, str(KERNEL_SCRIPTS[role])]
+    return [interpreter or sys.executable, "-c", bootstrap, str(KERNEL_SCRIPTS[role])]
+
+
+def is_own_interpreter(interpreter: str | None) -> bool:
+    """Whether ``interpreter`` (a :class:`~notebook_executor.engine.KernelChoice`'s) is the
+    one that runs the executor."""
+    return interpreter is None or interpreter == sys.executable

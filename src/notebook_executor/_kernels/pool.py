@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
 from .launch import RunningKernel
+from .options import is_own_interpreter
 from .pool_starts import KernelStarts, PoolState
 from .templates import Template
 from .workdirs import sweep_stale
@@ -69,12 +70,16 @@ POOL_READY_TIMEOUT = 120.0
 class _Key:
     name: str
     native: bool
+    #: The Python the kernel runs: a notebook's own environment's is another kernel.
+    interpreter: str | None
     cwd: str
     env: tuple[tuple[str, str], ...]
 
 
 def _key(choice: KernelChoice, cwd: Path, env: dict[str, str]) -> _Key:
-    return _Key(choice.name, choice.native, str(cwd), tuple(sorted(env.items())))
+    return _Key(
+        choice.name, choice.native, choice.interpreter, str(cwd), tuple(sorted(env.items()))
+    )
 
 
 class KernelPool(KernelStarts):
@@ -155,6 +160,7 @@ class KernelPool(KernelStarts):
         self._first_template: Template | None = None
         #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
         self._full_template: Template | None = None
+        self._environment_templates: dict[str, Template] = {}
         self._context: Any = None
         self._swept = False
         #: How the kernels of this pool were started, for tests and benchmarks.
@@ -242,15 +248,20 @@ class KernelPool(KernelStarts):
         delay = FIRST_FILL_DELAY if one_shot or swept else SETTLE_DELAY
         asyncio.get_running_loop().call_later(delay, self._fill)
 
-    async def template(self, env: dict[str, str], cwd: Path) -> ForkServer | None:
+    async def template(
+        self, env: dict[str, str], cwd: Path, interpreter: str | None = None
+    ) -> ForkServer | None:
         """The template a kernel of the pool's own (a session's) forks from, or None to launch.
 
         Spawns the first template when nothing has started yet and waits for it (it is ready
         sooner than a launched kernel would be); in WARM, the full template when it is ready,
-        else the first one. The pool's state and kernels stay as they are.
+        else the first one. For another ``interpreter`` (a notebook's own environment), that
+        environment's template. The pool's state and kernels stay as they are.
         """
         if not self._fork or self.state is PoolState.CLOSED:
             return None
+        if not is_own_interpreter(interpreter):
+            return await self._environment_template(str(interpreter), env, cwd)
         if self.state is PoolState.IDLE:
             self.prepare()
         if self.state is PoolState.WARM:
@@ -271,6 +282,8 @@ class KernelPool(KernelStarts):
         for task in idle:
             self._discard(task)
         templates = [t for t in (self._full_template, self._first_template) if t is not None]
+        templates += list(self._environment_templates.values())
+        self._environment_templates.clear()
         for template in templates:
             template.ready.cancel()
         while self._background:
@@ -315,7 +328,9 @@ class KernelPool(KernelStarts):
         self.sweep = True
         self.state = PoolState.WARM
         self._recent = (key, choice, cwd, env)
-        if self._fork and self._full_template is None:
+        own = is_own_interpreter(choice.interpreter)
+        if self._fork and self._full_template is None and own:
+            # (A notebook's own environment has its template: see _environment_template.)
             self._full_template = self._spawn_template(data_modules=True)
         if self._fork:
             # A kernel being launched for a run that has not taken it yet costs more CPU than

@@ -11,14 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine import KernelChoice
 from .launch import RunningKernel, client_context, start_kernel
+from .options import is_own_interpreter
 from .templates import Template, TemplateUnavailable, spawn_template
 
 if TYPE_CHECKING:
     from .forkserver import ForkServer
 
-__all__ = ["KernelStarts", "PoolState"]
+__all__ = ["MAX_ENVIRONMENT_TEMPLATES", "KernelStarts", "PoolState"]
 
 logger = logging.getLogger("notebook_executor._kernels.pool")
+
+#: Templates of notebooks' own environments (SPEC section 19) a pool keeps, the most recently
+#: used; an older one is stopped when another is needed.
+MAX_ENVIRONMENT_TEMPLATES = 3
 
 
 class PoolState(enum.Enum):
@@ -48,6 +53,8 @@ class KernelStarts:
     _launching: set[asyncio.Task[Any]]
     _first_template: Template | None
     _full_template: Template | None
+    #: Templates running the interpreters of notebooks' own environments, least recent first.
+    _environment_templates: dict[str, Template]
     _context: Any
 
     async def _start(
@@ -62,7 +69,12 @@ class KernelStarts:
     ) -> RunningKernel:
         """Start a kernel: forked from the template of the state (``wait``: for it to be
         ready) or launched; ``warm_up`` when no run waits for it."""
-        server = await self._template_for(env, cwd, wait=wait) if choice.native else None
+        if not choice.native:
+            server = None
+        elif is_own_interpreter(choice.interpreter):
+            server = await self._template_for(env, cwd, wait=wait)
+        else:
+            server = await self._environment_template(str(choice.interpreter), env, cwd)
         task = asyncio.current_task()
         if server is None and task is not None:
             self._launching.add(task)
@@ -100,6 +112,36 @@ class KernelStarts:
         # In a sweep, nothing is launched meanwhile: the template serves every run.
         return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
 
+    async def _environment_template(
+        self, interpreter: str, env: dict[str, str], cwd: Path
+    ) -> ForkServer | None:
+        """The template running ``interpreter`` (a notebook's own environment), spawned when
+        first needed and waited for, or None to launch (a failed template is dropped; the
+        pool's other templates are not given up)."""
+        from .forkserver import fork_supported
+
+        if not self._fork or self.state is PoolState.CLOSED or not fork_supported():
+            return None
+        templates = self._environment_templates
+        template = templates.pop(interpreter, None)
+        if template is None:
+            try:
+                template = spawn_template(data_modules=True, interpreter=interpreter)
+            except TemplateUnavailable as exc:
+                logger.info("kernels of %s will be launched, not forked: %s", interpreter, exc)
+                return None
+        templates[interpreter] = template
+        while len(templates) > MAX_ENVIRONMENT_TEMPLATES:
+            _close_template(templates.pop(next(iter(templates))))
+        try:
+            return await template.usable(env, cwd, wait=True)
+        except TemplateUnavailable as exc:
+            logger.info("kernels of %s will be launched, not forked: %s", interpreter, exc)
+            if templates.get(interpreter) is template:
+                del templates[interpreter]
+            _close_template(template)
+            return None
+
     def _spawn_template(self, *, data_modules: bool) -> Template | None:
         """A spawned template, or None where kernels cannot be forked."""
         from .forkserver import fork_supported
@@ -125,3 +167,9 @@ class KernelStarts:
                 logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
+
+
+def _close_template(template: Template) -> None:
+    """Stop a template no longer used, off the loop (its close waits a moment for it)."""
+    template.ready.cancel()
+    asyncio.get_running_loop().run_in_executor(None, template.server.close)

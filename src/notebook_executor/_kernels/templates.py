@@ -63,9 +63,10 @@ class Template:
         return self.server if self.server.compatible(env, cwd) else None
 
 
-def spawn_template(*, data_modules: bool) -> Template:
-    """Spawn a template (``data_modules``: importing the common data modules too), from the
-    running loop's thread, where kernels can be forked (``forkserver.fork_supported()``).
+def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Template:
+    """Spawn a template (``data_modules``: importing the common data modules too; running
+    ``interpreter``, default this one), from the running loop's thread, where kernels can be
+    forked (``forkserver.fork_supported()``).
 
     Raises
     ------
@@ -74,7 +75,9 @@ def spawn_template(*, data_modules: bool) -> Template:
     """
     from .forkserver import ForkServer, ForkServerError
 
-    server = ForkServer(kernel_environment(None), data_modules=data_modules)
+    server = ForkServer(
+        kernel_environment(None), data_modules=data_modules, interpreter=interpreter
+    )
     # Spawned from the loop thread, which lives as long as the engine: the template's
     # parent-death signal is tied to the thread that created it.
     try:

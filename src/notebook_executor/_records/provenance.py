@@ -17,6 +17,7 @@ __all__ = [
     "environment_record",
     "package_versions",
     "program_path",
+    "without_home",
 ]
 
 #: The version of the record's layout, written in each record.
@@ -58,6 +59,20 @@ def program_path(program: str | None) -> str | None:
         if not relative.startswith(".."):
             return shown + Path(relative).as_posix()
     return candidate.as_posix()
+
+
+def without_home(value: Any) -> Any:
+    """``value`` (JSON: a notebook environment's record) with the home folder's absolute path
+    shown as ``~`` in every string (a requirement or a frozen version may be a ``file://`` URL
+    of a local folder): a record never holds an absolute home path."""
+    home = os.fspath(Path.home())
+    if isinstance(value, str):
+        return value.replace(home, "~") if len(home) > 1 else value
+    if isinstance(value, dict):
+        return {key: without_home(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_home(item) for item in value]
+    return value
 
 
 def _relative_to(path: Path, base: Path | None) -> str | None:

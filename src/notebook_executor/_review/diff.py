@@ -251,11 +251,13 @@ def diff_records(
     nb_a: NotebookNode,
     nb_b: NotebookNode,
 ) -> RunDiff:
-    """What differs between two runs, from their result dicts and executed notebooks."""
+    """What differs between two runs, from their result dicts and executed notebooks (whose
+    records say which package versions ran: :func:`run_packages`)."""
     return {
         "status": [result_a.get("status"), result_b.get("status")],
         "parameters": _differing(result_a.get("parameters"), result_b.get("parameters")),
         "scraps": _differing(result_a.get("scraps"), result_b.get("scraps")),
+        "packages": _differing(run_packages(nb_a), run_packages(nb_b)),
         "cells": diff_cells(
             nb_a,
             nb_b,
@@ -263,6 +265,18 @@ def diff_records(
             labels=(str(result_a.get("run_id")), str(result_b.get("run_id"))),
         )["cells"],
     }
+
+
+def run_packages(nb: NotebookNode) -> dict[str, str]:
+    """The package versions a run's record says ran: those resolved in the notebook's own
+    environment (SPEC section 19), else the executor's own that the record lists."""
+    record = nb.get("metadata", {}).get("notebook_executor")
+    if not isinstance(record, Mapping):
+        return {}
+    own = record.get("notebook_environment")
+    where = own if isinstance(own, Mapping) else record.get("environment")
+    packages = where.get("packages") if isinstance(where, Mapping) else None
+    return dict(packages) if isinstance(packages, Mapping) else {}
 
 
 def _differing(a: Any, b: Any) -> dict[str, list[Any]]:

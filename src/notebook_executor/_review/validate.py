@@ -34,7 +34,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._errors import InvalidArgumentError, NotebookSourceError, ParameterError
+from .._errors import (
+    DependencyError,
+    InvalidArgumentError,
+    NotebookSourceError,
+    ParameterError,
+)
 from .._parameters.declared import (
     INJECTED_TAG,
     PARAMETERS_TAG,
@@ -133,7 +138,9 @@ def validate_notebook(
     planned, language = None, _language(nb)
     stand_ins = {} if execute else _stand_ins(nb, options, language)
     try:
-        planned = plan(path, output_path=None, **{**options, **stand_ins})
+        # A notebook's own environment is made only for a run (an unresolvable one is then
+        # reported as a problem of the run's planning).
+        planned = plan(path, output_path=None, make_environment=execute, **{**options, **stand_ins})
         language = planned.job.kernel.language
     except ParameterError as exc:
         if exc.parameter not in stand_ins.get("parameters", {}):
@@ -142,6 +149,8 @@ def validate_notebook(
     except NotebookSourceError as exc:
         if not (parses_parameters(language) and parameters_cell_error(nb)):
             problems.append(_problem(None, "error", exc.reason))
+    except DependencyError as exc:
+        problems.append(_problem(None, "error", str(exc)))
         # else: the parameters cell does not parse, reported below with its cell
     problems.extend(_language_problems(nb, language))
     if parses_parameters(language):

@@ -76,6 +76,14 @@ class RunOptions:
             "code as run."
         },
     )
+    environment: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where a notebook that declares dependencies runs: by default in an "
+            "environment made by uv for them (cached); 'current' runs it on the executor's "
+            "own interpreter instead."
+        },
+    )
 
     @classmethod
     def from_keywords(cls, where: str, given: Mapping[str, Any]) -> RunOptions:

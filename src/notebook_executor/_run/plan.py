@@ -9,22 +9,24 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidArgumentError, NotebookSourceError, ParameterError
+from .._kernels.environments import NotebookEnvironment, ensure_environment
 from .._kernels.launch import choose_kernel, kernel_environment
 from .._parameters.declared import INJECTED_TAG, check_parameters_cell, declared_parameters
 from .._parameters.environment import declared_env_names, resolve_declared_env
 from .._parameters.placeholders import substitute_placeholders
 from .._parameters.values import inject_parameters, unencodable_value, validate_parameters
 from .._records.results import CellMap, redact
+from .._sources.dependencies import Dependencies
 from .._sources.formats import load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
 from .._types import USE_DEFAULT, CellEdit
-from ..engine import RunJob
+from ..engine import KernelChoice, RunJob
 from .checks import (
     PathLike,
     check_env,
@@ -39,7 +41,14 @@ from .options import RunOptions
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["Plan", "parses_parameters", "plan_run"]
+__all__ = [
+    "ENVIRONMENT_CHOICES",
+    "Plan",
+    "check_environment_option",
+    "parses_parameters",
+    "plan_run",
+    "uses_declared_environment",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +84,9 @@ class Plan:
     parameters_checked: bool = True
     #: The cells replaced for this run (a modified run), checked; none for a plain run.
     edits: list[CellEdit] = field(default_factory=list)
+    #: The record of the environment made for the notebook's declared dependencies (SPEC
+    #: section 19: declaration, hash, resolved versions), or None on the executor's own.
+    environment: dict[str, Any] | None = None
 
 
 def plan_run(
@@ -86,6 +98,7 @@ def plan_run(
     default_cell_timeout: float | None = None,
     base_env: Mapping[str, str] | None = None,
     dotenv_root: Path | None = None,
+    make_environment: bool = True,
 ) -> Plan:
     """Check everything about a run and prepare it; start nothing.
 
@@ -94,12 +107,16 @@ def plan_run(
     ``base_env`` (the environment the kernel starts from, default this process's) and
     ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
     ``options.edits`` (already checked against the source: ``_review.run_edits``) replace
-    cells for this run only.
+    cells for this run only. A notebook that declares dependencies gets the environment made
+    for them (:func:`~notebook_executor._kernels.environments.ensure_environment`, last, once
+    every other check passed) unless ``options.environment`` is ``"current"``; not made
+    without ``make_environment`` (nothing will run).
     """
     output_path, parameters, request = options.output_path, options.parameters, options.request
     timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
     env, secrets = options.env, options.secrets
     edits: Sequence[CellEdit] = options.edits or ()
+    check_environment_option(options.environment)
     check_path("input_path", input_path)
     if output_path is not None:
         check_path("output_path", output_path)
@@ -162,6 +179,11 @@ def plan_run(
         substitute_placeholders(nb, effective, declared_dicts)
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
+    made = None
+    own = loaded.dependencies
+    if make_environment and own and uses_declared_environment(own, options.environment):
+        kernel, made = _in_declared_environment(notebook, kernel, own)
+        environment = made.activated(environment)
     output = None if output_path is None else os.fspath(output_path)
     if output is not None and is_url(output):
         # As papermill does, the prepared notebook is written first: an unreachable store
@@ -191,7 +213,44 @@ def plan_run(
         defaults=defaults,
         parameters_checked=checked,
         edits=list(edits),
+        environment=None if made is None else made.record,
     )
+
+
+#: The values of the ``environment`` option: None (the default) and ``"declared"`` run a
+#: notebook that declares dependencies in the environment made for them; ``"current"`` on the
+#: executor's own interpreter.
+ENVIRONMENT_CHOICES = (None, "declared", "current")
+
+
+def check_environment_option(value: object) -> None:
+    """Refuse an ``environment`` option that is not one of :data:`ENVIRONMENT_CHOICES`."""
+    if value not in ENVIRONMENT_CHOICES:
+        raise InvalidArgumentError(
+            f"environment must be 'current' or 'declared' (or None), got {value!r}",
+            argument="environment",
+        )
+
+
+def uses_declared_environment(declared: Dependencies | None, environment: str | None) -> bool:
+    """Whether a run with option ``environment`` runs in the environment ``declared`` calls
+    for (a declaration there is, and the caller did not ask for the current interpreter)."""
+    return declared is not None and environment != "current"
+
+
+def _in_declared_environment(
+    notebook: str, kernel: KernelChoice, declared: Dependencies
+) -> tuple[KernelChoice, NotebookEnvironment]:
+    """The kernel of the environment made for ``declared`` (made now, or reused)."""
+    if not kernel.native:
+        raise NotebookSourceError(
+            notebook,
+            f"it declares dependencies ({declared.declared_in}), which run on a Python kernel "
+            f"made for them, but its kernel is {kernel.name!r}; pass environment='current' "
+            "(--env current) to run it on that kernel",
+        )
+    made = ensure_environment(notebook, declared.dependencies, declared.requires_python)
+    return replace(kernel, interpreter=str(made.python)), made
 
 
 def _dotenv_folders(notebook_folder: Path, root: Path | None) -> list[Path]:

@@ -25,6 +25,7 @@ from .._records.provenance import (
     display_path,
     environment_record,
     program_path,
+    without_home,
 )
 from .._records.results import annotate_cells, build_result
 from .._records.run_files import RECORD_KEY
@@ -158,6 +159,12 @@ def begin_run(
             "interpreter": program_path(plan.job.kernel.interpreter),
         },
         "environment": environment_record(),
+        # SPEC section 19: the notebook's own environment (declaration, hash, versions).
+        **(
+            {}
+            if plan.environment is None
+            else {"notebook_environment": without_home(plan.environment)}
+        ),
         "env_names": plan.env_names,
         "secret_names": sorted(plan.secrets),
         # Too short to search for in outputs without damaging them (see _records/scrub.py).

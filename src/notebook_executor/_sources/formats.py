@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError
 from .bounded import MAX_SOURCE_BYTES, MAX_TEXT_SOURCE_BYTES
+from .dependencies import Dependencies, declared_dependencies
 from .files import atomic_write_text, missing_folder
 from .ipynb import read_ipynb, write_ipynb
 from .parsing import NESTED_TOO_DEEP, first_line
@@ -89,6 +90,8 @@ class LoadedSource:
     nb: NotebookNode
     sha256: str
     format: SourceFormat
+    #: What the source declares it needs (SPEC section 19), or None.
+    dependencies: Dependencies | None = None
 
 
 def find_format(path: str | os.PathLike[str]) -> SourceFormat | None:
@@ -212,7 +215,8 @@ def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) ->
         raise NotebookSourceError(notebook, "not a text file (it contains NUL bytes)")
     digest = hashlib.sha256(data).hexdigest()
     nb = _parse_cached(notebook, text, fmt, digest)
-    return LoadedSource(path=source_path, nb=nb, sha256=digest, format=fmt)
+    declared = declared_dependencies(notebook, text, nb, fmt)
+    return LoadedSource(path=source_path, nb=nb, sha256=digest, format=fmt, dependencies=declared)
 
 
 def parse_source_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:

@@ -20,33 +20,22 @@ from .parsing import first_line
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["translate_front_matter"]
+__all__ = ["front_matter", "translate_front_matter"]
+
+#: Front matter keys whose YAML must be valid: they declare what a run needs.
+_DECLARING = re.compile(r"^(parameters|dependencies|requires-python)\s*:", re.MULTILINE)
 
 _PARAMETER_LINE = re.compile(r"^\s+([^\s:#][^:#]*?)\s*:.*?\s#\s?(?P<help>.*)$")
 
 
 def translate_front_matter(notebook: str, nb: NotebookNode) -> None:
     """Turn a logbook front matter (a raw first cell) into a ``parameters`` code cell."""
-    import yaml
-
     from .._notebook import new_code_cell
 
-    if not nb.cells or nb.cells[0].cell_type != "raw":
+    body = _front_matter_body(nb)
+    if body is None:
         return
-    text = nb.cells[0].source.strip()
-    if not (text.startswith("---") and text.endswith("---") and len(text) >= 6):
-        return
-    body = text[3:-3]
-    try:
-        front = load_yaml(body)
-    except YamlRefused as exc:
-        raise NotebookSourceError(notebook, f"front matter refused: {exc}") from None
-    except yaml.YAMLError as exc:
-        if re.search(r"^parameters\s*:", body, re.MULTILINE):
-            raise NotebookSourceError(
-                notebook, f"front matter is not valid YAML: {first_line(exc)}"
-            ) from None
-        return
+    front = _load_front_matter(notebook, body)
     if not isinstance(front, dict) or "parameters" not in front:
         return
     declared = front.pop("parameters")
@@ -78,6 +67,46 @@ def translate_front_matter(notebook: str, nb: NotebookNode) -> None:
     nb.cells[0] = cell
     # Present (maybe empty) on every logbook: it is what makes placeholders apply.
     nb.metadata["front_matter"] = json.loads(json.dumps(_string_keys(front), default=str))
+
+
+def front_matter(notebook: str, nb: NotebookNode) -> dict[str, object] | None:
+    """A markdown notebook's front matter as a mapping, or None when it has none: the one
+    :func:`translate_front_matter` kept (a logbook), else the raw first cell's YAML."""
+    kept = nb.metadata.get("front_matter")
+    if isinstance(kept, dict):
+        return kept
+    body = _front_matter_body(nb)
+    if body is None:
+        return None
+    front = _load_front_matter(notebook, body)
+    return front if isinstance(front, dict) else None
+
+
+def _front_matter_body(nb: NotebookNode) -> str | None:
+    """The YAML between the ``---`` lines of a raw first cell, or None."""
+    if not nb.cells or nb.cells[0].cell_type != "raw":
+        return None
+    text = nb.cells[0].source.strip()
+    if not (text.startswith("---") and text.endswith("---") and len(text) >= 6):
+        return None
+    return str(text[3:-3])
+
+
+def _load_front_matter(notebook: str, body: str) -> object:
+    """The YAML of a front matter; None when it is not YAML and declares nothing of ours
+    (a markdown page may open with something else between ``---`` lines)."""
+    import yaml
+
+    try:
+        return load_yaml(body)
+    except YamlRefused as exc:
+        raise NotebookSourceError(notebook, f"front matter refused: {exc}") from None
+    except yaml.YAMLError as exc:
+        if _DECLARING.search(body):
+            raise NotebookSourceError(
+                notebook, f"front matter is not valid YAML: {first_line(exc)}"
+            ) from None
+        return None
 
 
 def _string_keys(value: object) -> object:

@@ -21,6 +21,7 @@ __all__ = [
     "PROG",
     "Parser",
     "UsageError",
+    "add_env_option",
     "add_runs_dir",
     "add_table_format",
     "executor",
@@ -49,6 +50,18 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def add_env_option(parser: argparse.ArgumentParser) -> None:
+    """``--env current``: run a notebook that declares dependencies on this interpreter."""
+    parser.add_argument(
+        "--env",
+        dest="environment",
+        choices=("declared", "current"),
+        default=None,
+        help="where a notebook that declares dependencies runs: 'declared' (default), in an "
+        "environment made by uv for them; 'current', on this interpreter",
+    )
 
 
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +132,7 @@ def executor(args: argparse.Namespace, **options: Any) -> Any:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The options of a run that a command's flags give (of ``--timeout``, ``--cell-timeout``,
-    ``--request``, ``--cwd`` and ``--secret NAME``, those the command has).
+    ``--request``, ``--cwd``, ``--secret NAME`` and ``--env``, those the command has).
 
     A secret's value is read from this process's environment; a name that is not set there
     is a :class:`UsageError`.
@@ -138,6 +151,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         request=getattr(args, "request", None),
         cwd=getattr(args, "cwd", None),
         secrets=secrets or None,
+        environment=getattr(args, "environment", None),
     )
 
 

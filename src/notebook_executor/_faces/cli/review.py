@@ -55,6 +55,7 @@ def register(commands: Any) -> None:
     )
     check.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for each run")
     check.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit per cell")
+    common.add_env_option(check)
     common.add_runs_dir(check)
     check.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     check.set_defaults(handler=_cmd_check)
@@ -102,7 +103,9 @@ def _both_runs(ex: Any, a: str, b: str) -> bool:
 
 def _runs_alike(runs: dict[str, Any]) -> bool:
     status_a, status_b = runs["status"]
-    return status_a == status_b and not (runs["parameters"] or runs["scraps"] or runs["cells"])
+    return status_a == status_b and not (
+        runs["parameters"] or runs["scraps"] or runs.get("packages") or runs["cells"]
+    )
 
 
 def write_run_diff(
@@ -126,8 +129,8 @@ def write_run_diff(
                     f"  {run_id} failed in cell {failed.get('index')} ({kind}): "
                     f"{failed.get('ename')}: {failed.get('evalue')}\n"
                 )
-    for group in ("parameters", "scraps"):
-        if runs[group]:
+    for group in ("parameters", "scraps", "packages"):
+        if runs.get(group):
             out.write(_paint(f"{group}:", "33", colour) + "\n")
             for name, (value_a, value_b) in runs[group].items():
                 out.write(f"  {name}: {_short(value_a)} -> {_short(value_b)}\n")

@@ -131,6 +131,7 @@ def register(commands: Any) -> None:
         help="why the cell was edited, shown in the run's record (one for every --edit, or one "
         "for them all)",
     )
+    common.add_env_option(run)
     common.add_runs_dir(run)
     run.add_argument("--json", action="store_true", help="print the result dict as JSON")
     run.set_defaults(handler=_cmd_run)
@@ -149,6 +150,7 @@ def register(commands: Any) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     from ..._parameters.declared import declared_parameters
     from ..._parameters.values import convert_text_value
+    from ..._run.plan import uses_declared_environment
     from ..._sources.formats import load_source
 
     if args.output is not None and args.output_path is not None:
@@ -162,11 +164,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with common.executor(
         args, kernel_name=args.kernel, log_output=args.log_output, progress=args.progress_bar
     ) as ex:
-        if args.kernel in (None, "python3") and not args.prepare_only:
-            # A template imports ipykernel while the source is read and checked; the kernel
-            # is forked from it once the run is known to be good (bad input: none starts).
+        loaded = load_source(args.notebook)
+        own = not uses_declared_environment(loaded.dependencies, args.environment)
+        if args.kernel in (None, "python3") and not args.prepare_only and own:
+            # A template imports ipykernel while the source is checked; the kernel is forked
+            # from it once the run is known to be good (bad input: none starts). A notebook
+            # with its own environment forks from that environment's template instead.
             ex.prepare_kernel()
-        declared = declared_parameters(load_source(args.notebook).nb)
+        declared = declared_parameters(loaded.nb)
         values: dict[str, Any] = {}
         if args.parameters_file:
             values.update(
@@ -239,20 +244,29 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from ..._parameters.declared import declared_parameters
     from ..._sources.formats import load_source
 
+    loaded = load_source(args.notebook)
     declared = {
-        name: parameter.as_dict()
-        for name, parameter in declared_parameters(load_source(args.notebook).nb).items()
+        name: parameter.as_dict() for name, parameter in declared_parameters(loaded.nb).items()
     }
+    environment = None if loaded.dependencies is None else loaded.dependencies.as_dict()
     if args.json:
+        # The parameters mapping (``inspect_parameters``' shape); the declared dependencies
+        # show in the text form, the MCP answer and ``inspect_environment``.
         print_json(declared)
         return EXIT_OK
     if not declared:
         print("no parameters (no cell tagged 'parameters')")
-        return EXIT_OK
     for info in declared.values():
         default = "(required)" if info["required"] else f"= {info['default']!r}"
         help_text = f"  # {info['help']}" if info["help"] else ""
         print(f"{info['name']}: {info['type']} {default}{help_text}")
+    if environment is not None:
+        python = environment["requires-python"]
+        print(
+            f"dependencies ({environment['declared_in']}): "
+            + (", ".join(environment["dependencies"]) or "none")
+            + (f"; requires-python {python}" if python else "")
+        )
     return EXIT_OK
 
 

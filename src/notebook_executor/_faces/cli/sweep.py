@@ -69,6 +69,7 @@ def register(commands: Any) -> None:
         metavar="NAME",
         help="pass environment variable NAME to the kernels as a secret (repeatable)",
     )
+    common.add_env_option(sweep)
     common.add_runs_dir(sweep)
     sweep.add_argument("--json", action="store_true", help="print the list of result dicts")
     sweep.set_defaults(handler=_cmd_sweep)

@@ -14,7 +14,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -53,7 +53,7 @@ _RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world
 #: offers, described by their help there. The others are the operator's, not a client's: an
 #: ``output_path`` or a ``cwd`` would reach outside the root, ``env`` into the kernel's
 #: environment. ``secrets`` are names of the server's variables the operator allows.
-EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets", "edits")
+EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets", "edits", "environment")
 
 #: The filters the run-listing tools share.
 NotebookFilter = Annotated[
@@ -130,10 +130,13 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
     async def inspect_parameters(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
     ) -> CallToolResult:
-        """The parameters a notebook declares: name, type, default, help text, required."""
+        """The parameters a notebook declares: name, type, default, help text, required; and
+        the dependencies it declares (its environment: dependencies, requires-python), or
+        null."""
         target = where(path)
         declared = await ws.call(lambda: ex.inspect_parameters(target))
-        return ws.answer({"path": path, "parameters": declared})
+        environment = await ws.call(lambda: ex.inspect_environment(target))
+        return ws.answer({"path": path, "parameters": declared, "environment": environment})
 
     @tool(_READ_ONLY)
     async def read_notebook(
@@ -248,6 +251,10 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                 description=option_help("edits"),
             ),
         ] = None,
+        environment: Annotated[
+            Literal["declared", "current"] | None,
+            Field(description=option_help("environment")),
+        ] = None,
     ) -> CallToolResult:
         """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
         failed_cell (index, source, ename, evalue, traceback), scraps, run_id, edited_cells.
@@ -276,6 +283,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                     request=request,
                     secrets=secret_values,
                     edits=edits,  # type: ignore[arg-type]  # checked by the executor
+                    environment=environment,
                     on_cell=on_cell if wants_progress else None,
                     cancel=cancel,
                 )

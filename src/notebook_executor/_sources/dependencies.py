@@ -1,0 +1,204 @@
+"""What a notebook declares it needs to run: its dependencies and the Python it runs on.
+
+One reader per place a declaration lives (SPEC section 19):
+
+- a script's PEP 723 block (``# /// script`` ... ``# ///``): :func:`script_metadata`, with the
+  PEP's reference regular expression and ``tomllib``, so a block reads here exactly as
+  ``uv run`` reads it;
+- a markdown notebook's front matter ``dependencies:`` and ``requires-python:``:
+  :func:`front_matter_dependencies`;
+- an ``.ipynb``'s metadata, ``metadata.notebook_executor.dependencies`` and
+  ``metadata.notebook_executor["requires-python"]``: :func:`metadata_dependencies`.
+
+:func:`declared_dependencies` asks the one that fits the source, and every reader checks what
+it found with :func:`checked_declaration` (requirements as PEP 508 reads them, ``requires-python``
+as a PEP 440 specifier set), so a malformed declaration is a :class:`NotebookSourceError` before
+anything is installed.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import NotebookSourceError
+from .parsing import first_line
+
+if TYPE_CHECKING:
+    from .._notebook import NotebookNode
+    from .source_format import SourceFormat
+
+__all__ = [
+    "METADATA_KEY",
+    "SCRIPT_BLOCK",
+    "Dependencies",
+    "checked_declaration",
+    "declared_dependencies",
+    "front_matter_dependencies",
+    "metadata_dependencies",
+    "script_metadata",
+]
+
+#: PEP 723's reference regular expression for a metadata block, as the PEP writes it.
+SCRIPT_BLOCK = re.compile(
+    r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$"
+)
+
+#: The notebook metadata key that holds a declaration (and the run record, in a run's .ipynb).
+METADATA_KEY = "notebook_executor"
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """A notebook's declared dependencies.
+
+    Attributes
+    ----------
+    dependencies : tuple of str
+        PEP 508 requirements, as declared (order kept).
+    requires_python : str or None
+        A PEP 440 specifier set for the interpreter, or None.
+    declared_in : str
+        Where: ``"script block"``, ``"front matter"`` or ``"metadata"``.
+    """
+
+    dependencies: tuple[str, ...]
+    requires_python: str | None
+    declared_in: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The declaration as JSON: ``{"dependencies", "requires-python", "declared_in"}``."""
+        return {
+            "dependencies": list(self.dependencies),
+            "requires-python": self.requires_python,
+            "declared_in": self.declared_in,
+        }
+
+
+def script_metadata(notebook: str, text: str) -> dict[str, Any] | None:
+    """The TOML of ``text``'s PEP 723 ``script`` block, or None when it has none.
+
+    Follows the PEP's reference implementation: more than one ``script`` block is an error,
+    each content line loses its ``# `` (or ``#``), and the content is read with ``tomllib``.
+
+    Raises
+    ------
+    NotebookSourceError
+        Several ``script`` blocks, or one that is not valid TOML.
+    """
+    matches = [m for m in SCRIPT_BLOCK.finditer(text) if m.group("type") == "script"]
+    if not matches:
+        return None
+    if len(matches) > 1:
+        raise NotebookSourceError(notebook, "more than one '# /// script' block (PEP 723)")
+    content = "".join(
+        line[2:] if line.startswith("# ") else line[1:]
+        for line in matches[0].group("content").splitlines(keepends=True)
+    )
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    try:
+        table: dict[str, Any] = tomllib.loads(content)
+        return table
+    except tomllib.TOMLDecodeError as exc:
+        raise NotebookSourceError(
+            notebook, f"the '# /// script' block is not valid TOML: {first_line(exc)}"
+        ) from None
+
+
+def checked_declaration(
+    notebook: str, where: str, dependencies: object, requires_python: object
+) -> Dependencies:
+    """A declaration whose parts are checked: a list of PEP 508 requirement strings and a
+    PEP 440 specifier set (or None).
+
+    Raises
+    ------
+    NotebookSourceError
+        Naming the part, and the requirement, that is malformed.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if dependencies is None:
+        dependencies = []
+    if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
+        raise NotebookSourceError(
+            notebook, f"{where}: 'dependencies' must be a list of requirement strings"
+        )
+    for requirement in dependencies:
+        try:
+            Requirement(requirement)
+        except InvalidRequirement as exc:
+            raise NotebookSourceError(
+                notebook, f"{where}: requirement {requirement!r} is malformed: {first_line(exc)}"
+            ) from None
+    if requires_python is not None:
+        if not isinstance(requires_python, str):
+            raise NotebookSourceError(notebook, f"{where}: 'requires-python' must be a string")
+        try:
+            SpecifierSet(requires_python)
+        except InvalidSpecifier:
+            raise NotebookSourceError(
+                notebook,
+                f"{where}: 'requires-python' {requires_python!r} is not a version specifier",
+            ) from None
+    return Dependencies(tuple(dependencies), requires_python, where)
+
+
+def _declaration(notebook: str, where: str, table: Mapping[str, Any]) -> Dependencies | None:
+    if "dependencies" not in table and "requires-python" not in table:
+        return None
+    return checked_declaration(
+        notebook, where, table.get("dependencies"), table.get("requires-python")
+    )
+
+
+def front_matter_dependencies(notebook: str, front: Mapping[str, Any]) -> Dependencies | None:
+    """The declaration in a markdown notebook's front matter (``dependencies:``,
+    ``requires-python:``), or None."""
+    return _declaration(notebook, "front matter", front)
+
+
+def metadata_dependencies(notebook: str, metadata: Mapping[str, Any]) -> Dependencies | None:
+    """The declaration in a notebook's metadata (``notebook_executor.dependencies`` and
+    ``notebook_executor.requires-python``), or None."""
+    table = metadata.get(METADATA_KEY)
+    if not isinstance(table, Mapping):
+        return None
+    return _declaration(notebook, "metadata", table)
+
+
+def declared_dependencies(
+    notebook: str, text: str, nb: NotebookNode, fmt: SourceFormat
+) -> Dependencies | None:
+    """What the source declares, or None: a script's PEP 723 block, a markdown notebook's
+    front matter, else the notebook's metadata (the ``.ipynb`` way, read for every format).
+
+    Raises
+    ------
+    NotebookSourceError
+        The declaration is malformed.
+    """
+    if fmt.name == "percent script":
+        block = script_metadata(notebook, text)
+        if block is not None:
+            return checked_declaration(
+                notebook,
+                "script block",
+                block.get("dependencies"),
+                block.get("requires-python"),
+            )
+    if fmt.name == "markdown notebook":
+        from .front_matter import front_matter
+
+        front = front_matter(notebook, nb)
+        found = None if front is None else front_matter_dependencies(notebook, front)
+        if found is not None:
+            return found
+    return metadata_dependencies(notebook, nb.metadata)
