@@ -35,7 +35,15 @@ from .parsing import NESTED_TOO_DEEP, first_line
 from .remote import is_url, read_url, write_url
 from .source_format import SNIFF_CHARS, SourceFormat
 from .spans import text_cell_spans
-from .text_formats import read_markdown, read_script, sniff_markdown, sniff_script, write_text
+from .text_formats import (
+    markdown_near_miss,
+    read_markdown,
+    read_script,
+    script_near_miss,
+    sniff_markdown,
+    sniff_script,
+    write_text,
+)
 
 if TYPE_CHECKING:
     import nbformat
@@ -52,6 +60,7 @@ __all__ = [
     "format_for",
     "is_notebook",
     "load_source",
+    "notebook_verdict",
     "notebook_to_text",
     "parse_source_text",
     "read_notebook",
@@ -68,6 +77,7 @@ FORMATS: tuple[SourceFormat, ...] = (
         read_script,
         write_text,
         text_cell_spans,
+        script_near_miss,
     ),
     SourceFormat(
         "markdown notebook",
@@ -77,6 +87,7 @@ FORMATS: tuple[SourceFormat, ...] = (
         read_markdown,
         write_text,
         text_cell_spans,
+        markdown_near_miss,
     ),
 )
 
@@ -116,17 +127,26 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
 def is_notebook(path: Path) -> bool:
     """Whether ``path`` (a file found in a folder) is a notebook source: its suffix names a
     format, and the format's sniffer accepts the head of its text."""
+    return notebook_verdict(path)[0]
+
+
+def notebook_verdict(path: Path) -> tuple[bool, str | None]:
+    """``(is_notebook(path), why not)``: the reason is given for a file that looks like a
+    notebook and is not one (a test module whose ``# %%`` lines are inside strings), None
+    for any other file."""
     fmt = find_format(path)
     if fmt is None:
-        return False
+        return False, None
     if fmt.sniff is None:
-        return True
+        return True, None
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             head = handle.read(SNIFF_CHARS)
-    except OSError:
-        return False
-    return fmt.sniff(head)
+    except OSError as exc:
+        return False, f"unreadable: {exc.strerror or exc}"
+    if fmt.sniff(head):
+        return True, None
+    return False, None if fmt.near_miss is None else fmt.near_miss(head)
 
 
 def read_notebook(path: str | os.PathLike[str]) -> nbformat.NotebookNode:

@@ -184,7 +184,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     paths = args.paths or ["."]
     try:
-        notebooks = find_notebooks(paths)
+        notebooks = find_notebooks(
+            paths,
+            # Files that look like notebooks and are not: said, on stderr (stdout is the
+            # verdicts' and --json's).
+            lambda path, why: print(f"skipped {path}: {why}", file=sys.stderr),
+        )
     except FileNotFoundError as exc:
         raise UsageError(f"no such file or folder: {exc.args[0]!r}") from None
     if args.notebooks_only:

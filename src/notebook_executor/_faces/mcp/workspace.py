@@ -19,6 +19,7 @@ from mcp.types import CallToolResult, TextContent
 from ..._errors import NotebookExecutorError, ParameterError
 from ..._executor import NotebookExecutor
 from ..._parameters.environment import declared_env_names
+from ..._records.identity import project_folder
 from ..._records.results import redact
 from ..._records.store import RunStore
 from ..._sources.formats import load_source
@@ -153,9 +154,10 @@ class Workspace:
     def present(self, result: Mapping[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
         shown = dict(result)
-        for key in ("notebook", "output_path"):
-            if isinstance(shown.get(key), str):
-                shown[key] = self.root.relative(shown[key])
+        if isinstance(shown.get("notebook"), str):
+            shown["notebook"] = self.notebook_name(shown["notebook"])
+        if isinstance(shown.get("output_path"), str):
+            shown["output_path"] = self.root.relative(shown["output_path"])
         failed = shown.get("failed_cell")
         if isinstance(failed, dict):
             shown["failed_cell"] = {
@@ -163,6 +165,18 @@ class Workspace:
                 "traceback": trim_traceback([str(line) for line in failed.get("traceback", [])]),
             }
         return shown
+
+    def notebook_name(self, recorded: str) -> str:
+        """A notebook as the caller names it: a record's name (relative to the project, the
+        runs folder's parent: see :mod:`~..._records.identity`) or a path, made relative to
+        the root when inside it."""
+        path = Path(recorded)
+        project = project_folder(self.executor.runs_dir)
+        if not path.is_absolute() and not recorded.startswith("~") and project is not None:
+            path = project / path
+        if not path.is_absolute():
+            return recorded
+        return self.root.relative(path)
 
     def run_path(self, run_id: str) -> Path:
         """The executed notebook of run ``run_id``."""
