@@ -124,3 +124,53 @@ def test_reindex_repairs_names_written_under_the_old_rule(tmp_path: Path) -> Non
     record = json.loads(path.read_text(encoding="utf-8"))["metadata"]["notebook_executor"]
     assert record["notebook"] == record["source"]["path"] == "notebooks/greet.py"
     assert "notebook: notebooks/greet.py" in path.with_suffix(".md").read_text(encoding="utf-8")
+
+
+MANY = """\
+# %% tags=["parameters"]
+n = 1
+label = "a"
+
+# %%
+import scrapbook as sb
+sb.glue("loss", 1.0 / n)
+sb.glue("label", label)
+
+# %%
+if n % 3 == 0:
+    raise ValueError(f"no multiples of three in {label}")
+"""
+
+
+def test_the_mcp_digest_over_many_notebooks_keeps_its_page_and_cuts_its_lists(
+    tmp_path: Path,
+) -> None:
+    from unit.fake_engine import FakeEngine
+
+    from integration.mcp_client import MAX_RESPONSE_CHARS, response_size
+
+    # 30 notebooks, 4 runs each, long requests: the records only (a fake engine makes them).
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+        for i in range(30):
+            source = tmp_path / "notebooks" / f"study_{i:02d}.py"
+            source.parent.mkdir(exist_ok=True)
+            source.write_text(MANY, encoding="utf-8")
+            for n in range(1, 5):
+                ex.execute(source, parameters={"n": n, "label": f"label-{i}-{n}"},
+                           request=f"try n={n} on study {i}: " + "why " * 20)  # fmt: skip
+        page = ex.digest()["text"]
+
+    async def scenario() -> Any:
+        async with stdio_session(tmp_path) as session:
+            return await session.call_tool("digest", {})
+
+    answer = anyio.run(scenario)
+    found = structured(answer)
+    assert response_size(answer) <= MAX_RESPONSE_CHARS
+    # The page is whole (as the API makes it), and the lists are there, cut inside.
+    assert found["text"] == page
+    for key in ("parameters", "scraps", "trends", "errors", "notes", "statuses"):
+        assert isinstance(found[key], list), key
+    assert found["scraps"] and found["errors"] and found["notes"]
+    assert sum(found["omitted"].values()) > 0
+    assert "[..." not in json.dumps(found)

@@ -18,6 +18,7 @@ __all__ = [
     "MIN_LIMIT",
     "clip",
     "fit",
+    "fit_lists",
     "serialized_size",
     "trim_traceback",
 ]
@@ -94,6 +95,30 @@ def fit(document: Any, limit: int = MAX_PAYLOAD_CHARS) -> Any:
             return shown
         if not tree.halve_largest():
             return _as_text(shown, limit)
+
+
+def fit_lists(document: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``document`` with its top-level lists cut until its compact JSON is at most ``limit``
+    characters (or no list is left to cut), its other keys whole.
+
+    Each round halves the list that takes the most room (keeping its first items: the
+    digest's lists are ordered most telling first) and adds the count cut to the mapping
+    under ``"omitted"`` (made if need be). :func:`fit` then has less, or nothing, to cut: a
+    page of text stays whole while the lists beside it shrink.
+    """
+    if serialized_size(document) <= limit:
+        return document
+    shown = dict(document)
+    omitted = dict(shown.get("omitted") or {})
+    while serialized_size({**shown, "omitted": omitted}) > limit:
+        lists = [(key, value) for key, value in shown.items() if isinstance(value, list) and value]
+        if not lists:
+            break
+        key, longest = max(lists, key=lambda item: serialized_size(item[1]))
+        keep = len(longest) // 2
+        shown[key] = longest[:keep]
+        omitted[key] = omitted.get(key, 0) + len(longest) - keep
+    return {**shown, "omitted": omitted}
 
 
 #: The smallest limit :func:`fit` accepts: room for a clipped text and its marker.

@@ -30,6 +30,7 @@ from ..._run.options import option_help
 from ..._sources.bounded import unencodable
 from ..._types import RunResult
 from ...engine import RunCancelled
+from .budget import fit_lists
 from .arguments import StrictTool, notebook_values, strict_tool
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
@@ -389,7 +390,11 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
             found[key] = [
                 {**item, "notebook": ws.notebook_name(item["notebook"])} for item in found[key]
             ]
-        return ws.answer({**found, "notebook": notebook, "text": ws.shown(found["text"])})
+        # Over many notebooks the lists are long: they are cut (counted in "omitted"), the
+        # page (text) is kept whole.
+        return ws.answer(
+            {**found, "notebook": notebook, "text": ws.shown(found["text"])}, prefit=fit_lists
+        )
 
     @tool(_READ_ONLY)
     async def collect_outputs(

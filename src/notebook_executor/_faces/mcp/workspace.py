@@ -145,11 +145,16 @@ class Workspace:
             known = dict(self._secrets)
         return self.root.relative_text(str(redact(message, known)))
 
-    def answer(self, payload: dict[str, Any]) -> CallToolResult:
-        """``payload`` redacted and cut to the budget, as structured content and JSON text."""
+    def answer(
+        self,
+        payload: dict[str, Any],
+        prefit: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+    ) -> CallToolResult:
+        """``payload`` redacted and cut to the budget, as structured content and JSON text
+        (``prefit``, when given, cuts it first: see :func:`tool_result`)."""
         with self._lock:
             known = dict(self._secrets)
-        return tool_result(_sendable(redact(payload, known)))
+        return tool_result(_sendable(redact(payload, known)), prefit)
 
     def present(self, result: Mapping[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
@@ -204,12 +209,19 @@ class Workspace:
         return value, True
 
 
-def tool_result(payload: dict[str, Any]) -> CallToolResult:
+def tool_result(
+    payload: dict[str, Any],
+    prefit: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+) -> CallToolResult:
     """``payload`` as structured content and as JSON text, the whole result (as it goes over
-    the wire) within :data:`MAX_RESPONSE_CHARS` characters."""
+    the wire) within :data:`MAX_RESPONSE_CHARS` characters.
+
+    ``prefit(payload, limit)``, when given, cuts the payload its own way first (the digest's
+    lists, its page kept whole: :func:`.budget.fit_lists`); :func:`.budget.fit` then cuts
+    what still does not fit."""
     limit = MAX_PAYLOAD_CHARS
     while True:
-        fitted = fit(payload, limit)
+        fitted = fit(payload if prefit is None else prefit(payload, limit), limit)
         text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"), default=str)
         result = CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=json.loads(text)
