@@ -109,10 +109,15 @@ def build_result(
     to why (``"stream_cap"`` or ``"lost"``).
     """
     redactor = Redactor(secrets or {})
+    # A logbook's first cell is its front matter made a parameters cell: no code cell of the
+    # source (the summary said "2/2 code cells" of a logbook with one).
+    front = "front_matter" in executed.metadata
     code_cells = [
         i
         for i, cell in enumerate(executed.cells)
-        if cell.cell_type == "code" and not cell_map.is_injected(i)
+        if cell.cell_type == "code"
+        and not cell_map.is_injected(i)
+        and not (front and cell_map.to_source(i) == 0)
     ]
     completed = set(outcome.completed)
     failure = outcome.failure

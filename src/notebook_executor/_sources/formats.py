@@ -116,6 +116,8 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
     fmt = find_format(path)
     if fmt is not None:
         return fmt
+    if not is_url(path) and _is_dir(path):
+        raise NotebookSourceError(os.fspath(path), _A_FOLDER)
     suffix = Path(path).suffix.lower()
     known = ", ".join(suffix for f in FORMATS for suffix in f.suffixes)
     raise NotebookSourceError(
@@ -169,6 +171,20 @@ def read_notebook(path: str | os.PathLike[str]) -> nbformat.NotebookNode:
     return nb
 
 
+#: What a folder given as a notebook is told.
+_A_FOLDER = (
+    "is a folder, not a notebook: name a notebook file in it "
+    "(`notebook-executor check FOLDER` finds and checks them all)"
+)
+
+
+def _is_dir(path: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def load_source(path: str | os.PathLike[str]) -> LoadedSource:
     """Read, parse and normalise a notebook source.
 
@@ -194,7 +210,9 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
     except OSError as exc:
         raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     if not source_path.is_file():
-        raise NotebookSourceError(notebook, "not a regular file")
+        raise NotebookSourceError(
+            notebook, _A_FOLDER if source_path.is_dir() else "not a regular file"
+        )
     if size > MAX_SOURCE_BYTES:
         raise NotebookSourceError(
             notebook, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
