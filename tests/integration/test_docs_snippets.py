@@ -85,9 +85,7 @@ def test_every_snippet_of_the_page_runs(page: Path, tmp_path: Path) -> None:
             continue
         where = f"{page.name}, block {number} ({info}):\n{text}"
         if info == "bash":
-            script = "\n".join(
-                line for line in text.splitlines() if not INSTALLS.match(line)
-            )
+            script = "\n".join(line for line in text.splitlines() if not INSTALLS.match(line))
             if not script.strip():
                 continue
             _run(["bash", "-e", "-o", "pipefail", "-c", script], work, env, where)

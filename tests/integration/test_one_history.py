@@ -145,9 +145,8 @@ if n % 3 == 0:
 def test_the_mcp_digest_over_many_notebooks_keeps_its_page_and_cuts_its_lists(
     tmp_path: Path,
 ) -> None:
-    from unit.fake_engine import FakeEngine
-
     from integration.mcp_client import MAX_RESPONSE_CHARS, response_size
+    from unit.fake_engine import FakeEngine
 
     # 30 notebooks, 4 runs each, long requests: the records only (a fake engine makes them).
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:

@@ -80,7 +80,8 @@ def test_modified_and_failed_run_pages(tmp_path: Path) -> None:
         )
         failed = ex.execute(tmp_path / "failing.py")
     assert modified["status"] == "success", modified
-    assert failed["status"] == "error" and failed["failed_cell"]["ename"] == "KeyError"
+    assert failed["status"] == "error" and failed["error_kind"] == "cell_error"
+    assert failed["failed_cell"] is not None and failed["failed_cell"]["ename"] == "KeyError"
     done = subprocess.run(
         [sys.executable, "-m", "notebook_executor", "report", "--runs-dir",
          str(tmp_path / "runs"), "--out", str(tmp_path / "site")],

@@ -100,7 +100,7 @@ def test_cells_lists_the_cells_and_their_indices(capsys: pytest.CaptureFixture[s
     assert code == 0, err
     assert out.splitlines() == [
         "  0  markdown     The narrative",
-        "  1  code         [parameters] blob = \"x\"",
+        '  1  code         [parameters] blob = "x"',
         "  2  code         import scrapbook as sb",
     ]
     code, out, err = run_cli(capsys, "cells", "log.md", "--json")

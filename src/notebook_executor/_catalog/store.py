@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.identity import project_folder, project_notebooks, repaired_identity
@@ -79,6 +79,8 @@ from .sql import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .._notebook import NotebookNode
 
 __all__ = ["CATALOG_NAME", "SCHEMA_VERSION", "Catalog"]
 
@@ -472,7 +474,8 @@ class Catalog:
             logger.info("reindex: run %s names its notebook %s (was %s)", run_file.run_id,
                         named, recorded)  # fmt: skip
             try:
-                self.store.write(run_file.run_id, run_file.notebook(), repaired, final=True)
+                nb = cast("NotebookNode", run_file.notebook())  # nbformat's node: a dict too
+                self.store.write(run_file.run_id, nb, repaired, final=True)
             except OSError as exc:
                 logger.warning("reindex: cannot rewrite %s: %s", run_file.path, exc)
         return repaired

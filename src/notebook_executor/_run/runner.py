@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import NotebookExecutorError, OutputWriteError
+from .._records.identity import notebook_identity
 from .._records.ids import new_run_id
 from .._records.papermill_meta import annotate_papermill
-from .._records.identity import notebook_identity
 from .._records.provenance import (
     RECORD_VERSION,
     display_path,

@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from .source_format import SourceFormat
 
 __all__ = [
+    "has_myst_cells",
+    "markdown_near_miss",
     "read_markdown",
     "read_script",
     "read_text",
-    "has_myst_cells",
-    "markdown_near_miss",
     "script_near_miss",
     "sniff_markdown",
     "sniff_script",
@@ -104,8 +104,7 @@ def has_myst_cells(text: str) -> bool:
 
     tokens = MarkdownIt("commonmark").parse(text)
     return any(
-        token.type == "fence" and token.info.strip().startswith("{code-cell}")
-        for token in tokens
+        token.type == "fence" and token.info.strip().startswith("{code-cell}") for token in tokens
     )
 
 

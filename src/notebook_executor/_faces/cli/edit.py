@@ -177,9 +177,9 @@ def _cmd_cells(args: argparse.Namespace) -> int:
         print_json({"path": args.path, "cells": listed})
         return EXIT_OK
     for item in listed:
-        tags = f"[{', '.join(item['tags'])}] " if item["tags"] else ""
+        shown_tags = f"[{', '.join(item['tags'])}] " if item["tags"] else ""
         kind = "front matter" if item["front_matter"] else item["cell_type"]
-        print(f"{item['index']:>3}  {kind:<12} {tags}{item['first_line']}")
+        print(f"{item['index']:>3}  {kind:<12} {shown_tags}{item['first_line']}")
     return EXIT_OK
 
 

@@ -30,8 +30,8 @@ from ..._run.options import option_help
 from ..._sources.bounded import unencodable
 from ..._types import RunResult
 from ...engine import RunCancelled
-from .budget import fit_lists
 from .arguments import StrictTool, notebook_values, strict_tool
+from .budget import fit_lists
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
