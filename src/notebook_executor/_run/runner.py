@@ -237,6 +237,9 @@ def finish_run(
         secrets=plan.secrets,
         output_cut=output_cut,
         edited_cells=[edit["index"] for edit in plan.edits],
+        # A markdown logbook's front matter (an .ipynb made from one keeps a real code cell).
+        front_matter=plan.source_format == "markdown notebook"
+        and "front_matter" in plan.nb.metadata,
     )
     result = cast("RunResult", dict(redact(result, plan.secrets)))
     stored = {
