@@ -69,9 +69,16 @@ def test_every_face_and_working_directory_files_runs_under_one_name(tmp_path: Pa
             )
             assert answer["notebook"] == "notebooks/greet.py"
             listed = structured(await session.call_tool("list_runs", {}))
-            return {"execute": answer, "runs": listed}
+            found = structured(await session.call_tool("list_notebooks", {}))
+            return {"execute": answer, "runs": listed, "notebooks": found}
 
+    # A test module holding a notebook's text in a string is no notebook, and is said so.
+    (project / "tests").mkdir()
+    (project / "tests" / "test_greet.py").write_text('TEXT = """\n' + NOTEBOOK + '"""\n')
     over_mcp = anyio.run(scenario)
+    assert over_mcp["notebooks"]["notebooks"] == ["notebooks/greet.py"]
+    (skipped,) = over_mcp["notebooks"]["skipped"]
+    assert skipped["path"] == "tests/test_greet.py" and "inside strings" in skipped["why"]
     assert {r["notebook"] for r in over_mcp["runs"]["runs"]} == {"notebooks/greet.py"}
 
     with NotebookExecutor(runs_dir=runs) as ex:
