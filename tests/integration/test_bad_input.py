@@ -569,7 +569,7 @@ def test_api_refuses_files_that_are_not_notebook_files(ex: NotebookExecutor, scr
         handle.truncate(MAX_SOURCE_BYTES + 1)
     reasons = {
         "missing \u00e9 \U0001f680.ipynb": "no such file",
-        "a folder.ipynb": "not a regular file",
+        "a folder.ipynb": "is a folder, not a notebook",
         "loop.py": "cannot read",
         "dangling.md": "no such file",
         huge.name: "too large",

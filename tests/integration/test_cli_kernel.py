@@ -425,8 +425,13 @@ def test_convert_round_trip_runs_the_same(ex: NotebookExecutor, tmp_path: Path) 
     logbook = {"station": "S9", "readings": [1.0, 2.0]}
     original = outcome(EXAMPLES / "logbook.md", logbook)
     assert original["scraps"] == {"station": "S9", "mean": 1.5, "total": 3.0}
+    # The logbook's parameters come from its front matter, no code cell of the .md; converted,
+    # they are a code cell of the .ipynb and the .py: one more code cell, the same run.
+    assert (original.pop("cells_total"), original.pop("cells_executed")) == (2, 2)
     for name in ("logbook.ipynb", "logbook.py"):
-        assert outcome(tmp_path / name, logbook) == original, name
+        ran = outcome(tmp_path / name, logbook)
+        assert (ran.pop("cells_total"), ran.pop("cells_executed")) == (3, 3)
+        assert ran == original, name
 
 
 def test_convert_bad_input(tmp_path: Path) -> None:
@@ -469,7 +474,8 @@ def test_records_hold_no_home_path(tmp_path: Path) -> None:
     assert Path(result["output_path"]) == output
     record = nbformat.read(output, as_version=4).metadata["notebook_executor"]
     assert record["run_id"] == result["run_id"]
-    assert record["source"]["path"] == "~/work/hello.py"
+    # Named relative to the project (the runs folder's parent): no home path either way.
+    assert record["notebook"] == record["source"]["path"] == "work/hello.py"
     files = run_files(home / "runs")
     assert len(files) == 2
     for path in [*files, output]:

@@ -249,7 +249,8 @@ def test_filters_and_sorting_work_in_the_browser(site: dict[str, Any]) -> None:
     assert browser.evaluate(SHOWN_ROWS + " && r.dataset.status !== 'error').length") == 0
     assert browser.evaluate("document.getElementById('shown-count').textContent") == "2"
 
-    other = site["other"]["notebook"]
+    # The records name a notebook relative to the runs folder's parent (the site's root).
+    other = "other.py"
     browser = _open(site, site["index"], "#notebook=" + urllib.parse.quote(other, safe=""))
     shown = browser.evaluate(
         "[...document.querySelectorAll('section.notebook-runs')].filter(s => !s.hidden)"

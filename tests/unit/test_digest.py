@@ -109,7 +109,8 @@ def test_the_digest_matches_the_runs_item_by_item(
     assert last_success["parameters"] == {"n": 5, "mode": "b"}
     assert found["scraps"] == [
         {
-            "notebook": last_success["notebook"],
+            # Named as the records name it: relative to the runs folder's parent.
+            "notebook": "sweep.py",
             "run_id": last_success["run_id"],
             "started_at": last_success["started_at"],
             "scraps": {"label": "b-5", "loss": 0.2},
@@ -282,7 +283,8 @@ def test_notebooks_in_a_deep_folder_are_named_by_what_tells_them_apart(tmp_path:
     first, second = deep / "first.py", deep / "sub" / "second.py"
     for path in (first, second):
         path.write_text('# %%\nimport scrapbook as sb\nsb.glue("n", 1)\n', encoding="utf-8")
-    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+    # Runs recorded in another project: the notebooks keep their whole paths.
+    with NotebookExecutor(runs_dir=tmp_path / "elsewhere" / "runs", engine=FakeEngine()) as ex:
         for _ in range(3):
             ex.execute(first, request="a request of the first")
             ex.execute(second, request="a request of the second")

@@ -186,7 +186,7 @@ def test_search_finds_the_note_and_the_edited_text(ex: NotebookExecutor, tmp_pat
             "kind": "edit",
             "text": NOTE,
             "cell": 2,
-            "notebook": result["notebook"],
+            "notebook": ex.get_run(result["run_id"])["notebook"],
             "run_id": result["run_id"],
             "started_at": result["started_at"],
             "status": "success",

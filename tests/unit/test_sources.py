@@ -339,7 +339,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_a_directory(tmp_path: Path) -> None:
     (tmp_path / "dir.ipynb").mkdir()
-    with pytest.raises(NotebookSourceError, match="not a regular file"):
+    with pytest.raises(NotebookSourceError, match="is a folder, not a notebook"):
         read_notebook(tmp_path / "dir.ipynb")
 
 

@@ -40,7 +40,7 @@ def digest_page(
             argument="limit_chars",
         )
     where, values = filters(None, None, since)
-    named, named_values = filters(notebook, None, None)
+    named, named_values = filters(notebook, None, None, path.parent)
 
     def digest_of(conn: sqlite3.Connection) -> dict[str, Any]:
         if notebook is None:

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .._errors import CatalogError, InvalidArgumentError
+from .._records.identity import notebook_identity
 from .._records.provenance import display_path
 from .._records.run_files import RESULT_KEYS
 from .._run.checks import check_path
@@ -279,9 +280,16 @@ def healthy(path: Path) -> bool:
 
 
 def filters(
-    notebook: str | os.PathLike[str] | None, status: str | None, since: str | date | None
+    notebook: str | os.PathLike[str] | None,
+    status: str | None,
+    since: str | date | None,
+    runs_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[str, list[Any]]:
     """The ``WHERE`` clause (empty when no filter is given) and its values; see ``Catalog``.
+
+    With ``runs_dir``, a ``notebook`` naming an existing file is matched by the name the
+    records give it (:func:`~.._records.identity.notebook_identity`), from any working
+    directory.
 
     Raises
     ------
@@ -293,6 +301,8 @@ def filters(
     if notebook is not None:
         check_path("notebook", notebook)
         given = display_path(os.fspath(notebook))
+        if runs_dir is not None and _is_file(notebook):
+            given = notebook_identity(notebook, runs_dir)
         clauses.append("notebook_name = ? AND path_matches(notebook, ?)")
         values += [PurePosixPath(given).name, given]
     if status is not None:
@@ -319,6 +329,13 @@ def check_limit(limit: Any) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
     return limit
+
+
+def _is_file(path: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def _path_matches(stored: str | None, given: str) -> bool:

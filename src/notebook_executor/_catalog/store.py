@@ -49,11 +49,12 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
+from .._records.identity import project_folder, project_notebooks, repaired_identity
 from .._records.run_files import RESULT_KEYS
-from .._records.store import RunStore, unwritable
+from .._records.store import RunFile, RunStore, unwritable
 from .._types import Digest, RunResult, SearchHit
 from .digest_page import digest_page
 from .liveness import LOCKS_DIR, RunLocks, flocked
@@ -77,6 +78,8 @@ from .sql import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .._notebook import NotebookNode
 
 __all__ = ["CATALOG_NAME", "SCHEMA_VERSION", "Catalog"]
 
@@ -130,6 +133,7 @@ class Catalog:
         self._conn: sqlite3.Connection | None = None
         self._owner_pid = os.getpid()
         self._locks = RunLocks(self.runs_dir)
+        self._project_notebooks: list[str] | None = None
 
     def __enter__(self) -> Catalog:
         return self
@@ -221,7 +225,7 @@ class Catalog:
         list of dict
             Result dicts (SPEC section 4); a run still going has ``status: "running"``.
         """
-        where, values = filters(notebook, status, since)
+        where, values = filters(notebook, status, since, self.runs_dir)
         sql = SELECT_RESULT + where + NEWEST_FIRST
         if limit is not None:
             sql += " LIMIT ?"
@@ -270,7 +274,7 @@ class Catalog:
         missing value there. Scraps that are not JSON (DataFrames, display-only) are left
         out: ``NotebookExecutor.collect_outputs`` decodes them. Filters as in the class notes.
         """
-        where, values = filters(notebook, status, since)
+        where, values = filters(notebook, status, since, self.runs_dir)
         sql = (
             "SELECT run_id, notebook, status, started_at, duration_seconds, parameters, "
             "scrap_values FROM runs" + where + NEWEST_FIRST
@@ -316,7 +320,7 @@ class Catalog:
             The query is malformed, or a filter or ``limit`` is not valid.
         """
         expression = match_expression(query)
-        where, values = filters(notebook, status, since)
+        where, values = filters(notebook, status, since, self.runs_dir)
         count = check_limit(limit)
         hits = self._query(lambda conn: _search(conn, expression, where, values, count))
         return hits or []
@@ -424,10 +428,11 @@ class Catalog:
     def _reindex(self, conn: sqlite3.Connection) -> int:
         rows = []
         texts = []
+        self._project_notebooks = None
         for path in self.store.paths():
             try:
                 run_file = self.store.read_path(path)
-                record, cells = run_file.record, run_file.cells
+                record, cells = self._repaired(run_file), run_file.cells
                 row = row_from_record({**record, "run_id": path.stem})
                 texts.append((path.stem, run_texts(record, cells)))
             except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
@@ -448,6 +453,38 @@ class Catalog:
             clear_index(conn, (r for (r,) in gone))
         logger.info("indexed %d runs in %s", len(rows), self.path)
         return len(rows)
+
+    def _repaired(self, run_file: RunFile) -> dict[str, Any]:
+        """``run_file``'s record, its notebook named by today's rule
+        (:func:`~.._records.identity.repaired_identity`); a finished record that named it
+        otherwise is rewritten so (its ``.ipynb`` and ``.md``)."""
+        record = run_file.record
+        recorded = record.get("notebook")
+        if not isinstance(recorded, str):
+            return record
+        named = repaired_identity(recorded, self.runs_dir, self._notebooks)
+        if named == recorded:
+            return record
+        source = dict(record.get("source") or {})
+        if isinstance(source.get("path"), str):
+            source["path"] = repaired_identity(source["path"], self.runs_dir, self._notebooks)
+        repaired = {**record, "notebook": named, "source": source}
+        if record.get("status") in ("success", "error"):
+            logger.info("reindex: run %s names its notebook %s (was %s)", run_file.run_id,
+                        named, recorded)  # fmt: skip
+            try:
+                nb = cast("NotebookNode", run_file.notebook())  # nbformat's node: a dict too
+                self.store.write(run_file.run_id, nb, repaired, final=True)
+            except OSError as exc:
+                logger.warning("reindex: cannot rewrite %s: %s", run_file.path, exc)
+        return repaired
+
+    def _notebooks(self) -> list[str]:
+        """The project's notebooks, found once per reindex (when an old name needs them)."""
+        if self._project_notebooks is None:
+            project = project_folder(self.runs_dir)
+            self._project_notebooks = [] if project is None else project_notebooks(project)
+        return self._project_notebooks
 
     def _run_cells(self, run_id: str) -> list[Any]:
         """The cells of a run's file as written (redacted); none when it cannot be read."""

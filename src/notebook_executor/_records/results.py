@@ -100,8 +100,12 @@ def build_result(
     secrets: Mapping[str, str] | None = None,
     output_cut: Mapping[int, str] | None = None,
     edited_cells: Iterable[int] = (),
+    front_matter: bool = False,
 ) -> RunResult:
     """Assemble the result dict for one run.
+
+    ``front_matter``: the source is a logbook whose first cell is its front matter made a
+    parameters cell, no code cell of the source (not counted in ``cells_total``).
 
     The failed cell's texts are redacted of ``secrets`` and then clipped (:data:`ERROR_LIMITS`),
     so the result stays small whatever the notebook raises and a clip never leaves part of a
@@ -109,10 +113,15 @@ def build_result(
     to why (``"stream_cap"`` or ``"lost"``).
     """
     redactor = Redactor(secrets or {})
+    # A logbook's first cell is its front matter made a parameters cell: no code cell of the
+    # source (the summary said "2/2 code cells" of a logbook with one).
+    front = front_matter
     code_cells = [
         i
         for i, cell in enumerate(executed.cells)
-        if cell.cell_type == "code" and not cell_map.is_injected(i)
+        if cell.cell_type == "code"
+        and not cell_map.is_injected(i)
+        and not (front and cell_map.to_source(i) == 0)
     ]
     completed = set(outcome.completed)
     failure = outcome.failure

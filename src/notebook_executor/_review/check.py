@@ -43,8 +43,12 @@ class CheckResult:
         return f"FAIL  {self.path}: {where}{first['message']}"
 
 
-def find_notebooks(paths: Iterable[str]) -> list[str]:
-    """The notebooks ``paths`` name, folders expanded, in a stable order, without repeats.
+def find_notebooks(
+    paths: Iterable[str], skipped: Callable[[Path, str], None] | None = None
+) -> list[str]:
+    """The notebooks ``paths`` name, folders expanded, in a stable order, without repeats;
+    ``skipped`` is told of each file in the folders that looks like a notebook and is not
+    one, and why (a ``# %%`` inside a string is no cell marker).
 
     Raises
     ------
@@ -65,7 +69,7 @@ def find_notebooks(paths: Iterable[str]) -> list[str]:
         if path.is_file():
             add(path)
         elif path.is_dir():
-            for found_path in walk_notebooks(path):
+            for found_path in walk_notebooks(path, skipped=skipped):
                 add(found_path)
         else:
             raise FileNotFoundError(given)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import NotebookExecutorError, OutputWriteError
+from .._records.identity import notebook_identity
 from .._records.ids import new_run_id
 from .._records.papermill_meta import annotate_papermill
 from .._records.provenance import (
@@ -149,7 +150,9 @@ def begin_run(
         "record_version": RECORD_VERSION,
         "uuid": str(uuid.uuid4()),
         "source": {
-            "path": display_path(plan.notebook if is_url(plan.notebook) else plan.loaded_path),
+            "path": notebook_identity(
+                plan.notebook if is_url(plan.notebook) else plan.loaded_path, runs_dir
+            ),
             "sha256": plan.sha256,
             "format": plan.source_format,
         },
@@ -182,7 +185,8 @@ def begin_run(
         "run_id": run_id,
         "status": "running",
         "error_kind": None,
-        "notebook": display_path(plan.notebook),
+        # One name per notebook, whichever face and working directory ran it.
+        "notebook": notebook_identity(plan.notebook, runs_dir),
         "output_path": display_path(output_path),
         "parameters": redact(plan.parameters, plan.secrets),
         "request": redact(plan.request, plan.secrets),
@@ -240,6 +244,9 @@ def finish_run(
         secrets=plan.secrets,
         output_cut=output_cut,
         edited_cells=[edit["index"] for edit in plan.edits],
+        # A markdown logbook's front matter (an .ipynb made from one keeps a real code cell).
+        front_matter=plan.source_format == "markdown notebook"
+        and "front_matter" in plan.nb.metadata,
     )
     result = cast("RunResult", dict(redact(result, plan.secrets)))
     stored = {

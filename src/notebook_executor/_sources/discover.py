@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .formats import is_notebook
+from .formats import notebook_verdict
 
 __all__ = ["walk_notebooks"]
 
@@ -32,9 +32,16 @@ def _skipped_dir(folder: Path) -> bool:
     )
 
 
-def walk_notebooks(folder: Path, *, keep: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+def walk_notebooks(
+    folder: Path,
+    *,
+    keep: Callable[[Path], bool] | None = None,
+    skipped: Callable[[Path, str], None] | None = None,
+) -> Iterator[Path]:
     """Notebooks under ``folder``, a folder's files (in name order) before its subfolders
-    (in name order); ``keep``, when given, must accept each folder and file as well."""
+    (in name order); ``keep``, when given, must accept each folder and file as well.
+    ``skipped`` is told of each file that looks like a notebook and is not one, and why
+    (:func:`.formats.notebook_verdict`)."""
     for current, dirs, files in os.walk(folder):
         here = Path(current)
         dirs[:] = sorted(
@@ -46,5 +53,8 @@ def walk_notebooks(folder: Path, *, keep: Callable[[Path], bool] | None = None) 
             path = here / name
             if name.startswith(".") or (keep is not None and not keep(path)):
                 continue
-            if is_notebook(path):
+            found, why_not = notebook_verdict(path)
+            if found:
                 yield path
+            elif why_not is not None and skipped is not None:
+                skipped(path, why_not)

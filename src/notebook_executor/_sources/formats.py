@@ -36,7 +36,15 @@ from .parsing import NESTED_TOO_DEEP, first_line
 from .remote import is_url, read_url, write_url
 from .source_format import SNIFF_CHARS, SourceFormat
 from .spans import text_cell_spans
-from .text_formats import read_markdown, read_script, sniff_markdown, sniff_script, write_text
+from .text_formats import (
+    markdown_near_miss,
+    read_markdown,
+    read_script,
+    script_near_miss,
+    sniff_markdown,
+    sniff_script,
+    write_text,
+)
 
 if TYPE_CHECKING:
     import nbformat
@@ -54,6 +62,7 @@ __all__ = [
     "is_notebook",
     "load_source",
     "notebook_to_text",
+    "notebook_verdict",
     "parse_source_text",
     "read_notebook",
     "write_notebook",
@@ -69,6 +78,7 @@ FORMATS: tuple[SourceFormat, ...] = (
         read_script,
         write_text,
         text_cell_spans,
+        script_near_miss,
     ),
     SourceFormat(
         "markdown notebook",
@@ -78,6 +88,7 @@ FORMATS: tuple[SourceFormat, ...] = (
         read_markdown,
         write_text,
         text_cell_spans,
+        markdown_near_miss,
     ),
 )
 
@@ -108,6 +119,8 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
     fmt = find_format(path)
     if fmt is not None:
         return fmt
+    if not is_url(path) and _is_dir(path):
+        raise NotebookSourceError(os.fspath(path), _A_FOLDER)
     suffix = Path(path).suffix.lower()
     known = ", ".join(suffix for f in FORMATS for suffix in f.suffixes)
     raise NotebookSourceError(
@@ -119,17 +132,26 @@ def format_for(path: str | os.PathLike[str]) -> SourceFormat:
 def is_notebook(path: Path) -> bool:
     """Whether ``path`` (a file found in a folder) is a notebook source: its suffix names a
     format, and the format's sniffer accepts the head of its text."""
+    return notebook_verdict(path)[0]
+
+
+def notebook_verdict(path: Path) -> tuple[bool, str | None]:
+    """``(is_notebook(path), why not)``: the reason is given for a file that looks like a
+    notebook and is not one (a test module whose ``# %%`` lines are inside strings), None
+    for any other file."""
     fmt = find_format(path)
     if fmt is None:
-        return False
+        return False, None
     if fmt.sniff is None:
-        return True
+        return True, None
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             head = handle.read(SNIFF_CHARS)
-    except OSError:
-        return False
-    return fmt.sniff(head)
+    except OSError as exc:
+        return False, f"unreadable: {exc.strerror or exc}"
+    if fmt.sniff(head):
+        return True, None
+    return False, None if fmt.near_miss is None else fmt.near_miss(head)
 
 
 def read_notebook(path: str | os.PathLike[str]) -> nbformat.NotebookNode:
@@ -150,6 +172,20 @@ def read_notebook(path: str | os.PathLike[str]) -> nbformat.NotebookNode:
 
     nb: nbformat.NotebookNode = nbformat.from_dict(load_source(path).nb)
     return nb
+
+
+#: What a folder given as a notebook is told.
+_A_FOLDER = (
+    "is a folder, not a notebook: name a notebook file in it "
+    "(`notebook-executor check FOLDER` finds and checks them all)"
+)
+
+
+def _is_dir(path: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(path).is_dir()
+    except (OSError, ValueError):
+        return False
 
 
 def load_source(path: str | os.PathLike[str]) -> LoadedSource:
@@ -177,7 +213,9 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
     except OSError as exc:
         raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     if not source_path.is_file():
-        raise NotebookSourceError(notebook, "not a regular file")
+        raise NotebookSourceError(
+            notebook, _A_FOLDER if source_path.is_dir() else "not a regular file"
+        )
     if size > MAX_SOURCE_BYTES:
         raise NotebookSourceError(
             notebook, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"

@@ -40,6 +40,9 @@ class SourceFormat:
     #: ``[start, end)`` line range of each cell of ``nb`` (read from ``text``); None for
     #: JSON, whose cells the editor finds as the elements of the ``cells`` array.
     spans: Callable[[str, NotebookNode, SourceFormat], tuple[int, Spans]] | None
+    #: Why a file the sniffer refuses still looks like a notebook (and is not one), from the
+    #: same head; None when it does not look like one (or the format has no sniffer).
+    near_miss: Callable[[str], str | None] | None = None
 
     @property
     def extension(self) -> str:

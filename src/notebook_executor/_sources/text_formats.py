@@ -23,9 +23,12 @@ if TYPE_CHECKING:
     from .source_format import SourceFormat
 
 __all__ = [
+    "has_myst_cells",
+    "markdown_near_miss",
     "read_markdown",
     "read_script",
     "read_text",
+    "script_near_miss",
     "sniff_markdown",
     "sniff_script",
     "write_text",
@@ -40,14 +43,69 @@ _MYST_CODE_CELL = re.compile(r"^(?:`{3,}|~{3,})\{code-cell\}[ \t]*(\S*)", re.MUL
 
 
 def sniff_script(head: str) -> bool:
-    """A script is a notebook when it has a ``# %%`` cell marker or a jupytext header."""
-    return bool(_PERCENT.search(head) or _JUPYTEXT_HEADER.match(head))
+    """A script is a notebook when it has a ``# %%`` cell marker (at the start of a line,
+    outside any string, as jupytext reads it) or a jupytext header."""
+    return bool(_JUPYTEXT_HEADER.match(head)) or _percent_markers(head)[0] > 0
+
+
+def script_near_miss(head: str) -> str | None:
+    """Why a script that looks like a notebook is none (its ``# %%`` lines are all inside
+    strings: a test module holding a notebook's text), or None."""
+    if sniff_script(head):
+        return None
+    quoted = _percent_markers(head)[1]
+    if not quoted:
+        return None
+    lines = ", ".join(map(str, quoted[:3])) + (", ..." if len(quoted) > 3 else "")
+    word = "line" if len(quoted) == 1 else "lines"
+    return f"its '# %%' lines are inside strings ({word} {lines}), not cell markers"
+
+
+def _percent_markers(head: str) -> tuple[int, list[int]]:
+    """How many ``# %%`` lines of ``head`` are cell markers, and the (1-based) numbers of
+    those inside strings, found with jupytext's own string parser."""
+    if not _PERCENT.search(head):
+        return 0, []
+    from jupytext.stringparser import StringParser
+
+    parser = StringParser("python")
+    markers, quoted = 0, []
+    for number, line in enumerate(head.splitlines(), 1):
+        if _PERCENT.match(line):
+            if parser.is_quoted():
+                quoted.append(number)
+            else:
+                markers += 1
+        parser.read_line(line)
+    return markers, quoted
 
 
 def sniff_markdown(head: str) -> bool:
-    """A markdown file is a notebook when it has a jupytext header, MyST code cells or a
-    logbook front matter declaring ``parameters:``; a page with code blocks is not."""
-    return bool(_JUPYTEXT_HEADER.match(head) or "```{code-cell}" in head or _LOGBOOK.match(head))
+    """A markdown file is a notebook when it has a jupytext header, MyST code cells (fences
+    of its own, not inside another block) or a logbook front matter declaring
+    ``parameters:``; a page with code blocks, or one showing a MyST example, is not."""
+    return bool(_JUPYTEXT_HEADER.match(head) or _LOGBOOK.match(head)) or has_myst_cells(head)
+
+
+def markdown_near_miss(head: str) -> str | None:
+    """Why a markdown file that mentions ``{code-cell}`` is no notebook, or None."""
+    if "{code-cell}" not in head or sniff_markdown(head):
+        return None
+    return "it mentions {code-cell} only inside code blocks or text: no MyST cell of its own"
+
+
+def has_myst_cells(text: str) -> bool:
+    """Whether ``text`` has a MyST code cell: a fence of its own whose info string is
+    ``{code-cell}`` (found by markdown-it, the parser MyST and jupytext use, so a cell shown
+    inside a longer fence, a quote or inline code is not one)."""
+    if "{code-cell}" not in text or not _MYST_CODE_CELL.search(text):
+        return False
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").parse(text)
+    return any(
+        token.type == "fence" and token.info.strip().startswith("{code-cell}") for token in tokens
+    )
 
 
 def read_text(
@@ -80,7 +138,7 @@ def read_script(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
 
 def read_markdown(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
     """A markdown notebook: MyST when it has ``{code-cell}`` cells, jupytext markdown else."""
-    if "```{code-cell}" not in text:
+    if not has_myst_cells(text):
         return read_text(notebook, text, fmt)
     if not _check_one_language(notebook, text):
         return read_text(notebook, text, fmt, "md:myst")

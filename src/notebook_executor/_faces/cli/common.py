@@ -223,13 +223,20 @@ def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, ensure_ascii=False, default=str) + "\n")
 
 
+#: Longest scrap value the human summary prints (as JSON); ``show RUN --json`` has it whole.
+SCRAP_CHARS = 200
+
+
 def print_result(result: dict[str, Any]) -> None:
     out = sys.stdout
     status = result["status"]
-    out.write(
-        f"{status}: {result['notebook']} ({result['cells_executed']}/{result['cells_total']} "
-        f"code cells, {result['duration_seconds']:.2f} s)\n"
-    )
+    # A run whose process was killed never wrote its counts or its duration.
+    executed, total = result.get("cells_executed"), result.get("cells_total")
+    cells = f"{_or_unknown(executed)}/{_or_unknown(total)} code cells"
+    duration = result.get("duration_seconds")
+    took = "unfinished" if duration is None else f"{duration:.2f} s"
+    kind = f", {result['error_kind']}" if result.get("error_kind") == "interrupted" else ""
+    out.write(f"{status}: {result['notebook']} ({cells}, {took}{kind})\n")
     out.write(f"run: {result['run_id']}\noutput: {result['output_path']}\n")
     failed = result.get("failed_cell")
     if failed:
@@ -239,5 +246,15 @@ def print_result(result: dict[str, Any]) -> None:
         )
         for line in failed["traceback"][-15:]:
             out.write(f"  {line}\n")
-    for name, value in result.get("scraps", {}).items():
-        out.write(f"scrap {name} = {json.dumps(value, ensure_ascii=False, default=str)}\n")
+    for name, value in (result.get("scraps") or {}).items():
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        if len(text) > SCRAP_CHARS:
+            text = (
+                f"{text[:SCRAP_CHARS]} [... {len(text) - SCRAP_CHARS:,} more characters; "
+                f"notebook-executor show {result['run_id']} --json]"
+            )
+        out.write(f"scrap {name} = {text}\n")
+
+
+def _or_unknown(value: Any) -> str:
+    return "?" if value is None else str(value)

@@ -48,6 +48,16 @@ def register(commands: Any) -> None:
     insert.add_argument("--json", action="store_true", help="print the cell as JSON")
     insert.set_defaults(handler=_cmd_insert)
 
+    cells = commands.add_parser(
+        "cells",
+        help="list a notebook's cells with their indices (for edit, --edit, failed_cell)",
+        description="List the cells of NOTEBOOK: index (as in failed_cell.index and for "
+        "edit/insert/delete and run --edit), type, tags and first line.",
+    )
+    cells.add_argument("path", metavar="NOTEBOOK", help="the notebook source")
+    cells.add_argument("--json", action="store_true", help="print the cells as JSON")
+    cells.set_defaults(handler=_cmd_cells)
+
     delete = commands.add_parser("delete", help="delete one cell of a notebook")
     _target(delete)
     _expect(delete)
@@ -134,6 +144,43 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     _existing(args.path)
     nb = delete_cell(args.path, args.index, expect=_expected(args))
     return _report(args, "deleted", args.index, nb)
+
+
+#: How much of a cell's first line ``cells`` shows.
+_FIRST_LINE_CHARS = 70
+
+
+def _cmd_cells(args: argparse.Namespace) -> int:
+    from ..._sources.formats import load_source
+
+    nb = load_source(args.path).nb
+    logbook = "front_matter" in nb.metadata
+    listed = []
+    for index, cell in enumerate(nb.cells):
+        tags = list(cell.get("metadata", {}).get("tags", []))
+        lines = [line for line in cell.source.splitlines() if line.strip()]
+        first = lines[0] if lines else ""
+        if len(first) > _FIRST_LINE_CHARS:
+            first = first[: _FIRST_LINE_CHARS - 3] + "..."
+        listed.append(
+            {
+                "index": index,
+                "cell_type": cell.cell_type,
+                "tags": tags,
+                "first_line": first,
+                "lines": len(cell.source.splitlines()),
+                # A logbook's front matter is read as its parameters cell (edited by hand).
+                "front_matter": logbook and index == 0,
+            }
+        )
+    if args.json:
+        print_json({"path": args.path, "cells": listed})
+        return EXIT_OK
+    for item in listed:
+        shown_tags = f"[{', '.join(item['tags'])}] " if item["tags"] else ""
+        kind = "front matter" if item["front_matter"] else item["cell_type"]
+        print(f"{item['index']:>3}  {kind:<12} {shown_tags}{item['first_line']}")
+    return EXIT_OK
 
 
 def _report(args: argparse.Namespace, done: str, index: int, nb: Any) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,6 +30,23 @@ def register(commands: Any) -> None:
     common.add_runs_dir(diff)
     diff.add_argument("--json", action="store_true", help="print the difference as JSON")
     diff.set_defaults(handler=_cmd_diff)
+
+    validate = commands.add_parser(
+        "validate",
+        help="check one notebook: schema, parameters cell, language, kernel, declared env",
+        description="Validate NOTEBOOK as NotebookExecutor.validate does (and the MCP tool "
+        "validate): each problem with its cell and severity. With --execute it is also run "
+        "(not recorded), nbval's markers honoured. Exit status 0 when valid, 1 otherwise.",
+    )
+    validate.add_argument("path", metavar="NOTEBOOK", help="the notebook source")
+    validate.add_argument(
+        "--execute", action="store_true", help="also run it (nbval markers honoured)"
+    )
+    validate.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for the run")
+    validate.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="per cell")
+    common.add_runs_dir(validate)
+    validate.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    validate.set_defaults(handler=_cmd_validate)
 
     check = commands.add_parser(
         "check", help="validate notebooks (and run them with --execute); the CI gate"
@@ -76,7 +93,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(runs)
             else:
-                failures = {run_id: ex.get_run(run_id) for run_id in (args.a, args.b)}
+                # A list, not a mapping: a run may be compared with itself.
+                failures = [(run_id, ex.get_run(run_id)) for run_id in (args.a, args.b)]
                 write_run_diff(runs, failures, sys.stdout, _colour(sys.stdout))
             return EXIT_OK if _runs_alike(runs) else EXIT_FAILED
         difference = ex.diff_notebooks(args.a, args.b, outputs=args.outputs)
@@ -109,11 +127,14 @@ def _runs_alike(runs: dict[str, Any]) -> bool:
 
 
 def write_run_diff(
-    runs: dict[str, Any], results: dict[str, Any], out: TextIO, colour: bool
+    runs: dict[str, Any],
+    results: Sequence[tuple[str, dict[str, Any]]],
+    out: TextIO,
+    colour: bool,
 ) -> None:
-    """The readable form of a ``diff_runs`` result; ``results`` maps both run ids to their
-    result dicts (to name the failed cell of a run that failed)."""
-    (id_a, result_a), (id_b, result_b) = results.items()
+    """The readable form of a ``diff_runs`` result; ``results`` pairs both run ids with their
+    result dicts (to name the failed cell of a run that failed); the two may be one run."""
+    (id_a, result_a), (id_b, result_b) = results
     if _runs_alike(runs):
         out.write(f"identical: runs {id_a} and {id_b}\n")
         return
@@ -181,13 +202,32 @@ def _write_cells(cells: list[dict[str, Any]], out: TextIO, colour: bool) -> None
             out.write(_paint("  outputs changed", "35", colour) + "\n")
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    options = common.run_options(args).given()
+    with common.executor(args) as ex:
+        verdict = ex.validate(args.path, execute=args.execute, **options)
+    if args.json:
+        print_json(verdict)
+    else:
+        print(f"{'valid' if verdict['valid'] else 'invalid'}: {args.path}")
+        for problem in verdict["problems"]:
+            where = f"cell {problem['cell']}: " if problem["cell"] is not None else ""
+            print(f"  {where}{problem['severity']}: {problem['message']}")
+    return EXIT_OK if verdict["valid"] else EXIT_FAILED
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..._review.check import find_notebooks, junit_xml, run_checks
     from ..._sources.formats import is_notebook
 
     paths = args.paths or ["."]
     try:
-        notebooks = find_notebooks(paths)
+        notebooks = find_notebooks(
+            paths,
+            # Files that look like notebooks and are not: said, on stderr (stdout is the
+            # verdicts' and --json's).
+            lambda path, why: print(f"skipped {path}: {why}", file=sys.stderr),
+        )
     except FileNotFoundError as exc:
         raise UsageError(f"no such file or folder: {exc.args[0]!r}") from None
     if args.notebooks_only:

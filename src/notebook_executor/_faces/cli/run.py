@@ -124,6 +124,12 @@ def register(commands: Any) -> None:
         "run only; the notebook file is not changed (repeatable)",
     )
     run.add_argument(
+        "--edit-markdown",
+        action="store_true",
+        help="let --edit replace markdown cells (narrative) too; without it an --edit of a "
+        "markdown cell is refused ('notebook-executor cells NOTEBOOK' lists the cells)",
+    )
+    run.add_argument(
         "--edit-note",
         action="append",
         default=[],
@@ -171,7 +177,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # from it once the run is known to be good (bad input: none starts). A notebook
             # with its own environment forks from that environment's template instead.
             ex.prepare_kernel()
-        declared = declared_parameters(loaded.nb)
+        source_nb = loaded.nb
+        _check_edit_targets(args.notebook, source_nb, edits, args.edit_markdown)
+        declared = declared_parameters(source_nb)
         values: dict[str, Any] = {}
         if args.parameters_file:
             values.update(
@@ -228,6 +236,23 @@ def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:
         note = notes[0] if len(notes) == 1 else notes[number] if notes else None
         edits.append({"index": position, "source": source, "note": note})
     return edits
+
+
+def _check_edit_targets(
+    notebook: str, nb: Any, edits: list[dict[str, Any]], markdown: bool
+) -> None:
+    """Refuse an ``--edit`` of a markdown cell unless ``--edit-markdown`` says it is meant: a
+    code file given for the wrong index would silently replace the narrative."""
+    if markdown:
+        return
+    for edit in edits:
+        index = edit["index"]
+        if 0 <= index < len(nb.cells) and nb.cells[index].cell_type != "code":
+            raise UsageError(
+                f"--edit {index}: cell {index} of {notebook} is a {nb.cells[index].cell_type} "
+                "cell, not code; to replace its text give --edit-markdown too "
+                f"('notebook-executor cells {notebook}' lists the cells and their indices)"
+            )
 
 
 def _base64_text(text: str) -> str:

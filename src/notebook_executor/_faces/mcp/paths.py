@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..._sources.confine import OutsideRoot, confined
@@ -65,10 +65,16 @@ class Root:
             return text  # a root of ``/``: every path is already as the caller names it
         return self._absolute.sub(lambda match: "" if match.group(1) else ".", text)
 
-    def notebooks(self, folder: Path, skip: Path | None) -> Iterator[Path]:
+    def notebooks(
+        self,
+        folder: Path,
+        skip: Path | None,
+        skipped: Callable[[Path, str], None] | None = None,
+    ) -> Iterator[Path]:
         """The notebooks under ``folder``, as ``check`` finds them (the format table's
         sniffers, the same folders left out), and also without ``skip`` (the runs folder);
-        nothing outside the root is followed."""
+        nothing outside the root is followed; ``skipped`` is told of files that look like
+        notebooks and are not (see :func:`~..._sources.discover.walk_notebooks`)."""
 
         def keep(path: Path) -> bool:
             try:
@@ -76,7 +82,7 @@ class Root:
             except OutsideRoot:
                 return False
 
-        return walk_notebooks(folder, keep=keep)
+        return walk_notebooks(folder, keep=keep, skipped=skipped)
 
 
 class Confined(os.PathLike[str]):

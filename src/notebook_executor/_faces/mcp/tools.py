@@ -31,6 +31,7 @@ from ..._sources.bounded import unencodable
 from ..._types import USE_DEFAULT, RunResult
 from ...engine import RunCancelled
 from .arguments import StrictTool, notebook_values, strict_tool
+from .budget import fit_lists
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
@@ -43,6 +44,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Most notebooks ``list_notebooks`` names in one answer.
 _MAX_LISTED = 200
+#: At most this many files said to be skipped (see list_notebooks).
+_MAX_SKIPPED = 50
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 _EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
@@ -90,7 +93,8 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
     ) -> CallToolResult:
         """List the notebook sources under a folder of the root: .ipynb files, scripts with
         '# %%' cells or a jupytext header, and markdown notebooks (a jupytext header, MyST
-        cells or a logbook front matter)."""
+        cells or a logbook front matter). `skipped` names files that look like notebooks and
+        are not, and why (a '# %%' inside a string is no cell marker)."""
         base = Path(where(folder))
         if not base.is_dir():
             raise ToolError(f"{folder!r} is not a folder")
@@ -100,7 +104,14 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
             more = False
             unnamed = 0
             runs = ex.runs_dir.resolve()
-            for path in root.notebooks(base, runs):
+            skipped: list[dict[str, str]] = []
+
+            def skip(path: Path, why: str) -> None:
+                shown = root.relative(path)
+                if len(skipped) < _MAX_SKIPPED and unencodable(shown) is None:
+                    skipped.append({"path": shown, "why": why})
+
+            for path in root.notebooks(base, runs, skipped=skip):
                 shown = root.relative(path)
                 if unencodable(shown) is not None:
                     # A name that is not UTF-8 text cannot be sent, nor run (the record names
@@ -112,6 +123,10 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
                     break
                 found.append(shown)
             answer: dict[str, Any] = {"folder": root.relative(base), "notebooks": found}
+            if skipped:
+                # Files that look like notebooks and are not (a test module holding a
+                # notebook's text in a string): said, so that their absence is no mystery.
+                answer["skipped"] = skipped
             notes = []
             if more:
                 notes.append(f"only the first {_MAX_LISTED} are listed; list a subfolder")
@@ -383,9 +398,13 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         # Paths as the caller names them (the text is made relative the same way).
         for key in ("parameters", "scraps", "trends", "errors", "notes"):
             found[key] = [
-                {**item, "notebook": ws.root.relative(item["notebook"])} for item in found[key]
+                {**item, "notebook": ws.notebook_name(item["notebook"])} for item in found[key]
             ]
-        return ws.answer({**found, "notebook": notebook, "text": ws.shown(found["text"])})
+        # Over many notebooks the lists are long: they are cut (counted in "omitted"), the
+        # page (text) is kept whole.
+        return ws.answer(
+            {**found, "notebook": notebook, "text": ws.shown(found["text"])}, prefit=fit_lists
+        )
 
     @tool(_READ_ONLY)
     async def collect_outputs(

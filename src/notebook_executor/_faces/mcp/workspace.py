@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent
 from ..._errors import NotebookExecutorError, ParameterError
 from ..._executor import NotebookExecutor
 from ..._parameters.environment import declared_env_names
+from ..._records.identity import project_folder
 from ..._records.results import redact
 from ..._records.store import RunStore
 from ..._sources.formats import load_source
@@ -145,18 +146,24 @@ class Workspace:
             known = dict(self._secrets)
         return self.root.relative_text(str(redact(message, known)))
 
-    def answer(self, payload: dict[str, Any]) -> CallToolResult:
-        """``payload`` redacted and cut to the budget, as structured content and JSON text."""
+    def answer(
+        self,
+        payload: dict[str, Any],
+        prefit: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+    ) -> CallToolResult:
+        """``payload`` redacted and cut to the budget, as structured content and JSON text
+        (``prefit``, when given, cuts it first: see :func:`tool_result`)."""
         with self._lock:
             known = dict(self._secrets)
-        return tool_result(_sendable(redact(payload, known)))
+        return tool_result(_sendable(redact(payload, known)), prefit)
 
     def present(self, result: Mapping[str, Any]) -> dict[str, Any]:
         """A result dict as the caller sees it: paths relative to the root, tracebacks trimmed."""
         shown = dict(result)
-        for key in ("notebook", "output_path"):
-            if isinstance(shown.get(key), str):
-                shown[key] = self.root.relative(shown[key])
+        if isinstance(shown.get("notebook"), str):
+            shown["notebook"] = self.notebook_name(shown["notebook"])
+        if isinstance(shown.get("output_path"), str):
+            shown["output_path"] = self.root.relative(shown["output_path"])
         failed = shown.get("failed_cell")
         if isinstance(failed, dict):
             shown["failed_cell"] = {
@@ -164,6 +171,18 @@ class Workspace:
                 "traceback": trim_traceback([str(line) for line in failed.get("traceback", [])]),
             }
         return shown
+
+    def notebook_name(self, recorded: str) -> str:
+        """A notebook as the caller names it: a record's name (relative to the project, the
+        runs folder's parent: see :mod:`~..._records.identity`) or a path, made relative to
+        the root when inside it."""
+        path = Path(recorded)
+        project = project_folder(self.executor.runs_dir)
+        if not path.is_absolute() and not recorded.startswith("~") and project is not None:
+            path = project / path
+        if not path.is_absolute():
+            return recorded
+        return self.root.relative(path)
 
     def run_path(self, run_id: str) -> Path:
         """The executed notebook of run ``run_id``."""
@@ -191,12 +210,19 @@ class Workspace:
         return value, True
 
 
-def tool_result(payload: dict[str, Any]) -> CallToolResult:
+def tool_result(
+    payload: dict[str, Any],
+    prefit: Callable[[dict[str, Any], int], dict[str, Any]] | None = None,
+) -> CallToolResult:
     """``payload`` as structured content and as JSON text, the whole result (as it goes over
-    the wire) within :data:`MAX_RESPONSE_CHARS` characters."""
+    the wire) within :data:`MAX_RESPONSE_CHARS` characters.
+
+    ``prefit(payload, limit)``, when given, cuts the payload its own way first (the digest's
+    lists, its page kept whole: :func:`.budget.fit_lists`); :func:`.budget.fit` then cuts
+    what still does not fit."""
     limit = MAX_PAYLOAD_CHARS
     while True:
-        fitted = fit(payload, limit)
+        fitted = fit(payload if prefit is None else prefit(payload, limit), limit)
         text = json.dumps(fitted, ensure_ascii=False, separators=(",", ":"), default=str)
         result = CallToolResult(
             content=[TextContent(type="text", text=text)], structured_content=json.loads(text)

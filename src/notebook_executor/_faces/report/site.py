@@ -32,9 +32,10 @@ from ..._errors import (
     ReportError,
     RunNotFoundError,
 )
-from ..._records.run_files import RESULT_KEYS
+from ..._records.run_files import RECORD_KEY, RESULT_KEYS
 from ..._records.scraps import SCRAP_PREFIX
 from ..._records.store import RunStore
+from ..._records.text import hide_paths, trim_traceback
 from ..._sources.files import atomic_write_text
 from .assets import content_policy, render, static_text
 from .index import INDEX_ROWS, Group, chart_svgs, group_runs, page_name, table_for
@@ -242,7 +243,10 @@ def _present(pairs: Sequence[tuple[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _run_context(
-    run: Mapping[str, Any], record: Mapping[str, Any], previews: Previews | None
+    run: Mapping[str, Any],
+    record: Mapping[str, Any],
+    previews: Previews | None,
+    cells: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """What ``run.html.j2`` shows above the notebook: the run's result and provenance."""
     status = str(run.get("status") or "")
@@ -254,11 +258,14 @@ def _run_context(
     failed = run.get("failed_cell")
     failure = None
     if isinstance(failed, Mapping):
+        # As the MCP server shows it: the cells' frames, library frames counted, no
+        # installed package's or home folder's absolute path.
+        trace = trim_traceback([str(line) for line in (failed.get("traceback") or [])])
         failure = {
             "index": failed.get("index"),
             "ename": failed.get("ename"),
-            "evalue": failed.get("evalue"),
-            "trace": "\n".join(str(line) for line in (failed.get("traceback") or [])[-20:]),
+            "evalue": _readable(str(failed.get("evalue") or "")),
+            "trace": _readable("\n".join(trace[-20:])),
         }
     duration = run.get("duration_seconds")
     scraps = run.get("scraps") or {}
@@ -287,6 +294,7 @@ def _run_context(
             sorted((n, shown(v)) for n, v in (run.get("parameters") or {}).items())
         ),
         "scraps": [(name, cell_for(scraps, name, frames.get(name))) for name in sorted(scraps)],
+        "edits": _edits_shown(run, record, cells or []),
         "provenance": _present(
             [
                 ("source", source.get("path")),
@@ -298,6 +306,60 @@ def _run_context(
             ]
         ),
     }
+
+
+def _readable(text: str) -> str:
+    """``text`` with installed packages' folders and the home folder shortened."""
+    return hide_paths(text, str(Path.home()))
+
+
+def _cell_text(cell: Mapping[str, Any], key: str = "source") -> str:
+    value = cell.get(key)
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return str(value or "")
+
+
+def _edits_shown(
+    run: Mapping[str, Any], record: Mapping[str, Any], cells: Sequence[Any]
+) -> list[dict[str, Any]]:
+    """A modified run's edits as its ``.md`` shows them: for each edited cell (by source
+    index), the template's code, the note (else the request), the code as run."""
+    notes = sorted(
+        (edit for edit in record.get("edits") or [] if isinstance(edit, Mapping)),
+        key=lambda edit: edit.get("index", 0),
+    )
+    edited = [
+        cell
+        for cell in cells
+        if isinstance(cell, Mapping)
+        and isinstance(_mapping(cell.get("metadata")).get(RECORD_KEY), Mapping)
+        and "original_source" in cell["metadata"][RECORD_KEY]
+    ]
+    shown: list[dict[str, Any]] = []
+    for edit, cell in zip(notes, edited, strict=False):
+        info = cell["metadata"][RECORD_KEY]
+        shown.append(
+            {
+                "index": edit.get("index"),
+                "note": edit.get("note") or info.get("edit_note") or run.get("request") or "",
+                "template": _cell_text(info, "original_source"),
+                "as_run": _cell_text(cell),
+                "cell_type": cell.get("cell_type", "code"),
+            }
+        )
+    return shown
+
+
+def _trim_error_outputs(nb: NotebookNode) -> None:
+    """Error outputs as the page heads them: library frames counted, paths shortened (the
+    run's ``.ipynb`` keeps them whole)."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                output["traceback"] = [
+                    _readable(line) for line in trim_traceback(list(output.get("traceback", [])))
+                ]
 
 
 def _show_scraps_as_text(nb: NotebookNode) -> None:
@@ -339,6 +401,7 @@ def _html_exporter() -> Any:
 
 def _notebook_body(nb: NotebookNode) -> str:
     _show_scraps_as_text(nb)
+    _trim_error_outputs(nb)
     _svg_as_images(nb)
     body, _ = _html_exporter().from_notebook_node(nb)
     return clean_html(body)
@@ -351,7 +414,7 @@ def render_run_page(run: Mapping[str, Any], runs_dir: Path, *, back_link: str | 
 
 def _run_page(run: Mapping[str, Any], previews: Previews, *, back_link: str | None) -> str:
     run_file = previews.store.read(str(run["run_id"]))
-    context = _run_context(run, run_file.record, previews)
+    context = _run_context(run, run_file.record, previews, run_file.cells)
     return _html(
         "run.html.j2",
         run_page=True,

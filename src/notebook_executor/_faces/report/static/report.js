@@ -23,11 +23,17 @@
     tables.forEach(function (table) {
       var inSection = table.closest("section");
       var off = inSection && inSection.hidden;
+      var inTable = 0;
       each(table.tBodies[0].rows, function (row) {
         var ok = !byStatus.value || row.getAttribute("data-status") === byStatus.value;
         row.hidden = !ok;
+        if (ok) { inTable += 1; }
         if (ok && !off) { n += 1; }
       });
+      // A notebook with no run left by the filter is dropped from the view, not left empty.
+      if (inSection && inSection.classList.contains("notebook-runs") && !inTable) {
+        inSection.hidden = true;
+      }
     });
     if (shown) { shown.textContent = String(n); }
     save();

@@ -1,0 +1,121 @@
+"""Every shell and Python snippet of the README, the getting-started page and the how-to pages
+runs as shown, on real kernels, in a temporary copy of ``notebooks/`` (nothing in the checkout
+is written): ``bash`` blocks as scripts (``set -e``), ``python`` blocks as scripts, and each
+page's ``{doctest}`` blocks as one doctest in a copy of their own (as ``sphinx-build -b
+doctest`` runs them). The few that cannot run here are listed below with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import cli_on_path
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "getting-started.md",
+    *sorted((ROOT / "docs" / "how-to").glob("*.md")),
+]
+
+#: Blocks that need what this machine has not: a reason for each (matched on the page's name
+#: and a piece of the block).
+ELSEWHERE = {
+    ("remote.md", "s3://"): "needs an S3 bucket (tests/integration/test_remote_io.py: moto)",
+    ("remote.md", "https://example.org"): "needs a web server and an S3 bucket",
+}
+
+#: Lines that install software: run verbatim by tests/release (``nox -s release``) and CI.
+INSTALLS = re.compile(r"^\s*(pip install|python -m venv|pip install nox)")
+
+#: Files a page shows and then names (saved from the fenced block holding the marker).
+SHOWN_FILES = {"parameters.md": {"greet.md": 'print("Hello, {name}!")'}}
+
+_FENCE = re.compile(r"^( *)(`{3,})([^\n`]*)\n(.*?)^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def blocks(page: Path) -> list[tuple[str, str]]:
+    """``(language, text)`` of each top-level fenced block of ``page``, in order."""
+    found = []
+    for match in _FENCE.finditer(page.read_text(encoding="utf-8")):
+        indent, info, body = match.group(1), match.group(3).strip(), match.group(4)
+        lines = [line[len(indent) :] if line.startswith(indent) else line
+                 for line in body.splitlines()]  # fmt: skip
+        found.append((info, "\n".join(lines) + "\n"))
+    return found
+
+
+def _work(tmp: Path) -> Path:
+    tmp.mkdir(parents=True)
+    shutil.copytree(ROOT / "notebooks", tmp / "notebooks")
+    return tmp
+
+
+def _elsewhere(page: Path, text: str) -> str | None:
+    for (name, piece), why in ELSEWHERE.items():
+        if page.name == name and piece in text:
+            return why
+    return None
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{what}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_snippet_of_the_page_runs(page: Path, tmp_path: Path) -> None:
+    found = blocks(page)
+    work = _work(tmp_path / "work")
+    env = cli_on_path(tmp_path / "bin")
+    for name, marker in SHOWN_FILES.get(page.name, {}).items():
+        (shown,) = [text for info, text in found if marker in text and info == "markdown"]
+        (work / name).write_text(shown, encoding="utf-8")
+    ran = 0
+    for number, (info, text) in enumerate(found):
+        if info not in ("bash", "python") or _elsewhere(page, text):
+            continue
+        where = f"{page.name}, block {number} ({info}):\n{text}"
+        if info == "bash":
+            script = "\n".join(line for line in text.splitlines() if not INSTALLS.match(line))
+            if not script.strip():
+                continue
+            _run(["bash", "-e", "-o", "pipefail", "-c", script], work, env, where)
+        else:
+            path = work / f"snippet_{number}.py"
+            path.write_text(text, encoding="utf-8")
+            _run([sys.executable, path.name], work, env, where)
+        ran += 1
+    doctests = [text for info, text in found if info == "{doctest}"]
+    if doctests:
+        isolated = _work(tmp_path / "doctest")
+        source = isolated / "page.txt"
+        source.write_text("\n".join(doctests), encoding="utf-8")
+        check = (
+            "import doctest, sys\n"
+            "failed, tried = doctest.testfile(sys.argv[1], module_relative=False,\n"
+            "    optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)\n"
+            "sys.exit(1 if failed or not tried else 0)\n"
+        )
+        _run([sys.executable, "-c", check, source.name], isolated, env, f"{page.name} doctests")
+        ran += 1
+    shells = [text for info, text in found if info in ("bash", "python", "{doctest}")]
+    assert ran or all(_elsewhere(page, text) for text in shells) or not shells
+    # Nothing in the checkout was written.
+    assert not (ROOT / "notebooks" / "runs").exists()
+
+
+def test_no_page_shows_a_shell_or_python_block_the_test_would_not_see() -> None:
+    # A block's language is one the test runs, or one it knows is no snippet.
+    known = {"bash", "python", "{doctest}", "json", "yaml", "markdown", "text", "toml", ""}
+    for page in PAGES:
+        for info, _ in blocks(page):
+            assert info in known, (page.name, info)
