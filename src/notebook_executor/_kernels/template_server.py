@@ -86,14 +86,108 @@ def _on_host_death(signum: int, frame: Any) -> None:
 
 
 def _preload(data: bool) -> list[str]:
+    """Import the modules kernels will use; return the names imported.
+
+    A module whose import would load another distribution's plugin (an entry point: papermill
+    loads every ``papermill.engine`` and ``papermill.io`` plugin as it is imported) is not
+    preloaded: what a plugin does as it is imported may depend on where it runs (one that
+    imports ``matplotlib.pyplot`` before any kernel exists fixes matplotlib's backend to
+    ``agg``, and forked kernels would show no figure). The modules of its import that
+    completed stay (they do not depend on a plugin); those of the packages it left half
+    imported are forgotten, and a kernel imports them, and the plugins, itself, as a fresh
+    kernel does.
+    """
     loaded = []
     for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
+        before = set(sys.modules)
+        plugins: set[str] = set()
         try:
-            __import__(name)
+            with _own_plugins_only(plugins):
+                __import__(name)
+        except _PluginRefused as refused:
+            _forget_half_imported(before, refused, plugins)
+            continue
         except Exception:  # a missing optional module only makes kernels start slower
             continue
         loaded.append(name)
     return loaded
+
+
+#: The distributions whose plugins the template may load while preloading: this project's own
+#: (its papermill engine), which does nothing as it is imported.
+OWN_DISTRIBUTIONS = frozenset({"notebook-executor"})
+
+
+class _PluginRefused(BaseException):
+    """Raised where a preloaded module loads another distribution's plugin (an entry point).
+
+    A BaseException: a loader that tolerates a failing plugin (``except Exception``) must not
+    go on without it, leaving the template with less than a fresh kernel would have.
+    """
+
+
+def _distribution_name(entry_point: Any) -> str | None:
+    """The normalized name of the distribution an entry point comes from, if known."""
+    import re
+
+    dist = getattr(entry_point, "dist", None) or getattr(entry_point, "distro", None)
+    name = getattr(getattr(dist, "metadata", None), "get", lambda key: None)("Name")
+    name = name or getattr(dist, "name", None)
+    return re.sub(r"[-_.]+", "-", name).lower() if isinstance(name, str) else None
+
+
+@contextlib.contextmanager
+def _own_plugins_only(loaded: set[str]) -> Any:
+    """While it lasts, loading an entry point of any distribution but
+    :data:`OWN_DISTRIBUTIONS` raises :class:`_PluginRefused`; the top-level packages of the
+    plugins loaded are added to ``loaded``.
+
+    Covers ``importlib.metadata`` and the ``entrypoints`` package (papermill's loader).
+    """
+    import importlib.metadata
+
+    classes: list[Any] = [importlib.metadata.EntryPoint]
+    if importlib.util.find_spec("entrypoints") is not None:
+        import entrypoints
+
+        classes.append(entrypoints.EntryPoint)
+    originals = [cls.__dict__["load"] for cls in classes]
+
+    def guarded(original: Any) -> Any:
+        def load(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _distribution_name(self) not in OWN_DISTRIBUTIONS:
+                raise _PluginRefused(f"the plugin {self!r} is loaded where it runs")
+            module = getattr(self, "module", None) or getattr(self, "module_name", "")
+            loaded.add(str(module).partition(".")[0])
+            return original(self, *args, **kwargs)
+
+        return load
+
+    for cls, original in zip(classes, originals, strict=True):
+        setattr(cls, "load", guarded(original))  # noqa: B010
+    try:
+        yield
+    finally:
+        for cls, original in zip(classes, originals, strict=True):
+            setattr(cls, "load", original)  # noqa: B010
+
+
+def _forget_half_imported(before: set[str], refused: BaseException, plugins: set[str]) -> None:
+    """After a refused plugin: forget the modules imported since ``before`` of the packages
+    whose import it interrupted, and of the plugins loaded meanwhile (they may hold what those
+    packages defined), so that a kernel imports them anew, whole."""
+    packages = set(plugins)
+    traceback = refused.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if frame.f_code.co_name == "<module>":
+            packages.add(str(frame.f_globals.get("__name__", "")).partition(".")[0])
+        traceback = traceback.tb_next
+    packages.discard("")
+    packages.discard("__main__")
+    for name in set(sys.modules) - before:
+        if name.partition(".")[0] in packages:
+            del sys.modules[name]
 
 
 def _prepare_kernels(options: list[str]) -> None:
