@@ -482,6 +482,7 @@ def test_public_names_are_pinned() -> None:
         "ExecutorClosedError",
         "FailedCell",
         "InvalidArgumentError",
+        "KernelStartError",
         "NotebookDiff",
         "NotebookExecutor",
         "NotebookExecutorError",
@@ -526,6 +527,7 @@ def test_errors_form_one_tree() -> None:
         "EditConflictError",
         "ClusterError",
         "ReportError",
+        "KernelStartError",
         "ExecutorClosedError",
     ):
         assert issubclass(getattr(notebook_executor, name), NotebookExecutorError)

@@ -160,7 +160,7 @@ class KernelPool(KernelStarts):
         #: How the kernels of this pool were started, for tests and benchmarks.
         #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
         #: the used kernels asked to shut down, those that exited and those killed after
-        #: the grace period.
+        #: the grace period; templates replaced after their process died.
         self.stats = {
             "taken_warm": 0,
             "started_cold": 0,
@@ -168,6 +168,7 @@ class KernelPool(KernelStarts):
             "launched": 0,
             "exited": 0,
             "killed": 0,
+            "templates_renewed": 0,
         }
 
     # -- transitions -----------------------------------------------------------------------
@@ -251,6 +252,7 @@ class KernelPool(KernelStarts):
         """
         if not self._fork or self.state is PoolState.CLOSED:
             return None
+        self._renew_dead()
         if self.state is PoolState.IDLE:
             self.prepare()
         if self.state is PoolState.WARM:
