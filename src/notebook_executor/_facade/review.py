@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._parameters.declared import declared_parameters
+from .._notebook import notebook_language
+from .._parameters.declared import check_parameters_cell, declared_parameters
 from .._run.checks import PathLike, check_path
+from .._run.plan import parses_parameters
 from .._sources.formats import load_source
 from .._sources.formats import read_notebook as _read_notebook
 from .._sources.formats import write_notebook as _write_notebook
@@ -27,14 +29,25 @@ __all__ = ["ReviewMethods"]
 class ReviewMethods(RecordQueries):
     """Sources read, written, edited, compared and validated."""
 
-    def inspect_parameters(self, notebook_path: PathLike) -> dict[str, ParameterInfo]:
+    @staticmethod
+    def inspect_parameters(notebook_path: PathLike) -> dict[str, ParameterInfo]:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``.
 
         The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
         the other methods and ``input_path`` of :meth:`execute`).
+
+        Raises
+        ------
+        NotebookSourceError
+            The parameters cell is not valid Python (naming the cell and the line): it
+            declares nothing that can be read. (A run of that notebook fails at that cell, as
+            papermill's does, and is recorded.)
         """
-        declared = declared_parameters(load_source(notebook_path).nb)
+        nb = load_source(notebook_path).nb
+        if parses_parameters(notebook_language(nb)):
+            check_parameters_cell(os.fspath(notebook_path), nb)
+        declared = declared_parameters(nb)
         return {name: parameter.as_dict() for name, parameter in declared.items()}
 
     @staticmethod

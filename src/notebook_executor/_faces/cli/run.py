@@ -236,13 +236,9 @@ def _base64_text(text: str) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import declared_parameters
-    from ..._sources.formats import load_source
+    from ..._executor import NotebookExecutor
 
-    declared = {
-        name: parameter.as_dict()
-        for name, parameter in declared_parameters(load_source(args.notebook).nb).items()
-    }
+    declared = NotebookExecutor.inspect_parameters(args.notebook)
     if args.json:
         print_json(declared)
         return EXIT_OK
