@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor import NotebookExecutor
+from notebook_executor import NotebookExecutor, RunResult
 from notebook_executor._kernels.kernel_engine import KernelEngine
 from notebook_executor._kernels.pool import KernelPool
 from support import wait_gone
@@ -42,7 +42,7 @@ def _kill_templates(pool: KernelPool) -> set[int]:
     return pids
 
 
-def _printed(result: dict[str, object]) -> str:
+def _printed(result: RunResult) -> str:
     import nbformat
 
     nb = nbformat.read(str(result["output_path"]), as_version=4)

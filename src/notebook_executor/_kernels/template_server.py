@@ -148,9 +148,7 @@ def _own_plugins_only(loaded: set[str]) -> Any:
 
     classes: list[Any] = [importlib.metadata.EntryPoint]
     if importlib.util.find_spec("entrypoints") is not None:
-        import entrypoints
-
-        classes.append(entrypoints.EntryPoint)
+        classes.append(importlib.import_module("entrypoints").EntryPoint)
     originals = [cls.__dict__["load"] for cls in classes]
 
     def guarded(original: Any) -> Any:
