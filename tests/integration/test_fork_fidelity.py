@@ -51,6 +51,10 @@ print(matplotlib.get_backend())
 fig, ax = plt.subplots(figsize=(2, 2))
 ax.bar(["a", "b"], [1, 2])
 plt.show()
+
+# %%
+import papermill.engines
+print(papermill.engines.papermill_engines.get_engine("nbx_pyplot").__name__)
 """
 
 
@@ -150,6 +154,8 @@ def test_a_plugin_importing_pyplot_leaves_forked_kernels_their_figures(
     assert expected[0] == [("stream", "stdout", "[]\n")]
     assert any(image for _, _, image in expected[1] if image), expected[1]
     assert expected[2][0] == ("stream", "stdout", "module://matplotlib_inline.backend_inline\n")
+    # The plugin works where it is used (the template leaves it to load there).
+    assert expected[3] == [("stream", "stdout", "NBClientEngine\n")]
 
     runs = tmp_path / "runs"
     with NotebookExecutor(runs_dir=runs) as ex:

@@ -88,42 +88,62 @@ def _on_host_death(signum: int, frame: Any) -> None:
 def _preload(data: bool) -> list[str]:
     """Import the modules kernels will use; return the names imported.
 
-    A module whose import would load another distribution's plugin (an entry point: papermill
-    loads every ``papermill.engine`` and ``papermill.io`` plugin as it is imported) is not
-    preloaded: what a plugin does as it is imported may depend on where it runs (one that
-    imports ``matplotlib.pyplot`` before any kernel exists fixes matplotlib's backend to
-    ``agg``, and forked kernels would show no figure). The modules of its import that
-    completed stay (they do not depend on a plugin); those of the packages it left half
-    imported are forgotten, and a kernel imports them, and the plugins, itself, as a fresh
-    kernel does.
+    The template runs no other distribution's plugin: a preloaded module that loads one (an
+    entry point: papermill loads every ``papermill.engine`` and ``papermill.io`` plugin as it
+    is imported, and scrapbook imports papermill) gets a :class:`DeferredPlugin`, which loads
+    it when first used, in the kernel that uses it. What a plugin does as it is imported may
+    depend on where it runs: one that imports ``matplotlib.pyplot`` before any kernel exists
+    fixes matplotlib's backend to ``agg``, and forked kernels would show no figure. A module
+    whose import fails has the packages it left half imported forgotten (a kernel imports
+    them whole, itself).
     """
     loaded = []
     for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
         before = set(sys.modules)
         plugins: set[str] = set()
         try:
-            with _own_plugins_only(plugins):
+            with _plugins_deferred(plugins):
                 __import__(name)
-        except _PluginRefused as refused:
-            _forget_half_imported(before, refused, plugins)
-            continue
-        except Exception:  # a missing optional module only makes kernels start slower
+        except Exception as exc:  # a missing optional module only makes kernels start slower
+            _forget_half_imported(before, exc, plugins)
             continue
         loaded.append(name)
     return loaded
 
 
-#: The distributions whose plugins the template may load while preloading: this project's own
+#: The distributions whose plugins the template loads while preloading: this project's own
 #: (its papermill engine), which does nothing as it is imported.
 OWN_DISTRIBUTIONS = frozenset({"notebook-executor"})
 
 
-class _PluginRefused(BaseException):
-    """Raised where a preloaded module loads another distribution's plugin (an entry point).
-
-    A BaseException: a loader that tolerates a failing plugin (``except Exception``) must not
-    go on without it, leaving the template with less than a fresh kernel would have.
+class DeferredPlugin:
+    """Another distribution's plugin, as the template gives it to the module that loads it:
+    loaded (its entry point's object imported) when first used, in the kernel that uses it,
+    where its import runs as in a fresh kernel; then every attribute and call is its own.
     """
+
+    __slots__ = ("_entry_point", "_load", "_object")
+
+    def __init__(self, entry_point: Any, load: Any) -> None:
+        self._entry_point = entry_point
+        self._load = load
+        self._object: Any = None
+
+    def _loaded(self) -> Any:
+        if self._object is None:
+            self._object = self._load(self._entry_point)
+        return self._object
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loaded(), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._loaded()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        if self._object is not None:
+            return repr(self._object)
+        return f"<plugin {self._entry_point!r}, loaded when first used>"
 
 
 def _distribution_name(entry_point: Any) -> str | None:
@@ -137,9 +157,9 @@ def _distribution_name(entry_point: Any) -> str | None:
 
 
 @contextlib.contextmanager
-def _own_plugins_only(loaded: set[str]) -> Any:
+def _plugins_deferred(loaded: set[str]) -> Any:
     """While it lasts, loading an entry point of any distribution but
-    :data:`OWN_DISTRIBUTIONS` raises :class:`_PluginRefused`; the top-level packages of the
+    :data:`OWN_DISTRIBUTIONS` gives a :class:`DeferredPlugin`; the top-level packages of the
     plugins loaded are added to ``loaded``.
 
     Covers ``importlib.metadata`` and the ``entrypoints`` package (papermill's loader).
@@ -154,7 +174,7 @@ def _own_plugins_only(loaded: set[str]) -> Any:
     def guarded(original: Any) -> Any:
         def load(self: Any, *args: Any, **kwargs: Any) -> Any:
             if _distribution_name(self) not in OWN_DISTRIBUTIONS:
-                raise _PluginRefused(f"the plugin {self!r} is loaded where it runs")
+                return DeferredPlugin(self, original)
             module = getattr(self, "module", None) or getattr(self, "module_name", "")
             loaded.add(str(module).partition(".")[0])
             return original(self, *args, **kwargs)
@@ -170,12 +190,12 @@ def _own_plugins_only(loaded: set[str]) -> Any:
             setattr(cls, "load", original)  # noqa: B010
 
 
-def _forget_half_imported(before: set[str], refused: BaseException, plugins: set[str]) -> None:
-    """After a refused plugin: forget the modules imported since ``before`` of the packages
+def _forget_half_imported(before: set[str], error: BaseException, plugins: set[str]) -> None:
+    """After a failed import: forget the modules imported since ``before`` of the packages
     whose import it interrupted, and of the plugins loaded meanwhile (they may hold what those
     packages defined), so that a kernel imports them anew, whole."""
     packages = set(plugins)
-    traceback = refused.__traceback__
+    traceback = error.__traceback__
     while traceback is not None:
         frame = traceback.tb_frame
         if frame.f_code.co_name == "<module>":
