@@ -25,6 +25,8 @@
      │                         ``requires-python``, no network and nothing cached)
      ├── ReportError           the report's folder cannot be written, or holds files that
      │                         were not written by a report
+     ├── KernelStartError      a session's kernel could not be started (also a
+     │                         ``RuntimeError``)
      └── ExecutorClosedError   the NotebookExecutor, or a Session of it, was closed (also a
                                ``RuntimeError``)
 
@@ -52,6 +54,7 @@ __all__ = [
     "EditConflictError",
     "ExecutorClosedError",
     "InvalidArgumentError",
+    "KernelStartError",
     "NotebookExecutorError",
     "NotebookSourceError",
     "OutputPathError",
@@ -298,6 +301,12 @@ class DependencyError(NotebookExecutorError):
 class ReportError(NotebookExecutorError):
     """The report cannot be written: its folder cannot be made or written, or holds a file
     that a report did not write (it is never overwritten)."""
+
+
+class KernelStartError(NotebookExecutorError, RuntimeError):
+    """A session's kernel could not be started (by ``open_session``, or for a step that
+    needed a fresh kernel); the message says why. A run is not raised this: it is recorded
+    with ``error_kind: "kernel_died"``."""
 
 
 class ExecutorClosedError(NotebookExecutorError, RuntimeError):

@@ -26,6 +26,7 @@ __all__ = [
     "new_markdown_cell",
     "new_notebook",
     "new_output",
+    "notebook_language",
     "output_from_msg",
     "random_cell_id",
     "strip_transient",
@@ -209,3 +210,15 @@ def strip_transient(nb: NotebookNode) -> NotebookNode:
     for cell in nb.get("cells", []):
         cell.get("metadata", {}).pop("trusted", None)
     return nb
+
+
+def notebook_language(nb: NotebookNode) -> str:
+    """The language ``nb`` says it is in (its kernelspec's, else its ``language_info``'s,
+    else jupytext's), lower case; ``python`` when it says none."""
+    metadata = nb.metadata
+    return str(
+        metadata.get("kernelspec", {}).get("language")
+        or metadata.get("language_info", {}).get("name")
+        or metadata.get("jupytext", {}).get("main_language")
+        or "python"
+    ).lower()

@@ -547,33 +547,37 @@ def test_write_notebook_refuses_a_missing_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "missing").exists()
 
 
-# A parameters cell that is not valid Python: found before any kernel starts.
+# A parameters cell that is not valid Python: run as papermill runs it (the run fails at that
+# cell, and is recorded), reported by validate at that cell; inspect_parameters refuses it.
 
 BROKEN = '# %% [markdown]\n# Title\n\n# %% tags=["parameters"]\nx = 1\ny = (2\n\n# %%\nprint(x)\n'
 
 
-def test_a_syntax_error_in_the_parameters_cell_is_refused_before_the_engine(
-    tmp_path: Path,
-) -> None:
+def test_a_syntax_error_in_the_parameters_cell_is_run_and_recorded(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
     engine = FakeEngine()
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
         report = ex.validate(tmp_path / "broken.py")
         with pytest.raises(NotebookSourceError, match=r"parameters cell \(cell 1\)") as caught:
-            ex.execute(tmp_path / "broken.py")
+            ex.inspect_parameters(tmp_path / "broken.py")
+        # Given values are injected as they are: the cell declares nothing to check them by.
+        result = ex.execute(tmp_path / "broken.py", parameters={"x": 5})
+        assert ex.get_run(result["run_id"])["run_id"] == result["run_id"]
     assert "line 2" in str(caught.value)
-    assert engine.jobs == []
-    assert not (tmp_path / "runs").exists()
-    assert [p["cell"] for p in report["problems"] if p["severity"] == "error"] == [1]
+    assert len(engine.jobs) == 1
+    [problem] = [p for p in report["problems"] if p["severity"] == "error"]
+    assert problem["cell"] == 1 and "line 2" in problem["message"]
 
 
-def test_a_syntax_error_in_the_parameters_cell_is_one_line_on_the_command_line(
+def test_a_syntax_error_in_the_parameters_cell_on_the_command_line(
     capsys: pytest.CaptureFixture[str], fake_cli: FakeEngine, tmp_path: Path
 ) -> None:
     (tmp_path / "broken.py").write_text(BROKEN, encoding="utf-8")
-    err = _refused(capsys, "run", "broken.py")
+    err = _refused(capsys, "inspect", "broken.py")
     assert "parameters cell (cell 1) is not valid Python" in err
-    assert fake_cli.jobs == []
+    code, _, err = run_cli(capsys, "run", "broken.py", "--json")
+    assert code in (0, 1), err
+    assert len(fake_cli.jobs) == 1
 
 
 def test_magics_in_the_parameters_cell_are_not_syntax_errors(tmp_path: Path) -> None:

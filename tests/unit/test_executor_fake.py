@@ -501,6 +501,7 @@ def test_public_names_are_pinned() -> None:
         "ExecutorClosedError",
         "FailedCell",
         "InvalidArgumentError",
+        "KernelStartError",
         "NotebookDiff",
         "NotebookExecutor",
         "NotebookExecutorError",
@@ -569,6 +570,7 @@ def test_errors_form_one_tree() -> None:
         "ClusterError",
         "DependencyError",
         "ReportError",
+        "KernelStartError",
         "ExecutorClosedError",
     ):
         assert issubclass(getattr(notebook_executor, name), NotebookExecutorError)

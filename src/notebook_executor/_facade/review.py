@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .._parameters.declared import declared_parameters
+from .._notebook import notebook_language
+from .._parameters.declared import check_parameters_cell, declared_parameters
 from .._run.checks import PathLike, check_path
+from .._run.plan import parses_parameters
 from .._sources.formats import load_source
 from .._sources.formats import read_notebook as _read_notebook
 from .._sources.formats import write_notebook as _write_notebook
@@ -34,7 +36,8 @@ __all__ = ["ReviewMethods"]
 class ReviewMethods(RecordQueries):
     """Sources read, written, edited, compared and validated."""
 
-    def inspect_parameters(self, notebook_path: PathLike) -> DeclaredParameters:
+    @staticmethod
+    def inspect_parameters(notebook_path: PathLike) -> DeclaredParameters:
         """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
         required}}``.
 
@@ -42,15 +45,25 @@ class ReviewMethods(RecordQueries):
         the other methods and ``input_path`` of :meth:`execute`). The answer is that mapping;
         its ``environment`` attribute holds the dependencies the notebook declares (as
         :meth:`inspect_environment` gives them), or None.
+
+        Raises
+        ------
+        NotebookSourceError
+            The source is missing or malformed, or its parameters cell is not valid Python
+            (naming the cell and the line): it declares nothing that can be read. (A run of
+            that notebook fails at that cell, as papermill's does, and is recorded.)
         """
         loaded = load_source(notebook_path)
+        if parses_parameters(notebook_language(loaded.nb)):
+            check_parameters_cell(os.fspath(notebook_path), loaded.nb)
         declared = declared_parameters(loaded.nb)
         return DeclaredParameters(
             {name: parameter.as_dict() for name, parameter in declared.items()},
             _environment_info(loaded.dependencies),
         )
 
-    def inspect_environment(self, notebook_path: PathLike) -> EnvironmentInfo | None:
+    @staticmethod
+    def inspect_environment(notebook_path: PathLike) -> EnvironmentInfo | None:
         """The dependencies ``notebook_path`` declares (SPEC section 19), or None:
         ``{"dependencies": [...], "requires-python": spec or None, "declared_in": where}``,
         ``where`` being ``"script block"`` (PEP 723), ``"front matter"`` or ``"metadata"``

@@ -76,7 +76,8 @@ def _app() -> Any:
 
 
 def _kernel_threads(app: Any) -> set[threading.Thread]:
-    """The threads of the kernel itself (not the notebook's)."""
+    """The threads of the kernel itself (not the notebook's), pyzmq's garbage collector's
+    among them (it tracks messages sent without a copy: any large output starts it)."""
     own: set[Any] = {threading.main_thread()}
     iopub = getattr(app, "iopub_thread", None)
     own.add(getattr(iopub, "thread", None))
@@ -84,6 +85,8 @@ def _kernel_threads(app: Any) -> set[threading.Thread]:
         own.add(getattr(app, name, None))
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         own.add(getattr(stream, "watch_fd_thread", None))
+    garbage = sys.modules.get("zmq.utils.garbage")
+    own.add(getattr(getattr(garbage, "gc", None), "thread", None))
     return {thread for thread in own if isinstance(thread, threading.Thread)}
 
 
@@ -158,12 +161,128 @@ def open_comms() -> int:
     return len(comms) if isinstance(comms, dict) else 0
 
 
+#: Native threads (not Python's) that a copy may lack: those of libraries that end their
+#: threads before a fork and start them again when next used (OpenBLAS, with its
+#: ``pthread_atfork`` handlers; jemalloc's background thread, by its name), and those of zmq's
+#: contexts (the kernel's own). Any other native thread (an OpenMP pool, libgomp's above all,
+#: which waits forever in a copy for workers it no longer has) refuses the checkpoint.
+FORK_SAFE_LIBRARIES = ("openblas",)
+FORK_SAFE_THREAD_NAMES = ("jemalloc_bg_thd", "ZMQbg/")
+
+#: Libraries every thread's stack passes through, that say nothing of who started it.
+_COMMON_LIBRARIES = ("libc.", "libc-", "ld-linux", "libpthread", "libgcc_s", "libstdc++")
+
+#: How long native threads running on a CPU (a pool spinning after its work) are waited for,
+#: in all, to sleep, so that their stacks can be read.
+_RUNNING_WAIT = 0.3
+
+
+def foreign_threads() -> dict[str, int]:
+    """The native threads of this process that a copy would lack and miss: library (or
+    ``"unknown"``) -> threads. Neither Python's threads (see :func:`notebook_threads`) nor
+    those of :data:`FORK_SAFE_LIBRARIES` and :data:`FORK_SAFE_THREAD_NAMES`.
+
+    Each thread is told by the process's own task list (``/proc/self/task``), and its library
+    by its stack: the innermost return address into a shared library other than the C
+    library's (read from ``/proc/self/mem``, which answers an error, never a crash, for memory
+    that is gone).
+    """
+    try:
+        tids = [int(entry.name) for entry in Path("/proc/self/task").iterdir()]
+    except (OSError, ValueError):
+        return {}
+    python = {thread.native_id for thread in threading.enumerate()} | {os.getpid()}
+    found: dict[str, int] = {}
+    pending = []
+    for tid in tids:
+        if tid in python:
+            continue
+        try:
+            name = Path(f"/proc/self/task/{tid}/comm").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue  # gone meanwhile
+        if not name.startswith(FORK_SAFE_THREAD_NAMES):
+            pending.append(tid)
+    if not pending:
+        return {}
+    import time
+
+    libraries = _executable_mappings()
+    deadline = time.monotonic() + _RUNNING_WAIT
+    for tid in pending:
+        library = _thread_library(tid, libraries, deadline)
+        if library is None or not any(safe in library.lower() for safe in FORK_SAFE_LIBRARIES):
+            found[library or "unknown"] = found.get(library or "unknown", 0) + 1
+    return found
+
+
+def _executable_mappings() -> list[tuple[int, int, str]]:
+    """``(start, end, file name)`` of the mapped executable code of shared libraries, and
+    ``(start, end, "")`` of every other mapping, sorted."""
+    mappings = []
+    with contextlib.suppress(OSError, ValueError), Path("/proc/self/maps").open("rb") as maps:
+        for line in maps:
+            fields = line.split(None, 5)
+            start, _, end = fields[0].partition(b"-")
+            path = fields[5].strip().decode(errors="replace") if len(fields) > 5 else ""
+            library = Path(path).name if b"x" in fields[1] and path.startswith("/") else ""
+            mappings.append((int(start, 16), int(end, 16), library))
+    mappings.sort()
+    return mappings
+
+
+def _thread_library(tid: int, mappings: list[tuple[int, int, str]], deadline: float) -> str | None:
+    """The library thread ``tid`` runs in, from its stack; None if it cannot be told (the
+    thread is still on a CPU at ``deadline``, or its stack is unreadable)."""
+    import bisect
+    import struct
+    import time
+
+    while True:
+        try:
+            fields = Path(f"/proc/self/task/{tid}/syscall").read_text(encoding="ascii").split()
+        except OSError:
+            return None
+        if len(fields) >= 9 or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)  # on a CPU now ("running"): its stack moves
+    if len(fields) < 9:
+        return None
+    stack = int(fields[-2], 16)
+    starts = [start for start, _, _ in mappings]
+    where = bisect.bisect_right(starts, stack) - 1
+    if where < 0 or stack >= mappings[where][1]:
+        return None
+    try:
+        fd = os.open("/proc/self/mem", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, min(mappings[where][1] - stack, 256 * 1024), stack)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for (word,) in struct.iter_unpack("=Q", data[: len(data) // 8 * 8]):
+        at = bisect.bisect_right(starts, word) - 1
+        if at < 0 or word >= mappings[at][1]:
+            continue
+        library = mappings[at][2]
+        if library and not library.startswith(_COMMON_LIBRARIES) and "python" not in library:
+            return library
+    return None
+
+
 def unsupported(app: Any) -> str | None:
     """Why a copy of this kernel, now, could not be made into a kernel safely, or None."""
     threads = notebook_threads(app)
     if threads:
         names = ", ".join(sorted(t.name for t in threads)[:5])
         return f"the notebook has started threads of its own ({names})"
+    native = foreign_threads()
+    if native:
+        pools = ", ".join(f"{name}: {count}" for name, count in sorted(native.items())[:5])
+        return f"the notebook runs native threads that a copy would lack ({pools})"
     devices = gpu_devices()
     if devices or _cuda_initialised():
         what = ", ".join(devices[:3]) if devices else "torch.cuda is initialised"

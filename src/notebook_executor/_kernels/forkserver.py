@@ -215,6 +215,7 @@ class ForkServer(ForkChannel):
         self.kernel_id = uuid.uuid4().hex
         super().__init__([self.kernel_id])
         self._env = {**_template_env(env), KERNEL_ID: self.kernel_id}
+        self.data_modules = data_modules
         self._preload = "all" if data_modules else "kernel"
         self._startup = _startup_env(self._env)
         self._process: subprocess.Popen[bytes] | None = None

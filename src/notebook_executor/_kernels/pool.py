@@ -166,7 +166,7 @@ class KernelPool(KernelStarts):
         #: How the kernels of this pool were started, for tests and benchmarks.
         #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
         #: the used kernels asked to shut down, those that exited and those killed after
-        #: the grace period.
+        #: the grace period; templates replaced after their process died.
         self.stats = {
             "taken_warm": 0,
             "started_cold": 0,
@@ -174,6 +174,7 @@ class KernelPool(KernelStarts):
             "launched": 0,
             "exited": 0,
             "killed": 0,
+            "templates_renewed": 0,
         }
 
     # -- transitions -----------------------------------------------------------------------
@@ -260,6 +261,7 @@ class KernelPool(KernelStarts):
         """
         if not self._fork or self.state is PoolState.CLOSED:
             return None
+        self._renew_dead()
         if not is_own_interpreter(interpreter):
             return await self._environment_template(str(interpreter), env, cwd)
         if self.state is PoolState.IDLE:

@@ -68,30 +68,47 @@ class KernelStarts:
         wait: bool,
     ) -> RunningKernel:
         """Start a kernel: forked from the template of the state (``wait``: for it to be
-        ready) or launched; ``warm_up`` when no run waits for it."""
-        if not choice.native:
+        ready) or launched; ``warm_up`` when no run waits for it.
+
+        A template found dead as it is asked to fork is replaced, and the kernel forked from
+        the new one; should that fail too, the kernel is launched.
+        """
+        from .forkserver import ForkServerError
+
+        attempts = 2
+        while True:
+            attempts -= 1
             server = None
-        elif is_own_interpreter(choice.interpreter):
-            server = await self._template_for(env, cwd, wait=wait)
-        else:
-            server = await self._environment_template(str(choice.interpreter), env, cwd)
-        task = asyncio.current_task()
-        if server is None and task is not None:
-            self._launching.add(task)
-            task.add_done_callback(self._launching.discard)
-        if self._context is None:
-            self._context = client_context()
-        kernel = await start_kernel(
-            choice,
-            cwd=cwd,
-            env=env,
-            ready_timeout=ready_timeout,
-            forkserver=server,
-            context=self._context,
-            warm_up=warm_up,
-        )
-        self.stats["forked" if server is not None else "launched"] += 1
-        return kernel
+            if choice.native and attempts >= 0:
+                if is_own_interpreter(choice.interpreter):
+                    server = await self._template_for(env, cwd, wait=wait)
+                else:
+                    interpreter = str(choice.interpreter)
+                    server = await self._environment_template(interpreter, env, cwd)
+            task = asyncio.current_task()
+            if server is None and task is not None:
+                self._launching.add(task)
+                task.add_done_callback(self._launching.discard)
+            if self._context is None:
+                self._context = client_context()
+            try:
+                kernel = await start_kernel(
+                    choice,
+                    cwd=cwd,
+                    env=env,
+                    ready_timeout=ready_timeout,
+                    forkserver=server,
+                    context=self._context,
+                    warm_up=warm_up,
+                )
+            except ForkServerError as exc:
+                if server is None:
+                    raise
+                logger.warning("the kernel template could not fork: %s", exc)
+                self._renew(server)
+                continue
+            self.stats["forked" if server is not None else "launched"] += 1
+            return kernel
 
     async def _template_for(
         self, env: dict[str, str], cwd: Path, *, wait: bool
@@ -99,6 +116,7 @@ class KernelStarts:
         """The template to fork a kernel for ``env`` from, or None to launch it."""
         if not self._fork or self.state is PoolState.CLOSED:
             return None
+        self._renew_dead()
         if self.state is not PoolState.WARM:
             # Before WARM: the first template, which started earlier than any launch could be,
             # so wait for it; without one, launch. The full template comes after.
@@ -141,6 +159,36 @@ class KernelStarts:
                 del templates[interpreter]
             _close_template(template)
             return None
+
+    def _renew_dead(self) -> None:
+        """Replace each template whose process has died (killed, crashed) by a new one."""
+        for template in (self._first_template, self._full_template):
+            if template is not None and template.dead:
+                self._renew(template.server)
+
+    def _renew(self, server: ForkServer) -> None:
+        """Replace the template of ``server``, which failed to fork, by a new one of its kind
+        (the full one is spawned again when next needed); the old one is closed (it went with
+        its kernels: those the pool holds are found dead and dropped when taken)."""
+        for attribute in ("_first_template", "_full_template"):
+            template: Template | None = getattr(self, attribute)
+            if template is None or template.server is not server:
+                continue
+            logger.warning("the kernel template (pid %s) is gone: starting a new one", template.pid)
+            self.stats["templates_renewed"] += 1
+            renewed = None
+            if attribute == "_first_template" and self.state is not PoolState.WARM:
+                # (In WARM the full template serves: it is spawned again when next needed.)
+                renewed = self._spawn_template(data_modules=server.data_modules)
+            setattr(self, attribute, renewed)
+            asyncio.get_running_loop().run_in_executor(None, server.close)
+        for interpreter, template in list(self._environment_templates.items()):
+            if template.server is server:
+                # A notebook environment's template: spawned again when next needed.
+                logger.warning("the kernel template of %s is gone: starting a new one", interpreter)
+                self.stats["templates_renewed"] += 1
+                del self._environment_templates[interpreter]
+                _close_template(template)
 
     def _spawn_template(self, *, data_modules: bool) -> Template | None:
         """A spawned template, or None where kernels cannot be forked."""

@@ -86,14 +86,126 @@ def _on_host_death(signum: int, frame: Any) -> None:
 
 
 def _preload(data: bool) -> list[str]:
+    """Import the modules kernels will use; return the names imported.
+
+    The template runs no other distribution's plugin: a preloaded module that loads one (an
+    entry point: papermill loads every ``papermill.engine`` and ``papermill.io`` plugin as it
+    is imported, and scrapbook imports papermill) gets a :class:`DeferredPlugin`, which loads
+    it when first used, in the kernel that uses it. What a plugin does as it is imported may
+    depend on where it runs: one that imports ``matplotlib.pyplot`` before any kernel exists
+    fixes matplotlib's backend to ``agg``, and forked kernels would show no figure. A module
+    whose import fails has the packages it left half imported forgotten (a kernel imports
+    them whole, itself).
+    """
     loaded = []
     for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
+        before = set(sys.modules)
+        plugins: set[str] = set()
         try:
-            __import__(name)
-        except Exception:  # a missing optional module only makes kernels start slower
+            with _plugins_deferred(plugins):
+                __import__(name)
+        except Exception as exc:  # a missing optional module only makes kernels start slower
+            _forget_half_imported(before, exc, plugins)
             continue
         loaded.append(name)
     return loaded
+
+
+#: The distributions whose plugins the template loads while preloading: this project's own
+#: (its papermill engine), which does nothing as it is imported.
+OWN_DISTRIBUTIONS = frozenset({"notebook-executor"})
+
+
+class DeferredPlugin:
+    """Another distribution's plugin, as the template gives it to the module that loads it:
+    loaded (its entry point's object imported) when first used, in the kernel that uses it,
+    where its import runs as in a fresh kernel; then every attribute and call is its own.
+    """
+
+    __slots__ = ("_entry_point", "_load", "_object")
+
+    def __init__(self, entry_point: Any, load: Any) -> None:
+        self._entry_point = entry_point
+        self._load = load
+        self._object: Any = None
+
+    def _loaded(self) -> Any:
+        if self._object is None:
+            self._object = self._load(self._entry_point)
+        return self._object
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loaded(), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._loaded()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        if self._object is not None:
+            return repr(self._object)
+        return f"<plugin {self._entry_point!r}, loaded when first used>"
+
+
+def _distribution_name(entry_point: Any) -> str | None:
+    """The normalized name of the distribution an entry point comes from, if known."""
+    import re
+
+    dist = getattr(entry_point, "dist", None) or getattr(entry_point, "distro", None)
+    name = getattr(getattr(dist, "metadata", None), "get", lambda key: None)("Name")
+    name = name or getattr(dist, "name", None)
+    return re.sub(r"[-_.]+", "-", name).lower() if isinstance(name, str) else None
+
+
+@contextlib.contextmanager
+def _plugins_deferred(loaded: set[str]) -> Any:
+    """While it lasts, loading an entry point of any distribution but
+    :data:`OWN_DISTRIBUTIONS` gives a :class:`DeferredPlugin`; the top-level packages of the
+    plugins loaded are added to ``loaded``.
+
+    Covers ``importlib.metadata`` and the ``entrypoints`` package (papermill's loader).
+    """
+    import importlib.metadata
+
+    classes: list[Any] = [importlib.metadata.EntryPoint]
+    if importlib.util.find_spec("entrypoints") is not None:
+        classes.append(importlib.import_module("entrypoints").EntryPoint)
+    originals = [cls.__dict__["load"] for cls in classes]
+
+    def guarded(original: Any) -> Any:
+        def load(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _distribution_name(self) not in OWN_DISTRIBUTIONS:
+                return DeferredPlugin(self, original)
+            module = getattr(self, "module", None) or getattr(self, "module_name", "")
+            loaded.add(str(module).partition(".")[0])
+            return original(self, *args, **kwargs)
+
+        return load
+
+    for cls, original in zip(classes, originals, strict=True):
+        setattr(cls, "load", guarded(original))  # noqa: B010
+    try:
+        yield
+    finally:
+        for cls, original in zip(classes, originals, strict=True):
+            setattr(cls, "load", original)  # noqa: B010
+
+
+def _forget_half_imported(before: set[str], error: BaseException, plugins: set[str]) -> None:
+    """After a failed import: forget the modules imported since ``before`` of the packages
+    whose import it interrupted, and of the plugins loaded meanwhile (they may hold what those
+    packages defined), so that a kernel imports them anew, whole."""
+    packages = set(plugins)
+    traceback = error.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if frame.f_code.co_name == "<module>":
+            packages.add(str(frame.f_globals.get("__name__", "")).partition(".")[0])
+        traceback = traceback.tb_next
+    packages.discard("")
+    packages.discard("__main__")
+    for name in set(sys.modules) - before:
+        if name.partition(".")[0] in packages:
+            del sys.modules[name]
 
 
 def _prepare_kernels(options: list[str]) -> None:

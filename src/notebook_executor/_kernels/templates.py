@@ -32,6 +32,15 @@ class Template:
     ready: asyncio.Task[None]
 
     @property
+    def dead(self) -> bool:
+        """True once the template, having started, is gone (killed, crashed): its kernels went
+        with it, and it forks no more."""
+        ready = self.ready
+        if not ready.done() or ready.cancelled() or ready.exception() is not None:
+            return False
+        return not self.server.running
+
+    @property
     def pid(self) -> int | None:
         """The template process's pid, or None once it is gone."""
         return self.server.pid

@@ -40,6 +40,7 @@ from .._errors import (
     NotebookSourceError,
     ParameterError,
 )
+from .._notebook import notebook_language
 from .._parameters.declared import (
     INJECTED_TAG,
     PARAMETERS_TAG,
@@ -135,7 +136,7 @@ def validate_notebook(
         nb = load_source(path).nb
     except NotebookSourceError as exc:
         return _verdict([_problem(None, "error", exc.reason)])
-    planned, language = None, _language(nb)
+    planned, language = None, notebook_language(nb)
     stand_ins = {} if execute else _stand_ins(nb, options, language)
     try:
         # A notebook's own environment is made only for a run (an unresolvable one is then
@@ -270,16 +271,6 @@ def _syntax_problems(nb: NotebookNode) -> list[Problem]:
         except ValueError as exc:  # e.g. NUL bytes
             problems.append(_problem(index, "error", f"cannot compile: {exc}"))
     return problems
-
-
-def _language(nb: NotebookNode) -> str:
-    metadata = nb.metadata
-    return str(
-        metadata.get("kernelspec", {}).get("language")
-        or metadata.get("language_info", {}).get("name")
-        or metadata.get("jupytext", {}).get("main_language")
-        or "python"
-    ).lower()
 
 
 def _language_problems(nb: NotebookNode, language: str) -> list[Problem]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidArgumentError, NotebookSourceError, ParameterError
 from .._kernels.environments import NotebookEnvironment, ensure_environment
 from .._kernels.launch import choose_kernel, kernel_environment
-from .._parameters.declared import INJECTED_TAG, check_parameters_cell, declared_parameters
+from .._parameters.declared import INJECTED_TAG, declared_parameters, parameters_cell_error
 from .._parameters.environment import declared_env_names, resolve_declared_env
 from .._parameters.placeholders import substitute_placeholders
 from .._parameters.values import inject_parameters, unencodable_value, validate_parameters
@@ -144,14 +144,22 @@ def plan_run(
     loaded = load_source(input_path)
     given = dict(parameters or {})
     kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
-    checked = parses_parameters(kernel.language)
+    # A parameters cell that is not valid Python is run as papermill runs it: the run fails
+    # there, with the kernel's SyntaxError, and is recorded; given values are injected as
+    # they are (the cell declares nothing to check them against).
+    broken = parameters_cell_error(loaded.nb) if parses_parameters(kernel.language) else None
+    checked = parses_parameters(kernel.language) and broken is None
     if checked:
-        check_parameters_cell(notebook, loaded.nb)
         declared = declared_parameters(loaded.nb)
         effective = validate_parameters(declared, given)
         defaults = {n: p.default for n, p in declared.items() if p.literal_default}
     else:
-        effective, defaults = _unchecked(notebook, kernel.language, given), {}
+        why = (
+            f"its parameters cell (cell {broken[0]}) {broken[1]}"
+            if broken is not None
+            else f"a {kernel.language} notebook's parameters cannot be checked here"
+        )
+        effective, defaults = _unchecked(notebook, why, given), {}
         declared = {}
     if cwd is not None:
         workdir = Path(cwd)
@@ -267,8 +275,8 @@ def parses_parameters(language: str) -> bool:
     return language.lower() in CHECKED_LANGUAGES
 
 
-def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str, Any]:
-    """Given values for a notebook whose parameters cell cannot be parsed here."""
+def _unchecked(notebook: str, why: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Given values for a notebook whose parameters cell cannot be parsed here (``why``)."""
     for name, value in given.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ParameterError(str(name), [f"{name!r} is not a valid parameter name"])
@@ -281,10 +289,9 @@ def _unchecked(notebook: str, language: str, given: dict[str, Any]) -> dict[str,
             raise ParameterError(name, [f"parameter {name!r}: {problem}"])
     if given:
         logger.warning(
-            "%s: a %s notebook's parameters cannot be checked here; %s injected unchecked "
-            "with papermill's translators",
+            "%s: %s; %s injected unchecked with papermill's translators",
             notebook,
-            language,
+            why,
             ", ".join(sorted(given)),
         )
     return dict(given)

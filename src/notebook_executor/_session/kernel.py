@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .._errors import KernelStartError
 from .._kernels.cells import CellEnd, Displays, execute_cell, is_blank
 from .._kernels.live import CheckpointError
 from ..engine import KernelChoice
@@ -121,24 +122,40 @@ class LoopKernel:
         return result_of(self._loop.submit(coroutine))
 
     def start(self) -> None:
+        from .._kernels.forkserver import ForkServerError
         from .._kernels.live import LiveKernel
 
         self._end()
-        server = None
-        if self.template is not None:
+        # Forked from the template; should it be gone as it is asked, from the new one the
+        # executor starts in its place; should that fail too, launched.
+        for attempt in range(3):
+            server = None
+            if self.template is not None and attempt < 2:
+                try:
+                    server = self.template()
+                except Exception as exc:  # no template: the kernel is launched, as without one
+                    logger.info("a session kernel will be launched, not forked: %s", exc)
             try:
-                server = self.template()
-            except Exception as exc:  # no template: the kernel is launched, as without one
-                logger.info("a session kernel will be launched, not forked: %s", exc)
-        self._live = self._call(
-            LiveKernel.start(
-                self.choice,
-                cwd=self.cwd,
-                env=self.env,
-                ready_timeout=START_TIMEOUT,
-                forkserver=server,
-            )
-        )
+                self._live = self._call(
+                    LiveKernel.start(
+                        self.choice,
+                        cwd=self.cwd,
+                        env=self.env,
+                        ready_timeout=START_TIMEOUT,
+                        forkserver=server,
+                    )
+                )
+            except ForkServerError as exc:
+                if server is None:
+                    raise KernelStartError(f"the kernel did not start: {exc}") from None
+                logger.warning("the kernel template could not fork: %s", exc)
+                continue
+            except (RuntimeError, OSError, TimeoutError) as exc:
+                raise KernelStartError(
+                    f"the kernel did not start: {exc or type(exc).__name__}"
+                ) from None
+            break
+        assert self._live is not None
         self._live.memory_limit = self.checkpoint_memory
         self._displays = Displays()
 

@@ -266,14 +266,10 @@ def _base64_text(text: str) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import declared_parameters
-    from ..._sources.formats import load_source
+    from ..._executor import NotebookExecutor
 
-    loaded = load_source(args.notebook)
-    declared = {
-        name: parameter.as_dict() for name, parameter in declared_parameters(loaded.nb).items()
-    }
-    environment = None if loaded.dependencies is None else loaded.dependencies.as_dict()
+    declared = NotebookExecutor.inspect_parameters(args.notebook)
+    environment = declared.environment
     if args.json:
         # The parameters mapping (``inspect_parameters``' shape); the declared dependencies
         # show in the text form, the MCP answer and ``inspect_environment``.
