@@ -4,19 +4,13 @@
 >>> with NotebookExecutor(runs_dir="runs") as ex:  # doctest: +SKIP
 ...     result = ex.execute("notebooks/hello.py", parameters={"name": "Ada"})
 
-Importing this package is cheap: kernels, nbformat, pandas and friends load when first used.
+Importing this package is cheap: kernels, nbformat, pandas and friends load when first used,
+and the names below load their modules when first read (the command line's client, which
+hands commands to the run server, imports next to nothing).
 """
 
-from ._catalog.digest import (
-    Digest,
-    DigestError,
-    DigestNote,
-    DigestParameter,
-    DigestScraps,
-    DigestStatus,
-    DigestTrend,
-    DigestValue,
-)
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     CatalogError,
     ClusterError,
@@ -33,24 +27,69 @@ from ._errors import (
     RunsDirError,
     SearchQueryError,
 )
-from ._executor import NotebookExecutor
-from ._run.edits import CellEdit
-from ._session.session import Session
-from ._session.shapes import EvaluationResult, StepResult
-from ._sources.formats import read_notebook, write_notebook
-from ._types import (
-    CellChange,
-    FailedCell,
-    NotebookDiff,
-    OutputCut,
-    ParameterInfo,
-    RunDiff,
-    RunResult,
-    SearchHit,
-    ValidateAnswer,
-    ValidateProblem,
-)
-from .engine import Engine, EngineOutcome, RunCancelled, RunJob
+
+if TYPE_CHECKING:
+    from ._catalog.digest import (
+        Digest,
+        DigestError,
+        DigestNote,
+        DigestParameter,
+        DigestScraps,
+        DigestStatus,
+        DigestTrend,
+        DigestValue,
+    )
+    from ._executor import NotebookExecutor
+    from ._run.edits import CellEdit
+    from ._session.session import Session
+    from ._session.shapes import EvaluationResult, StepResult
+    from ._sources.formats import read_notebook, write_notebook
+    from ._types import (
+        CellChange,
+        FailedCell,
+        NotebookDiff,
+        OutputCut,
+        ParameterInfo,
+        RunDiff,
+        RunResult,
+        SearchHit,
+        ValidateAnswer,
+        ValidateProblem,
+    )
+    from .engine import Engine, EngineOutcome, RunCancelled, RunJob
+
+#: The public names loaded when first read, and the module of each.
+_LAZY = {
+    "CellChange": "._types",
+    "CellEdit": "._run.edits",
+    "Digest": "._catalog.digest",
+    "DigestError": "._catalog.digest",
+    "DigestNote": "._catalog.digest",
+    "DigestParameter": "._catalog.digest",
+    "DigestScraps": "._catalog.digest",
+    "DigestStatus": "._catalog.digest",
+    "DigestTrend": "._catalog.digest",
+    "DigestValue": "._catalog.digest",
+    "Engine": ".engine",
+    "EngineOutcome": ".engine",
+    "EvaluationResult": "._session.shapes",
+    "FailedCell": "._types",
+    "NotebookDiff": "._types",
+    "NotebookExecutor": "._executor",
+    "OutputCut": "._types",
+    "ParameterInfo": "._types",
+    "RunCancelled": ".engine",
+    "RunDiff": "._types",
+    "RunJob": ".engine",
+    "RunResult": "._types",
+    "SearchHit": "._types",
+    "Session": "._session.session",
+    "StepResult": "._session.shapes",
+    "ValidateAnswer": "._types",
+    "ValidateProblem": "._types",
+    "read_notebook": "._sources.formats",
+    "write_notebook": "._sources.formats",
+}
 
 __version__ = "0.1.0"
 
@@ -100,3 +139,18 @@ __all__ = [
     "read_notebook",
     "write_notebook",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -73,7 +73,12 @@ def spawn_template(*, data_modules: bool) -> Template:
         The template could not be spawned.
     """
     from .forkserver import ForkServer, ForkServerError
+    from .shared_template import adopted
 
+    shared = adopted()
+    if shared is not None:
+        # A run server's child: the server's template, ready already (shared_template.py).
+        return Template(shared, asyncio.get_running_loop().create_task(_already_ready()))
     server = ForkServer(kernel_environment(None), data_modules=data_modules)
     # Spawned from the loop thread, which lives as long as the engine: the template's
     # parent-death signal is tied to the thread that created it.
@@ -83,3 +88,7 @@ def spawn_template(*, data_modules: bool) -> Template:
         raise TemplateUnavailable(str(exc)) from None
     ready = asyncio.get_running_loop().create_task(asyncio.to_thread(server.wait_ready))
     return Template(server, ready)
+
+
+async def _already_ready() -> None:
+    """The readiness of a template that was ready before it was handed over."""

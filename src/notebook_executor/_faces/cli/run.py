@@ -10,7 +10,7 @@ from typing import Any
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
 
-__all__ = ["register"]
+__all__ = ["parameter_values", "register"]
 
 
 def register(commands: Any) -> None:
@@ -147,10 +147,6 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import declared_parameters
-    from ..._parameters.values import convert_text_value
-    from ..._sources.formats import load_source
-
     if args.output is not None and args.output_path is not None:
         raise UsageError("give the output once: OUT or --output")
     output = args.output_path if args.output_path is not None else args.output
@@ -166,20 +162,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # A template imports ipykernel while the source is read and checked; the kernel
             # is forked from it once the run is known to be good (bad input: none starts).
             ex.prepare_kernel()
-        declared = declared_parameters(load_source(args.notebook).nb)
-        values: dict[str, Any] = {}
-        if args.parameters_file:
-            values.update(
-                common.yaml_mapping(common.read_text(args.parameters_file), args.parameters_file)
-            )
-        if args.parameters_yaml:
-            values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
-        if args.parameters_base64:
-            values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
-        for name, text in args.parameters:
-            values[name] = convert_text_value(declared.get(name), text, declared)
-        for name, text in args.parameters_raw:
-            values[name] = text
+        values = parameter_values(args)
         options = common.run_options(args).replace(
             output_path=output, parameters=values, edits=edits or None
         )
@@ -200,6 +183,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print_result(result)
     return EXIT_OK if result["status"] == "success" else EXIT_FAILED
+
+
+def parameter_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameter values given to a command on ``args.notebook``: ``-f``, ``-y``, ``-b``,
+    then ``-p`` (converted to the declared types) and ``-r``, of those the command has."""
+    from ..._parameters.declared import declared_parameters
+    from ..._parameters.values import convert_text_value
+    from ..._sources.formats import load_source
+
+    declared = declared_parameters(load_source(args.notebook).nb)
+    values: dict[str, Any] = {}
+    if getattr(args, "parameters_file", None):
+        values.update(
+            common.yaml_mapping(common.read_text(args.parameters_file), args.parameters_file)
+        )
+    if getattr(args, "parameters_yaml", None):
+        values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
+    if getattr(args, "parameters_base64", None):
+        values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
+    for name, text in getattr(args, "parameters", None) or ():
+        values[name] = convert_text_value(declared.get(name), text, declared)
+    for name, text in getattr(args, "parameters_raw", None) or ():
+        values[name] = text
+    return values
 
 
 def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:
