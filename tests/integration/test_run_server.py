@@ -65,6 +65,7 @@ class Shell:
             [sys.executable, "-m", "notebook_executor", *argv],
             cwd=self.folder,
             env={**self.env, **(env or {})},
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
