@@ -7,6 +7,7 @@ left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -95,10 +96,8 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
     finally:
         user.run("server", "stop")
         for pid_file in runtime.glob("*/*.pid"):  # a server a failed test could not stop
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
 
 
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
@@ -215,7 +214,7 @@ def test_sigkill_of_the_server_mid_run(shell: Shell) -> None:
     _out, err = process.communicate(timeout=60)
     assert process.returncode == 2
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    code, out, _ = shell.run("runs", "--json", "--notebook", "slow.py")
+    _code, out, _ = shell.run("runs", "--json", "--notebook", "slow.py")
     (row,) = json.loads(out)
     result = json.loads(shell.run("show", row["run_id"], "--json")[1])
     assert result["error_kind"] == "interrupted"
