@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -249,3 +250,45 @@ def _alive(pid: int | None) -> bool:
             return stat.read().rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return False
+
+
+_FOREIGN_CLIENT = """
+import json, socket, struct, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+data = json.dumps({"op": "status"}).encode()
+try:
+    sock.sendall(struct.pack(">I", len(data)) + data)
+except OSError:
+    pass  # the server answered and closed before reading
+head = sock.recv(4)
+print(sock.recv(struct.unpack(">I", head)[0]).decode() if len(head) == 4 else "closed")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to be another user")
+def test_another_user_is_refused_whatever_the_socket_mode(shell: Shell, tmp_path: Path) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    status = shell.status()
+    # A second name for the server's socket, where anyone may reach it, open to all.
+    open_folder = Path(tempfile.mkdtemp(prefix="nbxopen", dir="/tmp"))
+    try:
+        open_folder.chmod(0o777)
+        link = open_folder / "s"
+        os.link(status["socket"], link)
+        link.chmod(0o777)
+        done = subprocess.run(
+            ["/usr/bin/python3", "-I", "-S", "-c", _FOREIGN_CLIENT, str(link)],
+            user=65534,
+            group=65534,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "refused a process of user 65534" in done.stdout
+        assert '"pid"' not in done.stdout
+    finally:
+        shutil.rmtree(open_folder, ignore_errors=True)
+    assert shell.status()["pid"] == status["pid"]

@@ -18,7 +18,6 @@ import errno
 import fcntl
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -142,6 +141,8 @@ def request(files: ServerFiles, message: dict[str, Any]) -> dict[str, Any] | Non
 
 def start_server(files: ServerFiles) -> socket.socket | None:
     """Start this user's server (one client at a time starts it) and connect to it."""
+    import subprocess
+
     with _start_lock(files):
         sock = connect(files)
         if sock is not None:

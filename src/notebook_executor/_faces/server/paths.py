@@ -84,15 +84,6 @@ def server_key(executable: str, version: str) -> str:
     return hashlib.sha256(f"{executable}\0{version}".encode()).hexdigest()[:12]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("notebook-executor")
-    except PackageNotFoundError:  # pragma: no cover - a source tree without metadata
-        return "0"
-
-
 def server_files() -> ServerFiles:
     """The files of this user's server for this interpreter, the private folder made.
 
@@ -106,7 +97,9 @@ def server_files() -> ServerFiles:
         base = tempfile.gettempdir()
     folder = Path(base) / f"notebook-executor-{os.getuid()}"
     private_folder(folder)
-    return ServerFiles(folder, server_key(sys.executable, _version()))
+    from ... import __version__
+
+    return ServerFiles(folder, server_key(sys.executable, __version__))
 
 
 def private_folder(folder: Path) -> None:
