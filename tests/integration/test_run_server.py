@@ -292,3 +292,53 @@ def test_another_user_is_refused_whatever_the_socket_mode(shell: Shell, tmp_path
     finally:
         shutil.rmtree(open_folder, ignore_errors=True)
     assert shell.status()["pid"] == status["pid"]
+
+
+def test_ctrl_c_in_the_client_cancels_the_run_in_the_server(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW_NOTEBOOK)
+    process = shell.start("run", "slow.py", "--json")
+    deadline = time.monotonic() + 120
+    while not (shell.folder / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    result = json.loads(out)
+    assert result["error_kind"] == "cancelled"
+    assert result["failed_cell"]["index"] == 2
+    assert shell.status()["commands"] == 0
+
+
+def test_a_session_is_finished_when_the_server_stops(shell: Shell) -> None:
+    code, out, err = shell.run("session", "open", "hello.py", "--json")
+    assert code == 0, err
+    opened = json.loads(out)
+    assert shell.run("session", "run", opened["session_id"])[0] == 0
+    assert [s["session_id"] for s in shell.status()["sessions"]] == [opened["session_id"]]
+    assert shell.run("server", "stop")[0] == 0
+    record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
+    assert record["status"] == "success" and record["cells_executed"] == 3
+    assert shell.run("session", "run", opened["session_id"])[0] == 2
+
+
+def test_the_server_exits_when_idle(shell: Shell) -> None:
+    shell.env["NOTEBOOK_EXECUTOR_SERVER_IDLE"] = "1"
+    assert shell.run("run", "hello.py")[0] == 0
+    pid = shell.status()["pid"]
+    deadline = time.monotonic() + 60
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid)
+    assert shell.status()["pid"] is None
+
+
+def test_no_server_reachable_runs_in_process_and_says_so_once(shell: Shell) -> None:
+    runtime = Path(shell.env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"])
+    (runtime / f"notebook-executor-{os.getuid()}").mkdir(mode=0o755)
+    (runtime / f"notebook-executor-{os.getuid()}").chmod(0o755)  # open to others: not used
+    code, out, err = shell.run("-v", "run", "hello.py", "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "success"
+    assert err.count("no run server") == 1
+    assert "open to other users" in err
