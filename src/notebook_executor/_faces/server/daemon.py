@@ -95,10 +95,11 @@ class _Server:
         from ..._kernels.launch import kernel_environment
         from ..._kernels.shared_template import SharedForkServer, adopt
 
-        template = SharedForkServer(
+        template: SharedForkServer | None = SharedForkServer(
             kernel_environment(None), self.files.folder / f"{self.files.key}.fork"
         )
         try:
+            assert template is not None
             template.spawn()  # dies with this thread: the server's only one
         except Exception as exc:
             logger.warning("no kernel template: %s", exc)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..._errors import NotebookExecutorError
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from ...engine import EngineOutcome, RunJob
     from .paths import ServerFiles
 
@@ -59,7 +61,7 @@ def serving() -> bool:
     return FILES is not None
 
 
-def on_server_gone(signum: int, frame: object) -> None:
+def on_server_gone(signum: int, frame: FrameType | None) -> None:
     """SIGTERM in a child: the server stops, or died (parent-death signal)."""
     GONE.set()
     # Interrupt whatever the main thread waits on, as Ctrl-C would.

@@ -53,7 +53,7 @@ def check_peer(sock: socket.socket) -> int:
         raise WireError(f"cannot read the peer's credentials: {exc}") from None
     if uid != os.getuid():
         raise WireError(f"refused a process of user {uid}")
-    return pid
+    return int(pid)
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:
