@@ -7,6 +7,7 @@ catches orphans reparented to init: a notebook's daemon, a kernel whose host was
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -65,10 +66,8 @@ def _stop_run_servers() -> None:
     import signal
 
     for pid_file in Path(_RUNTIME).glob("*/*.pid"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        except (OSError, ValueError):
-            pass
     time.sleep(0.5)
     shutil.rmtree(_RUNTIME, ignore_errors=True)
 

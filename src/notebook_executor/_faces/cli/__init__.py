@@ -10,13 +10,15 @@ them in the order ``--help`` shows them. A new command goes in a module of its o
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
 
-from ..._errors import NotebookExecutorError
-from .common import EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, configure_logging, fail
+# A served command's client imports only what forwarding it needs (see ..server.client):
+# the parser, the commands and ``typing`` load when the command runs in this process.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
@@ -41,6 +43,10 @@ SERVED_COMMANDS = ("run", "sweep", "check")
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    from .common import PROG, Parser
+
     parser = Parser(
         prog=PROG,
         description="Run Jupyter notebooks (.ipynb, percent .py, markdown .md) as "
@@ -70,13 +76,14 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    from ..server import served
     from ..server.client import forward
 
-    if not served.serving():
-        status = forward(sys.argv[1:] if argv is None else argv)
-        if status is not None:
-            return status
+    status = forward(sys.argv[1:] if argv is None else argv)
+    if status is not None:
+        return status
+    from ..._errors import NotebookExecutorError
+    from .common import EXIT_OK, EXIT_USAGE, UsageError, configure_logging, fail
+
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

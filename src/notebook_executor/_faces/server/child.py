@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from . import served, wire
+from . import client, served, wire
 from .paths import ServerFiles
 
 __all__ = ["serve_command"]
@@ -56,6 +56,7 @@ def serve_command(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     served.FILES = files
+    client.IN_SERVER = True
     conn.settimeout(None)
     try:
         os.chdir(cwd)

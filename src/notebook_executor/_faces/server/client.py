@@ -13,19 +13,24 @@ This module is what a served command imports: the standard library's small modul
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from . import wire
 from .paths import NO_SERVER_ENV, RuntimeFolderError, ServerFiles, server_files
+
+# No pathlib, contextlib or typing at run time (nor argparse, logging): this module is the
+# whole of a served command's client, and every import is paid at every command.
+# ruff: noqa: PTH108, PTH109, SIM105
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["connect", "forward", "request", "served_command", "start_server"]
 
@@ -33,6 +38,8 @@ PROG = "notebook-executor"
 EXIT_USAGE = 2
 #: Seconds a client waits for a server it started to listen.
 START_SECONDS = 60.0
+#: True in a child of the server, where commands run in-process (set by ``.child``).
+IN_SERVER = False
 #: The commands the server runs; ``check`` only with ``--execute``.
 SERVED = ("run", "sweep", "check", "session")
 
@@ -60,7 +67,7 @@ def served_command(argv: Sequence[str]) -> str | None:
 
 def forward(argv: Sequence[str]) -> int | None:
     """Run ``argv`` in the server; its exit status, or None to run it in-process."""
-    command = served_command(argv)
+    command = None if IN_SERVER else served_command(argv)
     if command is None:
         return None
     verbose = any(w in ("-v", "-vv", "-vvv", "--verbose") for w in argv[:3])
@@ -87,7 +94,7 @@ def forward(argv: Sequence[str]) -> int | None:
 
 
 def _command(sock: socket.socket, argv: list[str]) -> int:
-    message = {"op": "command", "argv": argv, "cwd": str(Path.cwd()), "env": dict(os.environ)}
+    message = {"op": "command", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
     try:
         wire.send_with_fds(sock, message, [0, 1, 2])
     except OSError as exc:
@@ -101,8 +108,10 @@ def _command(sock: socket.socket, argv: list[str]) -> int:
             interrupted += 1
             if interrupted > 1:
                 return 130
-            with contextlib.suppress(OSError):
+            try:
                 wire.send(sock, {"op": "interrupt"})
+            except OSError:
+                pass
             continue
         except OSError:
             _fail("the run server stopped before the command finished")
@@ -143,11 +152,14 @@ def start_server(files: ServerFiles) -> socket.socket | None:
     """Start this user's server (one client at a time starts it) and connect to it."""
     import subprocess
 
-    with _start_lock(files):
+    lock = os.open(files.start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         sock = connect(files)
         if sock is not None:
             return sock
-        with files.log.open("ab") as log:
+        log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "notebook_executor._faces.cli.serve"],
                 stdin=subprocess.DEVNULL,
@@ -156,6 +168,8 @@ def start_server(files: ServerFiles) -> socket.socket | None:
                 cwd=files.folder,
                 start_new_session=True,
             )
+        finally:
+            os.close(log)
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             sock = connect(files)
@@ -164,17 +178,9 @@ def start_server(files: ServerFiles) -> socket.socket | None:
             if process.poll() is not None:
                 return connect(files)
             time.sleep(0.02)
-    return None
-
-
-@contextlib.contextmanager
-def _start_lock(files: ServerFiles) -> Any:
-    fd = os.open(files.start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        return None
     finally:
-        os.close(fd)
+        os.close(lock)
 
 
 def _clean_stale(files: ServerFiles) -> None:
@@ -189,8 +195,10 @@ def _clean_stale(files: ServerFiles) -> None:
         return  # a server runs (it is starting)
     else:
         for stale in (files.socket, files.pid_file):
-            with contextlib.suppress(OSError):
-                stale.unlink()
+            try:
+                os.unlink(stale)
+            except OSError:
+                pass
     finally:
         os.close(fd)
 

@@ -30,6 +30,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import wire
@@ -96,7 +97,7 @@ class _Server:
         from ..._kernels.shared_template import SharedForkServer, adopt
 
         template: SharedForkServer | None = SharedForkServer(
-            kernel_environment(None), self.files.folder / f"{self.files.key}.fork"
+            kernel_environment(None), Path(self.files.fork_lock)
         )
         try:
             assert template is not None
@@ -117,7 +118,7 @@ class _Server:
                 template = None
         self.template = template
         adopt(template)
-        path = self.files.socket
+        path = Path(self.files.socket)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a stale socket: this server holds the lock
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -130,8 +131,8 @@ class _Server:
         self.listener = listener
         found = path.stat()
         self.socket_id = (found.st_dev, found.st_ino)
-        self.files.sessions.mkdir(mode=0o700, exist_ok=True)
-        self.files.pid_file.write_text(f"{os.getpid()}\n")
+        Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)
+        Path(self.files.pid_file).write_text(f"{os.getpid()}\n")
 
     def serve(self) -> None:
         assert self.listener is not None
@@ -155,7 +156,7 @@ class _Server:
             self.listener.close()
         with contextlib.suppress(OSError):
             if self._socket_is_ours():
-                self.files.socket.unlink()
+                Path(self.files.socket).unlink()
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
@@ -171,12 +172,13 @@ class _Server:
         if self.template is not None:
             self.template.close()
         with contextlib.suppress(OSError):
-            if self.files.pid_file.read_text().strip() == str(os.getpid()):
-                self.files.pid_file.unlink()
+            pid_file = Path(self.files.pid_file)
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
 
     def _socket_is_ours(self) -> bool:
         try:
-            found = self.files.socket.stat()
+            found = Path(self.files.socket).stat()
         except OSError:
             return False
         return (found.st_dev, found.st_ino) == self.socket_id
@@ -226,7 +228,7 @@ class _Server:
             "pid": os.getpid(),
             "version": __version__,
             "python": sys.executable,
-            "socket": str(self.files.socket),
+            "socket": self.files.socket,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "idle_timeout": self.idle,
             "template_pid": None if self.template is None else self.template.pid,
@@ -263,7 +265,7 @@ def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:
     """The sessions held by the server's children (each described by its host's file)."""
     found = []
     with contextlib.suppress(OSError):
-        for info in sorted(files.sessions.glob("*.json")):
+        for info in sorted(Path(files.sessions).glob("*.json")):
             with contextlib.suppress(OSError, ValueError):
                 entry = json.loads(info.read_text())
                 if entry.get("pid") in alive:

@@ -12,13 +12,14 @@ Imports only the standard library's small modules: every served command imports 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import sys
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
+
+# Paths are strings here, joined with os.path: pathlib (and the re module it brings) would
+# add to every served command's start-up.
+# ruff: noqa: PTH102, PTH112
+_join = os.path.join
 
 __all__ = [
     "IDLE_ENV",
@@ -41,46 +42,32 @@ class RuntimeFolderError(OSError):
     """The user's server folder cannot be made, or is not private to the user."""
 
 
-@dataclass(frozen=True)
 class ServerFiles:
     """The files of one server (one user, one interpreter, one version of this package)."""
 
-    folder: Path
-    key: str
+    def __init__(self, folder: str, key: str) -> None:
+        self.folder = folder
+        self.key = key
+        self.socket = _join(folder, f"{key}.sock")
+        self.pid_file = _join(folder, f"{key}.pid")
+        #: Held by the running server for its whole life (one server per key).
+        self.lock = _join(folder, f"{key}.lock")
+        #: Held by a client while it starts a server (twenty clients start one).
+        self.start_lock = _join(folder, f"{key}.start")
+        #: The requests of the server's children to its kernel template take turns on it.
+        self.fork_lock = _join(folder, f"{key}.fork")
+        self.log = _join(folder, f"{key}.log")
+        #: The folder of the session holders' sockets.
+        self.sessions = _join(folder, f"{key}-s")
 
-    @property
-    def socket(self) -> Path:
-        return self.folder / f"{self.key}.sock"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.folder / f"{self.key}.pid"
-
-    @property
-    def lock(self) -> Path:
-        """Held by the running server for its whole life (one server per key)."""
-        return self.folder / f"{self.key}.lock"
-
-    @property
-    def start_lock(self) -> Path:
-        """Held by a client while it starts a server (twenty clients start one)."""
-        return self.folder / f"{self.key}.start"
-
-    @property
-    def log(self) -> Path:
-        return self.folder / f"{self.key}.log"
-
-    @property
-    def sessions(self) -> Path:
-        """The folder of the session hosts' sockets."""
-        return self.folder / f"{self.key}-s"
-
-    def session_socket(self, session_id: str) -> Path:
-        return self.sessions / f"{session_id}.sock"
+    def session_socket(self, session_id: str) -> str:
+        return _join(self.sessions, f"{session_id}.sock")
 
 
 def server_key(executable: str, version: str) -> str:
     """The key of the server for ``executable`` running this package at ``version``."""
+    import hashlib
+
     return hashlib.sha256(f"{executable}\0{version}".encode()).hexdigest()[:12]
 
 
@@ -93,16 +80,18 @@ def server_files() -> ServerFiles:
         The folder cannot be made, or exists and is not private to this user.
     """
     base = os.environ.get(RUNTIME_ENV) or os.environ.get("XDG_RUNTIME_DIR") or ""
-    if not base or not Path(base).is_dir():
+    if not base or not os.path.isdir(base):
+        import tempfile
+
         base = tempfile.gettempdir()
-    folder = Path(base) / f"notebook-executor-{os.getuid()}"
+    folder = _join(base, f"notebook-executor-{os.getuid()}")
     private_folder(folder)
     from ... import __version__
 
     return ServerFiles(folder, server_key(sys.executable, __version__))
 
 
-def private_folder(folder: Path) -> None:
+def private_folder(folder: str | os.PathLike[str]) -> None:
     """Make ``folder`` with mode 0700, or check that the one there is this user's and private.
 
     Raises
@@ -111,7 +100,7 @@ def private_folder(folder: Path) -> None:
         It is not a folder (a symlink counts as not), not the user's, or open to others.
     """
     try:
-        folder.mkdir(mode=0o700)
+        os.mkdir(folder, 0o700)
     except FileExistsError:
         pass
     except OSError as exc:

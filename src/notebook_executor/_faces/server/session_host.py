@@ -32,7 +32,7 @@ def hold(ex: Any, session: Any) -> None:
     """Answer the session's requests until it closes; then close ``ex`` (finishing the record)."""
     files = served.FILES
     assert files is not None
-    path = files.session_socket(session.id)
+    path = Path(files.session_socket(session.id))
     info = path.with_suffix(".json")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
@@ -147,9 +147,3 @@ def _relay_interrupt(conn: socket.socket, done: threading.Event) -> None:
         message = {"op": "gone"}
     if not done.is_set() and message.get("op") in ("interrupt", "gone"):
         os.kill(os.getpid(), signal.SIGINT)
-
-
-def socket_of(session_id: str) -> Path:
-    files = served.FILES
-    assert files is not None
-    return files.session_socket(session_id)

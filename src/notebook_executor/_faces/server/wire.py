@@ -15,7 +15,11 @@ import json
 import os
 import socket
 import struct
-from typing import Any
+
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "MAX_REQUEST_BYTES",
