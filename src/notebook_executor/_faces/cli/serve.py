@@ -6,7 +6,8 @@ The server (``..server.daemon``) forks a child per command, which runs :func:`ma
 import sys
 
 from ..server.daemon import main as serve
-from . import main
+from . import _build_parser, main
 
 if __name__ == "__main__":
-    sys.exit(serve(main))
+    # Building the parser once imports every command's module, for every child.
+    sys.exit(serve(main, _build_parser))

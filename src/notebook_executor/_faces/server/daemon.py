@@ -78,9 +78,13 @@ _PRELOAD = (
 
 
 class _Server:
-    def __init__(self, files: ServerFiles, idle: float, command: CommandMain) -> None:
+    def __init__(
+        self, files: ServerFiles, idle: float, command: CommandMain, warm: Callable[[], object]
+    ) -> None:
         self.files = files
         self.command = command
+        self.warm = warm
+        self.site: list[tuple[str, int]] = []
         self.idle = idle
         self.started = time.time()
         self.children: dict[int, str] = {}  # pid -> the command it serves
@@ -110,6 +114,11 @@ class _Server:
                 importlib.import_module(name)
             except Exception as exc:  # an optional part missing: its commands import it late
                 logger.info("not preloaded: %s (%s)", name, exc)
+        try:
+            self.warm()
+        except Exception as exc:
+            logger.info("not warmed: %s", exc)
+        self.refresh_versions()
         if template is not None:
             try:
                 template.wait_ready()
@@ -236,6 +245,20 @@ class _Server:
             "sessions": open_sessions(self.files, set(self.children)),
         }
 
+    def refresh_versions(self) -> None:
+        """Read the versions run records name again when a folder of ``sys.path`` changed (a
+        package installed or upgraded since): the children inherit them already read."""
+        from ..._records.provenance import package_versions
+
+        site = []
+        for folder in sys.path:
+            with contextlib.suppress(OSError):
+                site.append((folder, Path(folder).stat().st_mtime_ns))
+        if site != self.site:
+            self.site = site
+            package_versions.cache_clear()
+            package_versions()
+
     def fork_command(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
         if not (
@@ -247,6 +270,7 @@ class _Server:
             and len(fds) == 3
         ):
             raise ValueError("malformed command: needs argv, cwd, env and three streams")
+        self.refresh_versions()
         pid = os.fork()
         if pid == 0:
             from .child import serve_command
@@ -273,8 +297,9 @@ def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:
     return found
 
 
-def main(command: CommandMain) -> int:
-    """Serve until idle or stopped; ``command`` runs one command line in a child."""
+def main(command: CommandMain, warm: Callable[[], object]) -> int:
+    """Serve until idle or stopped; ``command`` runs one command line in a child, ``warm``
+    is called once at start (to import what the commands need)."""
     files = server_files()
     idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS)
     lock = os.open(files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -285,7 +310,7 @@ def main(command: CommandMain) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s"
     )
-    server = _Server(files, idle, command)
+    server = _Server(files, idle, command, warm)
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "stopping", True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
