@@ -342,3 +342,30 @@ def test_no_server_reachable_runs_in_process_and_says_so_once(shell: Shell) -> N
     assert json.loads(out)["status"] == "success"
     assert err.count("no run server") == 1
     assert "open to other users" in err
+
+
+def test_sweep_and_check_execute_go_through_the_server(shell: Shell) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    pid = shell.status()["pid"]
+    (shell.folder / "sets.yaml").write_text("- {name: a}\n- {name: b}\n")
+    code, out, err = shell.run("sweep", "hello.py", "-f", "sets.yaml", "--json")
+    assert code == 0, err
+    assert [r["scraps"]["greeting"] for r in json.loads(out)] == ["Hello, a!", "Hello, b!"]
+    code, out, err = shell.run("check", "--execute", "hello.py", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"path": "hello.py", "valid": True, "problems": []}]
+    assert shell.status()["pid"] == pid
+
+
+def test_a_session_idle_past_its_timeout_closes(shell: Shell) -> None:
+    code, out, err = shell.run("session", "open", "hello.py", "--idle-timeout", "1", "--json")
+    assert code == 0, err
+    opened = json.loads(out)
+    deadline = time.monotonic() + 60
+    while shell.status()["sessions"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert shell.status()["sessions"] == []
+    code, _out, err = shell.run("session", "run", opened["session_id"])
+    assert code == 2 and "no open session" in err
+    record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
+    assert record["status"] != "running"
