@@ -34,6 +34,8 @@ import os
 import scrapbook as sb
 sb.glue("seen", os.environ.get("NBX_CLIENT_ONLY", "unset"))
 sb.glue("cwd", os.getcwd())
+with open("/proc/self/environ", "rb") as environ:
+    sb.glue("initial", b"NBX_CLIENT_ONLY=" in environ.read())
 """
 
 SLOW_NOTEBOOK = """# %% tags=["parameters"]
@@ -142,6 +144,7 @@ def test_each_client_brings_its_own_folder_and_environment(shell: Shell) -> None
     assert code == 0, out
     result = json.loads(out)
     assert result["scraps"]["seen"] == "unset"  # nothing of the first client's environment
+    assert result["scraps"]["initial"] is False  # not even the one the kernel started with
     assert result["scraps"]["cwd"] == str(other)
     assert (other / "runs").is_dir()
 

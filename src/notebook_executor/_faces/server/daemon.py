@@ -97,11 +97,22 @@ class _Server:
     # -- life ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        from ..._kernels.launch import kernel_environment
+        from ..._kernels.forkserver import startup_environment
+        from ..._kernels.launch import kernel_base_environment, kernel_environment
         from ..._kernels.shared_template import SharedForkServer, adopt
 
+        # The template's environment is its kernels' first one (/proc/<pid>/environ): the
+        # minimal one, never the variables of the client that started the server; each kernel
+        # then takes its own client's whole environment. The interpreter's start-up variables
+        # stay, so that the kernels of clients that share them are forked.
+        own = dict(os.environ)
+        base = {
+            **kernel_base_environment(own),
+            **startup_environment(own),
+            **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
+        }
         template: SharedForkServer | None = SharedForkServer(
-            kernel_environment(None), Path(self.files.fork_lock)
+            kernel_environment(None, base), Path(self.files.fork_lock)
         )
         try:
             assert template is not None
