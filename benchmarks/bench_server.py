@@ -7,8 +7,10 @@
 2. The shell session loop: ``session rerun ID --from K`` after an edit of cell K, on a notebook
    whose cells before K take ``--slow`` seconds (10 by default), as a whole process. Target:
    **<= 0.3 s**.
-3. What the client imports: ``python -X importtime -m notebook_executor server status``
-   (the same imports as a served ``run``'s client), the total and the five largest.
+3. What a served command's client imports (``python -X importtime``: the command line's
+   ``main`` and the client it forwards with), the total and the five largest, and the load
+   average the figures were taken under (they are wall times: a loaded machine inflates
+   them all, the ratios less).
 
 A private runtime folder keeps the benchmark away from the user's own server; its server is
 stopped at the end.
@@ -34,6 +36,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "notebooks" / "hello.py"
 TARGET_RUN_MS = 100.0
+#: What ``notebook-executor run`` imports before it hands the command to the server.
+CLIENT_IMPORTS = (
+    "from notebook_executor._faces.cli import main; "
+    "from notebook_executor._faces.server import client"
+)
 TARGET_RERUN_S = 0.3
 
 SLOW = """# %% tags=["parameters"]
@@ -127,7 +134,7 @@ def main() -> None:
         )
 
         imports = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "notebook_executor", "server", "status"],
+            [sys.executable, "-X", "importtime", "-c", CLIENT_IMPORTS],
             cwd=work, env=env, capture_output=True, text=True,
         )  # fmt: skip
         rows = []  # (cumulative microseconds, module) of the top-level imports
@@ -143,12 +150,13 @@ def main() -> None:
         for cumulative, name in sorted(top, reverse=True)[:5]:
             print(f"  {cumulative / 1000:7.1f} ms  {name}")
         loaded = subprocess.run(
-            [sys.executable, "-c", "import sys; from notebook_executor._faces.cli import main; "
+            [sys.executable, "-c", f"import sys; {CLIENT_IMPORTS}; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] in "
              "('jupyter_client', 'nbformat', 'zmq', 'yaml', 'notebook_executor')))"],
             cwd=work, env=env, capture_output=True, text=True,
         )  # fmt: skip
         print(f"modules of note the client loads: {loaded.stdout.strip()}")
+        print(f"load average (1, 5, 15 min): {os.getloadavg()}, on {os.cpu_count()} CPUs")
     finally:
         subprocess.run(_cli("server", "stop"), cwd=work, env=env, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
