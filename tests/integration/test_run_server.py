@@ -372,3 +372,22 @@ def test_a_session_idle_past_its_timeout_closes(shell: Shell) -> None:
     assert code == 2 and "no open session" in err
     record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
     assert record["status"] != "running"
+
+
+def test_ctrl_c_in_the_client_interrupts_a_session_step(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW_NOTEBOOK)
+    code, out, err = shell.run("session", "open", "slow.py")
+    assert code == 0, err
+    sid = out.strip()
+    process = shell.start("session", "run", sid)
+    deadline = time.monotonic() + 120
+    while not (shell.folder / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    # The session is still there, its state as the cells that completed left it.
+    code, out, err = shell.run("session", "eval", sid, "print(x)")
+    assert (code, out.strip()) == (0, "6"), err
+    assert shell.run("session", "close", sid)[0] == 0

@@ -157,6 +157,8 @@ def _ask(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
             answer = wire.receive(sock, limit=_MAX_ANSWER)
         except OSError:
             raise UsageError(f"session {session_id!r} ended during the command") from None
+    if answer.get("interrupted"):
+        raise KeyboardInterrupt
     if "error" in answer:
         raise UsageError(str(answer["error"]))
     return answer

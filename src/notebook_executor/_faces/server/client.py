@@ -70,6 +70,10 @@ def forward(argv: Sequence[str]) -> int | None:
     command = None if IN_SERVER else served_command(argv)
     if command is None:
         return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None  # the folder is gone: the command says so itself, in-process
     verbose = any(w in ("-v", "-vv", "-vvv", "--verbose") for w in argv[:3])
     if command == "session" and os.environ.get(NO_SERVER_ENV, "") not in ("", "0"):
         _fail(f"sessions live in the run server: unset {NO_SERVER_ENV} to use them")
@@ -90,11 +94,11 @@ def forward(argv: Sequence[str]) -> int | None:
             print(f"{PROG}: INFO: no run server ({reason}): running in-process", file=sys.stderr)
         return None
     with sock:
-        return _command(sock, list(argv))
+        return _command(sock, list(argv), cwd)
 
 
-def _command(sock: socket.socket, argv: list[str]) -> int:
-    message = {"op": "command", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+def _command(sock: socket.socket, argv: list[str], cwd: str) -> int:
+    message = {"op": "command", "argv": argv, "cwd": cwd, "env": dict(os.environ)}
     try:
         wire.send_with_fds(sock, message, [0, 1, 2])
     except OSError as exc:

@@ -96,6 +96,10 @@ def _answer(conn: socket.socket, session: Any, entry: dict[str, Any]) -> None:
     threading.Thread(target=_relay_interrupt, args=(conn, done), daemon=True).start()
     try:
         reply = _call(session, entry, request)
+    except KeyboardInterrupt:
+        if served.GONE.is_set():
+            raise
+        reply = {"interrupted": True}  # the client's Ctrl-C, relayed
     except NotebookExecutorError as exc:
         reply = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     except (TypeError, ValueError) as exc:
