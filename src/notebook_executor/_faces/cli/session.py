@@ -150,6 +150,7 @@ def _ask(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
         except OSError:
             raise UsageError(f"no open session {session_id!r}") from None
         try:
+            _wait_readable(sock)
             answer = wire.receive(sock, limit=_MAX_ANSWER)
         except KeyboardInterrupt:
             # Relay Ctrl-C: the step is cancelled there, and answers.
@@ -162,6 +163,15 @@ def _ask(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
     if "error" in answer:
         raise UsageError(str(answer["error"]))
     return answer
+
+
+def _wait_readable(sock: Any) -> None:
+    """Wait for the holder's answer in short slices: a Ctrl-C relayed here (SIGINT, which
+    Linux may hand to another thread) is raised at once, not when the answer comes."""
+    import select
+
+    while not select.select([sock], [], [], 0.05)[0]:
+        pass
 
 
 def _cmd_step(args: argparse.Namespace) -> int:
