@@ -7,6 +7,7 @@ catches orphans reparented to init: a notebook's daemon, a kernel whose host was
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -22,9 +23,19 @@ from support import SESSION_MARKER, descendants, marked_processes
 _TOKEN = uuid.uuid4().hex
 
 
+#: The suite's own folder for run servers: no test ever reaches the user's real server.
+_RUNTIME = tempfile.mkdtemp(prefix="nbx-rt-")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Mark this process's environment, so every process the suite starts inherits it."""
+    """Mark this process's environment, so every process the suite starts inherits it.
+
+    Commands run in-process unless a test asks for the run server (tests/integration/
+    test_run_server.py), whose servers live in the suite's own runtime folder.
+    """
     os.environ[SESSION_MARKER] = _TOKEN
+    os.environ["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = _RUNTIME
+    os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = "1"
 
 
 def _leftover() -> dict[int, str]:
@@ -33,6 +44,7 @@ def _leftover() -> dict[int, str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if any process started by the suite outlives it."""
+    _stop_run_servers()
     if not Path("/proc").is_dir():
         return
     deadline = time.monotonic() + 10
@@ -47,6 +59,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _stop_run_servers() -> None:
+    """Stop every run server a test left in the suite's runtime folder, then remove it."""
+    import signal
+
+    for pid_file in Path(_RUNTIME).glob("*/*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    time.sleep(0.5)
+    shutil.rmtree(_RUNTIME, ignore_errors=True)
 
 
 #: Folders for sockets (a kernel's, Chromium's) must be short: a socket path holds 107 bytes.

@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -60,11 +61,32 @@ def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
     (tmp_path / "notebooks" / "analysis.py").write_text(ANALYSIS)
     (tmp_path / "fix.py").write_text(FIX)
     env = cli_on_path(tmp_path / "bin")
+    # The session commands need the run server: one of this test's own, stopped at the end.
+    env.pop("NOTEBOOK_EXECUTOR_NO_SERVER", None)
+    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="nbxg", dir="/tmp")
+    try:
+        _run_the_guide(commands, tmp_path, env)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "notebook_executor", "server", "stop"],
+            env=env, capture_output=True, timeout=120,
+        )  # fmt: skip
+    with NotebookExecutor(runs_dir=tmp_path / "runs", warm_kernels=0) as ex:
+        latest = ex.runs(notebook="notebooks/analysis.py")
+        # The session (a run record too, newest), then the three runs of the loop.
+        assert [run["status"] for run in latest] == ["success", "success", "success", "error"]
+        assert [run["scraps"] for run in latest[1:3]] == [{"mean": 1.5}, {"mean": 1.0}]
+        assert latest[0]["request"] == "explore the mean"
+
+
+def _run_the_guide(commands: list[str], tmp_path: Path, env: dict[str, str]) -> None:
     runs_seen = 0
+    session_id = ""
     for command in commands:
         ids = _run_ids(tmp_path / "runs")
         line = command.replace("<run_id>", ids[0] if ids else "")
         line = line.replace("<earlier_run_id>", ids[1] if len(ids) > 1 else "")
+        line = line.replace("<session_id>", session_id)
         done = subprocess.run(
             ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
             timeout=300,
@@ -90,11 +112,13 @@ def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
         if words[1] == "digest":
             # The page names what the runs found: the error met, and the note of the edit.
             assert "ZeroDivisionError" in done.stdout and "mean over every row" in done.stdout
+        if words[1:3] == ["session", "open"]:
+            session_id = json.loads(done.stdout)["session_id"]
+        if words[1:3] == ["session", "rerun"]:
+            step = json.loads(done.stdout)
+            assert step["cells_run"][-1] == 2 and step["scraps"] == {"mean": 1.0}
     assert runs_seen == 3
-    with NotebookExecutor(runs_dir=tmp_path / "runs", warm_kernels=0) as ex:
-        latest = ex.runs(notebook="notebooks/analysis.py")
-        assert [run["status"] for run in latest] == ["success", "success", "error"]
-        assert [run["scraps"] for run in latest[:2]] == [{"mean": 1.5}, {"mean": 1.0}]
+    assert session_id
 
 
 def _run_ids(runs: Path) -> list[str]:

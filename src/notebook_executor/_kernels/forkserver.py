@@ -44,7 +44,14 @@ from typing import Any
 from .options import KERNEL_OPTIONS, script_command
 from .sessions import KERNEL_ID
 
-__all__ = ["ForkChannel", "ForkServer", "ForkServerError", "ForkedProcess", "fork_supported"]
+__all__ = [
+    "ForkChannel",
+    "ForkServer",
+    "ForkServerError",
+    "ForkedProcess",
+    "fork_supported",
+    "startup_environment",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +85,8 @@ def fork_supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and hasattr(os, "fork")
 
 
-def _startup_env(env: dict[str, str]) -> dict[str, str]:
+def startup_environment(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` read when an interpreter or its libraries start."""
     return {key: value for key, value in env.items() if key.startswith(_STARTUP_PREFIXES)}
 
 
@@ -217,7 +225,7 @@ class ForkServer(ForkChannel):
         self._env = {**_template_env(env), KERNEL_ID: self.kernel_id}
         self.data_modules = data_modules
         self._preload = "all" if data_modules else "kernel"
-        self._startup = _startup_env(self._env)
+        self._startup = startup_environment(self._env)
         self._process: subprocess.Popen[bytes] | None = None
         #: The Python the template runs (None: this one), and so its kernels.
         self.interpreter = interpreter
@@ -232,7 +240,7 @@ class ForkServer(ForkChannel):
         would shadow one the template has imported (``scrapbook.py`` next to the notebook): a
         launched kernel would import the local file, a forked one already has the package.
         """
-        if _startup_env(env) != self._startup:
+        if startup_environment(env) != self._startup:
             return False
         try:
             names = [entry.name for entry in Path(cwd).iterdir()]

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from .forkserver import ForkChannel
 
 __all__ = [
+    "KERNEL_ENV_NAMES",
     "RunningKernel",
     "choose_kernel",
     "client_context",
+    "kernel_base_environment",
     "kernel_environment",
     "start_kernel",
     "wait_until_ready",
@@ -339,6 +341,32 @@ def client_context() -> Any:
     # No high-water mark on our side of IOPub either: a queue that fills drops output.
     context.setsockopt(zmq.RCVHWM, 0)
     return context
+
+
+#: The variables of a server's own environment a kernel it starts for a client gets (``LC_*``
+#: too): the MCP server's kernels, the run server's template. A client names any other it
+#: needs (``execute``'s ``secrets``, or its own environment for the run server).
+KERNEL_ENV_NAMES = (
+    "HOME",
+    "LANG",
+    "PATH",
+    "PYTHONPATH",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+)
+
+
+def kernel_base_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The minimal environment kernels start from: a client cannot read the server's own
+    variables (tokens, credentials, another client's) through a notebook it edits and runs."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if name in KERNEL_ENV_NAMES or name.startswith("LC_")
+    }
 
 
 def kernel_environment(

@@ -83,7 +83,13 @@ def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Tem
         The template could not be spawned.
     """
     from .forkserver import ForkServer, ForkServerError
+    from .shared_template import adopted
 
+    # (A notebook's own environment has templates of its own.)
+    shared = adopted() if interpreter is None else None
+    if shared is not None:
+        # A run server's child: the server's template, ready already (shared_template.py).
+        return Template(shared, asyncio.get_running_loop().create_task(_already_ready()))
     server = ForkServer(
         kernel_environment(None), data_modules=data_modules, interpreter=interpreter
     )
@@ -95,3 +101,7 @@ def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Tem
         raise TemplateUnavailable(str(exc)) from None
     ready = asyncio.get_running_loop().create_task(asyncio.to_thread(server.wait_ready))
     return Template(server, ready)
+
+
+async def _already_ready() -> None:
+    """The readiness of a template that was ready before it was handed over."""

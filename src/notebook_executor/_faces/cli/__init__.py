@@ -10,13 +10,15 @@ them in the order ``--help`` shows them. A new command goes in a module of its o
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
 
-from ..._errors import NotebookExecutorError
-from .common import EXIT_OK, EXIT_USAGE, PROG, Parser, UsageError, configure_logging, fail
+# A served command's client imports only what forwarding it needs (see ..server.client):
+# the parser, the commands and ``typing`` load when the command runs in this process.
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
@@ -32,10 +34,19 @@ COMMAND_MODULES = (
     "report",
     "mcp",
     "guide",
+    "session",
+    "server",
 )
+
+#: The commands that go through the run server unless ``--no-server`` (see ``..server``).
+SERVED_COMMANDS = ("run", "sweep", "check")
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    from .common import PROG, Parser
+
     parser = Parser(
         prog=PROG,
         description="Run Jupyter notebooks (.ipynb, percent .py, markdown .md) as "
@@ -47,6 +58,13 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(commands)
+    for name in SERVED_COMMANDS:
+        commands.choices[name].add_argument(
+            "--no-server",
+            action="store_true",
+            help="run in this process, not through the per-user run server (also: "
+            "NOTEBOOK_EXECUTOR_NO_SERVER=1)",
+        )
     return parser
 
 
@@ -58,6 +76,14 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    from ..server.client import forward
+
+    status = forward(sys.argv[1:] if argv is None else argv)
+    if status is not None:
+        return status
+    from ..._errors import NotebookExecutorError
+    from .common import EXIT_OK, EXIT_USAGE, UsageError, configure_logging, fail
+
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
@@ -71,9 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NotebookExecutorError, UsageError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        fail("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:
+        # The run server's end, during a run, is an error of its own (exit status 2).
+        fail(getattr(exc, "message", "interrupted"))
+        return int(getattr(exc, "exit_status", 130))
     except BrokenPipeError:
         # The reader went away (`| head`); nothing more to say.
         sys.stderr.close()

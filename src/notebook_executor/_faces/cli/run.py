@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ..._notebook import NotebookNode
+
+__all__ = ["parameter_values", "register"]
 
 
 def register(commands: Any) -> None:
@@ -154,8 +157,6 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._parameters.declared import declared_parameters
-    from ..._parameters.values import convert_text_value
     from ..._run.plan import uses_declared_environment
     from ..._sources.formats import load_source
 
@@ -179,20 +180,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             ex.prepare_kernel()
         source_nb = loaded.nb
         _check_edit_targets(args.notebook, source_nb, edits, args.edit_markdown)
-        declared = declared_parameters(source_nb)
-        values: dict[str, Any] = {}
-        if args.parameters_file:
-            values.update(
-                common.yaml_mapping(common.read_text(args.parameters_file), args.parameters_file)
-            )
-        if args.parameters_yaml:
-            values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
-        if args.parameters_base64:
-            values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
-        for name, text in args.parameters:
-            values[name] = convert_text_value(declared.get(name), text, declared)
-        for name, text in args.parameters_raw:
-            values[name] = text
+        values = parameter_values(args, source_nb)
         options = common.run_options(args).replace(
             output_path=output, parameters=values, edits=edits or None
         )
@@ -213,6 +201,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         print_result(result)
     return EXIT_OK if result["status"] == "success" else EXIT_FAILED
+
+
+def parameter_values(args: argparse.Namespace, nb: NotebookNode | None = None) -> dict[str, Any]:
+    """The parameter values given to a command on ``args.notebook`` (read already: ``nb``):
+    ``-f``, ``-y``, ``-b``, then ``-p`` (converted to the declared types) and ``-r``, of those
+    the command has."""
+    from ..._parameters.declared import declared_parameters
+    from ..._parameters.values import convert_text_value
+    from ..._sources.formats import load_source
+
+    declared = declared_parameters(load_source(args.notebook).nb if nb is None else nb)
+    values: dict[str, Any] = {}
+    if getattr(args, "parameters_file", None):
+        values.update(
+            common.yaml_mapping(common.read_text(args.parameters_file), args.parameters_file)
+        )
+    if getattr(args, "parameters_yaml", None):
+        values.update(common.yaml_mapping(args.parameters_yaml, "-y"))
+    if getattr(args, "parameters_base64", None):
+        values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
+    for name, text in getattr(args, "parameters", None) or ():
+        values[name] = convert_text_value(declared.get(name), text, declared)
+    for name, text in getattr(args, "parameters_raw", None) or ():
+        values[name] = text
+    return values
 
 
 def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:

@@ -22,11 +22,12 @@ import ipaddress
 import logging
 import os
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..._executor import NotebookExecutor
+from ..._kernels.launch import KERNEL_ENV_NAMES, kernel_base_environment
 from ..guide import guide_body
 from .paths import Root
 from .tools import add_resources, server_tools
@@ -61,31 +62,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-#: The server's environment variables a kernel started for a client gets (``LC_*`` too); a
-#: client names any other it needs as a secret (``execute``'s ``secrets``).
-KERNEL_ENV_NAMES = (
-    "HOME",
-    "LANG",
-    "PATH",
-    "PYTHONPATH",
-    "SYSTEMROOT",
-    "TEMP",
-    "TMP",
-    "TMPDIR",
-    "VIRTUAL_ENV",
-)
-
-
-def kernel_base_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The minimal environment kernels start from: a client cannot read the server's own
-    variables (tokens, credentials) through a notebook it edits and runs."""
-    return {
-        name: value
-        for name, value in environ.items()
-        if name in KERNEL_ENV_NAMES or name.startswith("LC_")
-    }
 
 
 #: ``prctl`` option: whether this process may be dumped, traced, or read through ``/proc``.

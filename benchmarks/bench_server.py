@@ -1,0 +1,167 @@
+"""Benchmark the run server: whole ``notebook-executor`` processes, side by side in one run.
+
+1. ``notebook-executor run notebooks/hello.py`` as a whole process: through a warm run server,
+   in-process (``--no-server``), and ``papermill`` on the same notebook (an ``.ipynb`` copy:
+   papermill reads only those). Median wall time of ``--repeat`` runs each, and the ratios.
+   Target: **median <= 100 ms** through the server.
+2. The shell session loop: ``session rerun ID --from K`` after an edit of cell K, on a notebook
+   whose cells before K take ``--slow`` seconds (10 by default), as a whole process. Target:
+   **<= 0.3 s**.
+3. What a served command's client imports (``python -X importtime``: the command line's
+   ``main`` and the client it forwards with), the total and the five largest, and the load
+   average the figures were taken under (they are wall times: a loaded machine inflates
+   them all, the ratios less).
+
+A private runtime folder keeps the benchmark away from the user's own server; its server is
+stopped at the end.
+
+Usage::
+
+    python benchmarks/bench_server.py [--repeat 15] [--slow 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HELLO = REPO / "notebooks" / "hello.py"
+TARGET_RUN_MS = 100.0
+#: What ``notebook-executor run`` imports before it hands the command to the server.
+CLIENT_IMPORTS = (
+    "from notebook_executor._faces.cli import main; "
+    "from notebook_executor._faces.server import client"
+)
+TARGET_RERUN_S = 0.3
+
+SLOW = """# %% tags=["parameters"]
+slow: float = 10.0
+
+# %%
+import time
+time.sleep(slow)
+data = list(range(1000))
+
+# %%
+total = sum(data)
+print(total)
+"""
+
+
+def _cli(*argv: str) -> list[str]:
+    script = Path(sys.executable).with_name("notebook-executor")
+    if script.exists():
+        return [str(script), *argv]
+    return [sys.executable, "-m", "notebook_executor", *argv]
+
+
+def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-500:]}")
+    return elapsed
+
+
+def _median_ms(command: list[str], cwd: Path, env: dict[str, str], repeat: int) -> float:
+    return statistics.median(_timed(command, cwd, env) for _ in range(repeat)) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--slow", type=float, default=10.0)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-server-"))
+    runtime = Path(tempfile.mkdtemp(prefix="nbxrt", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_EXECUTOR_NO_SERVER"}
+    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = str(runtime)
+    shutil.copy(HELLO, work / "hello.py")
+    try:
+        _timed(_cli("run", "hello.py"), work, env)  # starts the server, warms it
+        _timed(_cli("run", "hello.py"), work, env)
+        served = _median_ms(_cli("run", "hello.py"), work, env, args.repeat)
+        local = _median_ms(_cli("run", "hello.py", "--no-server"), work, env, args.repeat)
+        _timed(_cli("convert", "hello.py", "hello.ipynb"), work, env)
+        papermill = shutil.which("papermill") or str(Path(sys.executable).with_name("papermill"))
+        peer = _median_ms(
+            [papermill, "-k", "python3", "hello.ipynb", "out.ipynb"], work, env, args.repeat
+        )
+        print(f"notebook-executor run notebooks/hello.py, whole process, median of {args.repeat}:")
+        print(f"  through the warm run server  {served:8.1f} ms   (target <= {TARGET_RUN_MS:g} ms)")
+        print(f"  --no-server (in-process)     {local:8.1f} ms   ({local / served:.1f}x)")
+        print(f"  papermill                    {peer:8.1f} ms   ({peer / served:.1f}x)")
+
+        (work / "loop.py").write_text(SLOW.replace("10.0", repr(args.slow)))
+        opened = subprocess.run(
+            _cli("session", "open", "loop.py", "--json"),
+            cwd=work, env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        sid = json.loads(opened.stdout)["session_id"]
+        _timed(_cli("session", "run", sid), work, env)
+        times = []
+        restored = set()
+        for number in range(max(3, args.repeat // 3)):
+            source = (work / "loop.py").read_text()
+            (work / "loop.py").write_text(
+                source.replace("print(total)", f"print(total + {number})", 1)
+                if "print(total)" in source
+                else source.replace(f"print(total + {number - 1})", f"print(total + {number})")
+            )
+            start = time.perf_counter()
+            done = subprocess.run(
+                _cli("session", "rerun", sid, "--from", "2", "--json"),
+                cwd=work, env=env, capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            times.append(time.perf_counter() - start)
+            restored.add(json.loads(done.stdout)["restored"])
+        _timed(_cli("session", "close", sid), work, env)
+        rerun = statistics.median(times)
+        print(
+            f"session rerun ID --from 2 after an edit (cells before it take {args.slow:g} s), "
+            f"whole process: median {rerun:.3f} s of {len(times)} (target <= {TARGET_RERUN_S} s; "
+            f"restored: {', '.join(sorted(map(str, restored)))})"
+        )
+
+        imports = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", CLIENT_IMPORTS],
+            cwd=work, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        rows = []  # (cumulative microseconds, module) of the top-level imports
+        for line in imports.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].strip().isdigit():
+                name = parts[2][1:]  # nested imports are indented further
+                if not name.startswith(" "):
+                    rows.append((int(parts[1]), name))
+        top = rows
+        total = sum(c for c, _ in rows)
+        print(f"client imports (python -X importtime): {total / 1000:.1f} ms in all; largest:")
+        for cumulative, name in sorted(top, reverse=True)[:5]:
+            print(f"  {cumulative / 1000:7.1f} ms  {name}")
+        loaded = subprocess.run(
+            [sys.executable, "-c", f"import sys; {CLIENT_IMPORTS}; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('jupyter_client', 'nbformat', 'zmq', 'yaml', 'notebook_executor')))"],
+            cwd=work, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        print(f"modules of note the client loads: {loaded.stdout.strip()}")
+        print(f"load average (1, 5, 15 min): {os.getloadavg()}, on {os.cpu_count()} CPUs")
+    finally:
+        subprocess.run(_cli("server", "stop"), cwd=work, env=env, capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

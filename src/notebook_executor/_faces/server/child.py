@@ -1,0 +1,153 @@
+"""A child of the run server: its client's stand-in for one command, then maybe a session's
+host.
+
+Forked by :mod:`.daemon` for each command. The child takes its client's working directory,
+environment and standard streams, runs the command line's ``main`` on the client's ``argv``,
+and sends back the exit status: the command behaves as it would in the client's own process
+(the same code, the same files, the same output), without the start-up. Moving to the client's
+folder is safe here: this process serves that one client, as a forked kernel serves one run
+(``os.chdir`` is what the kernel template does too).
+
+A ``session open`` leaves a session to hold: the child then closes the client's streams and
+serves the session's socket until the session is closed, idle past its ``idle_timeout``, or the
+server stops (SIGTERM, also sent when the server dies): the session's record is then finished
+as :meth:`Session.close <notebook_executor.Session.close>` finishes it.
+
+Ctrl-C in the client arrives as an ``interrupt`` message (or the connection closing) and is
+raised here as SIGINT: the command's own Ctrl-C handling applies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import logging
+import os
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from . import client, served, wire
+from .paths import ServerFiles
+
+__all__ = ["serve_command"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def serve_command(
+    conn: socket.socket,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    fds: list[int],
+    files: ServerFiles,
+    server_pid: int,
+    command: Callable[[list[str]], int],
+) -> NoReturn:
+    """Run one command for the client at the other end of ``conn``; never returns."""
+    _die_with(server_pid)
+    signal.signal(signal.SIGTERM, served.on_server_gone)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    served.FILES = files
+    client.IN_SERVER = True
+    conn.settimeout(None)
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        _answer(conn, {"error": f"cannot work in {cwd!r}: {exc.strerror}"})
+        os._exit(0)
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None  # TMPDIR is the client's now
+    _take_streams(fds)
+    logging.root.handlers.clear()  # the command configures logging to the client's stderr
+    finished = threading.Event()
+    threading.Thread(target=_watch, args=(conn, finished), daemon=True).start()
+    code = _run_main(command, argv)
+    finished.set()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    session = served.PENDING_SESSION[0] if served.PENDING_SESSION else None
+    if session is not None:
+        _release_streams()
+    _answer(conn, {"exit": code})
+    conn.close()
+    if session is not None:
+        from .session_host import hold
+
+        hold(*session)
+    os._exit(0)
+
+
+def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:
+    try:
+        return command(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        return 70
+
+
+def _die_with(server_pid: int) -> None:
+    """SIGTERM when the server dies; exit now if it already has."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != server_pid:
+        os._exit(1)
+
+
+def _take_streams(fds: list[int]) -> None:
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = io.TextIOWrapper(
+        io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"
+    )
+    sys.stdout = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", line_buffering=os.isatty(1)
+    )
+    sys.stderr = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+    )
+
+
+def _release_streams() -> None:
+    """Let go of the client's streams (a session host outlives its command)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(null, target)
+    os.close(null)
+
+
+def _watch(conn: socket.socket, finished: threading.Event) -> None:
+    """Raise SIGINT here when the client says ``interrupt`` or goes away, during the command."""
+    while not finished.is_set():
+        try:
+            message = wire.receive(conn, limit=4096)
+        except OSError:
+            message = {"op": "gone"}
+        if finished.is_set():
+            return
+        if message.get("op") in ("interrupt", "gone"):
+            os.kill(os.getpid(), signal.SIGINT)
+            if message.get("op") == "gone":
+                return
+
+
+def _answer(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        wire.send(conn, message)

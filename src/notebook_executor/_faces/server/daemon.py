@@ -1,0 +1,334 @@
+"""The run server: one process per user and interpreter, forking a child per command.
+
+``python -m notebook_executor._faces.cli.serve`` (the command line starts it, see
+:mod:`.client`, and hands it its ``main``). At start it imports what the commands need and
+starts a kernel template (:mod:`notebook_executor._kernels.shared_template`); then,
+single-threaded so that forking is safe, it answers on its Unix socket:
+
+- ``status``: its pid, version, interpreter, open sessions and commands being served;
+- ``stop``: it stops (every child is told first: sessions finish their records);
+- ``command``: a command line (``argv``) with its client's working directory and environment,
+  and the client's standard streams (as descriptors). A forked child becomes the client's
+  stand-in (:mod:`.child`): the command runs exactly as it would in the client's process,
+  only warm.
+
+It exits after :data:`~.paths.IDLE_ENV` seconds (default 300) with no child (no command being
+served, no open session), on SIGTERM, and when its socket file is taken away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import wire
+from .paths import IDLE_ENV, ServerFiles, server_files
+
+__all__ = ["DEFAULT_IDLE_SECONDS", "CommandMain", "main"]
+
+#: The command line's ``main(argv) -> exit status``, run by each child.
+CommandMain = Callable[[list[str]], int]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds with no child before the server exits, unless ``$NOTEBOOK_EXECUTOR_SERVER_IDLE``.
+DEFAULT_IDLE_SECONDS = 300.0
+#: Seconds a client has to send its request once connected.
+_REQUEST_SECONDS = 10.0
+#: Modules the children use: imported once, here.
+_PRELOAD = (
+    "notebook_executor",
+    "notebook_executor._faces.cli",
+    "notebook_executor._faces.cli.run",
+    "notebook_executor._faces.cli.sweep",
+    "notebook_executor._faces.cli.review",
+    "notebook_executor._faces.cli.session",
+    "notebook_executor._run.plan",
+    "notebook_executor._run.runner",
+    "notebook_executor._records.run_files",
+    "notebook_executor._records.run_markdown",
+    "notebook_executor._catalog.store",
+    "notebook_executor._review.check",
+    "notebook_executor._review.validate",
+    "notebook_executor._session.session",
+    "notebook_executor._session.kernel",
+    "notebook_executor._kernels.kernel_engine",
+    "notebook_executor._kernels.pool",
+    "notebook_executor._kernels.live",
+    "notebook_executor._parameters.values",
+    "notebook_executor._sources.formats",
+    "jupyter_client",
+    "jupyter_client.session",
+    "zmq.asyncio",
+    "yaml",
+    "sqlite3",
+)
+
+
+class _Server:
+    def __init__(
+        self, files: ServerFiles, idle: float, command: CommandMain, warm: Callable[[], object]
+    ) -> None:
+        self.files = files
+        self.command = command
+        self.warm = warm
+        self.site: list[tuple[str, int]] = []
+        self.idle = idle
+        self.started = time.time()
+        self.children: dict[int, str] = {}  # pid -> the command it serves
+        self.last_busy = time.monotonic()
+        self.stopping = False
+        self.template: Any = None
+        self.listener: socket.socket | None = None
+        self.socket_id: tuple[int, int] | None = None
+
+    # -- life ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from ..._kernels.forkserver import startup_environment
+        from ..._kernels.launch import kernel_base_environment, kernel_environment
+        from ..._kernels.shared_template import SharedForkServer, adopt
+
+        # The template's environment is its kernels' first one (/proc/<pid>/environ): the
+        # minimal one, never the variables of the client that started the server; each kernel
+        # then takes its own client's whole environment. The interpreter's start-up variables
+        # stay, so that the kernels of clients that share them are forked.
+        own = dict(os.environ)
+        base = {
+            **kernel_base_environment(own),
+            **startup_environment(own),
+            **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
+        }
+        template: SharedForkServer | None = SharedForkServer(
+            kernel_environment(None, base), Path(self.files.fork_lock)
+        )
+        try:
+            assert template is not None
+            template.spawn()  # dies with this thread: the server's only one
+        except Exception as exc:
+            logger.warning("no kernel template: %s", exc)
+            template = None
+        for name in _PRELOAD:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # an optional part missing: its commands import it late
+                logger.info("not preloaded: %s (%s)", name, exc)
+        try:
+            self.warm()
+        except Exception as exc:
+            logger.info("not warmed: %s", exc)
+        self.refresh_versions()
+        if template is not None:
+            try:
+                template.wait_ready()
+            except Exception as exc:
+                logger.warning("no kernel template: %s", exc)
+                template = None
+        self.template = template
+        adopt(template)
+        path = Path(self.files.socket)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a stale socket: this server holds the lock
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        listener.listen(64)
+        self.listener = listener
+        found = path.stat()
+        self.socket_id = (found.st_dev, found.st_ino)
+        Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)
+        Path(self.files.pid_file).write_text(f"{os.getpid()}\n")
+
+    def serve(self) -> None:
+        assert self.listener is not None
+        while not self.stopping:
+            self.reap()
+            if not self.children and time.monotonic() - self.last_busy > self.idle:
+                logger.info("idle for %g s: stopping", self.idle)
+                break
+            if not self._socket_is_ours():
+                logger.info("socket file gone: stopping")
+                break
+            ready, _, _ = select.select([self.listener], [], [], 0.5)
+            if ready:
+                with contextlib.suppress(OSError):
+                    conn, _ = self.listener.accept()
+                    self.handle(conn)
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.listener is not None:
+            self.listener.close()
+        with contextlib.suppress(OSError):
+            if self._socket_is_ours():
+                Path(self.files.socket).unlink()
+        for pid in list(self.children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while self.children and time.monotonic() < deadline:
+            self.reap()
+            time.sleep(0.05)
+        for pid in list(self.children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+        if self.template is not None:
+            self.template.close()
+        with contextlib.suppress(OSError):
+            pid_file = Path(self.files.pid_file)
+            if pid_file.read_text().strip() == str(os.getpid()):
+                pid_file.unlink()
+
+    def _socket_is_ours(self) -> bool:
+        try:
+            found = Path(self.files.socket).stat()
+        except OSError:
+            return False
+        return (found.st_dev, found.st_ino) == self.socket_id
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.children.pop(pid, None) is not None:
+                self.last_busy = time.monotonic()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def handle(self, conn: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            wire.check_peer(conn)
+            conn.settimeout(_REQUEST_SECONDS)
+            request, fds = wire.receive_with_fds(conn)
+            op = request.get("op")
+            if op == "status":
+                wire.send(conn, self.status())
+            elif op == "stop":
+                wire.send(conn, {"stopping": True, "pid": os.getpid()})
+                self.stopping = True
+            elif op == "command":
+                self.fork_command(conn, request, fds)
+            else:
+                wire.send(conn, {"error": f"unknown request {str(op)[:40]!r}"})
+        except (OSError, ValueError) as exc:
+            with contextlib.suppress(OSError):
+                wire.send(conn, {"error": str(exc).splitlines()[0] if str(exc) else "refused"})
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            conn.close()
+
+    def status(self) -> dict[str, Any]:
+        from ... import __version__
+
+        return {
+            "pid": os.getpid(),
+            "version": __version__,
+            "python": sys.executable,
+            "socket": self.files.socket,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "idle_timeout": self.idle,
+            "template_pid": None if self.template is None else self.template.pid,
+            "commands": len(self.children),
+            "sessions": open_sessions(self.files, set(self.children)),
+        }
+
+    def refresh_versions(self) -> None:
+        """Read the versions run records name again when a folder of ``sys.path`` changed (a
+        package installed or upgraded since): the children inherit them already read."""
+        from ..._records.provenance import package_versions
+
+        site = []
+        for folder in sys.path:
+            with contextlib.suppress(OSError):
+                site.append((folder, Path(folder).stat().st_mtime_ns))
+        if site != self.site:
+            self.site = site
+            package_versions.cache_clear()
+            package_versions()
+
+    def fork_command(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
+        if not (
+            isinstance(argv, list)
+            and all(isinstance(a, str) for a in argv)
+            and isinstance(cwd, str)
+            and isinstance(env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+            and len(fds) == 3
+        ):
+            raise ValueError("malformed command: needs argv, cwd, env and three streams")
+        self.refresh_versions()
+        pid = os.fork()
+        if pid == 0:
+            from .child import serve_command
+
+            try:
+                assert self.listener is not None
+                self.listener.close()
+                serve_command(conn, argv, cwd, env, fds, self.files, os.getppid(), self.command)
+            finally:
+                os._exit(70)
+        self.children[pid] = argv[0] if argv else ""
+        self.last_busy = time.monotonic()
+
+
+def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:
+    """The sessions held by the server's children (each described by its host's file)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for info in sorted(Path(files.sessions).glob("*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                entry = json.loads(info.read_text())
+                if entry.get("pid") in alive:
+                    found.append(entry)
+    return found
+
+
+def main(command: CommandMain, warm: Callable[[], object]) -> int:
+    """Serve until idle or stopped; ``command`` runs one command line in a child, ``warm``
+    is called once at start (to import what the commands need)."""
+    files = server_files()
+    idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS)
+    lock = os.open(files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another server holds it
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s"
+    )
+    server = _Server(files, idle, command, warm)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "stopping", True))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    try:
+        server.start()
+        logger.info("serving on %s (pid %d)", files.socket, os.getpid())
+        server.serve()
+    finally:
+        server.stop()
+    return 0

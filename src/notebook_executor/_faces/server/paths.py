@@ -1,0 +1,117 @@
+"""Where the run server of this user and this interpreter lives: a folder only the user opens.
+
+The folder is ``notebook-executor-<uid>`` under ``$NOTEBOOK_EXECUTOR_RUNTIME_DIR`` (tests give
+their own), else ``$XDG_RUNTIME_DIR``, else the temporary folder. It is made with mode 0700;
+one that exists must belong to the user, be a real folder (no symlink) and be closed to others,
+or no server is used. Inside, each server's files carry a key made of the interpreter's path
+and this package's version, so a client of another venv, or of another version, never talks
+to a server that would run its kernels on the wrong Python.
+
+Imports only the standard library's small modules: every served command imports this.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+# Paths are strings here, joined with os.path: pathlib (and the re module it brings) would
+# add to every served command's start-up.
+# ruff: noqa: PTH102, PTH112
+_join = os.path.join
+
+__all__ = [
+    "IDLE_ENV",
+    "NO_SERVER_ENV",
+    "RUNTIME_ENV",
+    "RuntimeFolderError",
+    "ServerFiles",
+    "server_files",
+]
+
+#: Set to ``1`` to run every command in-process (what ``--no-server`` does for one command).
+NO_SERVER_ENV = "NOTEBOOK_EXECUTOR_NO_SERVER"
+#: The folder that holds the user's server folder, instead of ``$XDG_RUNTIME_DIR``.
+RUNTIME_ENV = "NOTEBOOK_EXECUTOR_RUNTIME_DIR"
+#: Seconds a server with no open session and no request waits before it exits.
+IDLE_ENV = "NOTEBOOK_EXECUTOR_SERVER_IDLE"
+
+
+class RuntimeFolderError(OSError):
+    """The user's server folder cannot be made, or is not private to the user."""
+
+
+class ServerFiles:
+    """The files of one server (one user, one interpreter, one version of this package)."""
+
+    def __init__(self, folder: str, key: str) -> None:
+        self.folder = folder
+        self.key = key
+        self.socket = _join(folder, f"{key}.sock")
+        self.pid_file = _join(folder, f"{key}.pid")
+        #: Held by the running server for its whole life (one server per key).
+        self.lock = _join(folder, f"{key}.lock")
+        #: Held by a client while it starts a server (twenty clients start one).
+        self.start_lock = _join(folder, f"{key}.start")
+        #: The requests of the server's children to its kernel template take turns on it.
+        self.fork_lock = _join(folder, f"{key}.fork")
+        self.log = _join(folder, f"{key}.log")
+        #: The folder of the session holders' sockets.
+        self.sessions = _join(folder, f"{key}-s")
+
+    def session_socket(self, session_id: str) -> str:
+        return _join(self.sessions, f"{session_id}.sock")
+
+
+def server_key(executable: str, version: str) -> str:
+    """The key of the server for ``executable`` running this package at ``version``."""
+    import hashlib
+
+    return hashlib.sha256(f"{executable}\0{version}".encode()).hexdigest()[:12]
+
+
+def server_files() -> ServerFiles:
+    """The files of this user's server for this interpreter, the private folder made.
+
+    Raises
+    ------
+    RuntimeFolderError
+        The folder cannot be made, or exists and is not private to this user.
+    """
+    base = os.environ.get(RUNTIME_ENV) or os.environ.get("XDG_RUNTIME_DIR") or ""
+    if not base or not os.path.isdir(base):
+        import tempfile
+
+        base = tempfile.gettempdir()
+    folder = _join(base, f"notebook-executor-{os.getuid()}")
+    private_folder(folder)
+    from ... import __version__
+
+    return ServerFiles(folder, server_key(sys.executable, __version__))
+
+
+def private_folder(folder: str | os.PathLike[str]) -> None:
+    """Make ``folder`` with mode 0700, or check that the one there is this user's and private.
+
+    Raises
+    ------
+    RuntimeFolderError
+        It is not a folder (a symlink counts as not), not the user's, or open to others.
+    """
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise RuntimeFolderError(f"cannot make {folder}: {exc.strerror}") from None
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise RuntimeFolderError(f"cannot read {folder}: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise RuntimeFolderError(f"{folder} is not a folder")
+    if info.st_uid != os.getuid():
+        raise RuntimeFolderError(f"{folder} belongs to another user")
+    if info.st_mode & 0o077:
+        raise RuntimeFolderError(f"{folder} is open to other users (mode {info.st_mode & 0o777:o})")

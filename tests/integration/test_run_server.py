@@ -1,0 +1,396 @@
+"""The per-user run server (SPEC section 18), proven against the real server process.
+
+Every test starts its own server (in a private runtime folder of its own, through the command
+line, as a user's shell would) and stops it; the suite's process check then finds nothing
+left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HELLO = Path(__file__).parents[2] / "notebooks" / "hello.py"
+
+ENV_NOTEBOOK = """# %% tags=["parameters"]
+name: str = "x"
+
+# %%
+import os
+import scrapbook as sb
+sb.glue("seen", os.environ.get("NBX_CLIENT_ONLY", "unset"))
+sb.glue("cwd", os.getcwd())
+with open("/proc/self/environ", "rb") as environ:
+    sb.glue("initial", b"NBX_CLIENT_ONLY=" in environ.read())
+"""
+
+SLOW_NOTEBOOK = """# %% tags=["parameters"]
+n: int = 3
+
+# %%
+import pathlib, time
+x = n * 2
+
+# %%
+pathlib.Path("started").write_text("yes")
+time.sleep(60)
+pathlib.Path("finished").write_text("yes")
+
+# %%
+y = x + 1
+"""
+
+
+class Shell:
+    """A user's shell in ``folder``: ``notebook-executor`` runs as a whole process."""
+
+    def __init__(self, folder: Path, runtime: Path) -> None:
+        self.folder = folder
+        env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_EXECUTOR_NO_SERVER"}
+        env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = str(runtime)
+        env["NOTEBOOK_EXECUTOR_SERVER_IDLE"] = "120"
+        self.env = env
+
+    def start(self, *argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "notebook_executor", *argv],
+            cwd=self.folder,
+            env={**self.env, **(env or {})},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, *argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        process = self.start(*argv, env=env)
+        out, err = process.communicate(timeout=240)
+        return process.returncode, out, err
+
+    def status(self) -> dict[str, Any]:
+        code, out, err = self.run("server", "status", "--json")
+        assert code == 0, err
+        status: dict[str, Any] = json.loads(out)
+        return status
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    runtime = Path(tempfile.mkdtemp(prefix="nbx", dir="/tmp"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "hello.py").write_text(HELLO.read_text())
+    user = Shell(work, runtime)
+    try:
+        yield user
+    finally:
+        user.run("server", "stop")
+        for pid_file in runtime.glob("*/*.pid"):  # a server a failed test could not stop
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def _comparable(result: dict[str, Any]) -> dict[str, Any]:
+    varying = {"run_id", "started_at", "finished_at", "duration_seconds", "output_path"}
+    return {k: v for k, v in result.items() if k not in varying}
+
+
+def test_a_run_through_the_server_is_the_in_process_run(shell: Shell) -> None:
+    assert shell.status()["pid"] is None
+    code, out, err = shell.run("run", "hello.py", "-p", "name", "Ada", "--json")
+    assert code == 0, err
+    served = json.loads(out)
+    status = shell.status()
+    assert isinstance(status["pid"], int)
+    code, out, err = shell.run("run", "hello.py", "-p", "name", "Ada", "--json", "--no-server")
+    assert code == 0, err
+    local = json.loads(out)
+    assert _comparable(served) == _comparable(local)
+    assert served["scraps"] == {"greeting": "Hello, Ada!", "length": 11}
+    # The same records and catalog rows: both runs are found, alike.
+    code, out, err = shell.run("runs", "--json")
+    rows = {row["run_id"]: row for row in json.loads(out)}
+    assert {served["run_id"], local["run_id"]} <= set(rows)
+    assert (shell.folder / served["output_path"]).is_file()
+    assert (shell.folder / served["output_path"]).with_suffix(".md").is_file()
+    # The same server serves the next command.
+    assert shell.run("run", "hello.py")[0] == 0
+    assert shell.status()["pid"] == status["pid"]
+
+
+def test_each_client_brings_its_own_folder_and_environment(shell: Shell) -> None:
+    (shell.folder / "env.py").write_text(ENV_NOTEBOOK)
+    code, out, err = shell.run("run", "env.py", "--json", env={"NBX_CLIENT_ONLY": "first"})
+    assert code == 0, err
+    assert json.loads(out)["scraps"]["seen"] == "first"
+    other = shell.folder / "other"
+    other.mkdir()
+    (other / "env.py").write_text(ENV_NOTEBOOK)
+    second = Shell(other, Path(shell.env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"]))
+    code, out, err = second.run("run", "env.py", "--json")
+    assert code == 0, out
+    result = json.loads(out)
+    assert result["scraps"]["seen"] == "unset"  # nothing of the first client's environment
+    assert result["scraps"]["initial"] is False  # not even the one the kernel started with
+    assert result["scraps"]["cwd"] == str(other)
+    assert (other / "runs").is_dir()
+
+
+def test_server_status_and_stop(shell: Shell) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    pid = shell.status()["pid"]
+    code, _out, err = shell.run("server", "stop")
+    assert code == 0, err
+    assert shell.status()["pid"] is None
+    assert not _alive(pid)
+
+
+def test_sessions_from_the_shell(shell: Shell) -> None:
+    notebook = shell.folder / "steps.py"
+    notebook.write_text(SLOW_NOTEBOOK.replace("time.sleep(60)", "time.sleep(0)"))
+    code, out, err = shell.run("session", "open", "steps.py", "-p", "n", "5", "--json")
+    assert code == 0, err
+    opened = json.loads(out)
+    sid = opened["session_id"]
+    code, out, err = shell.run("session", "run", sid, "--json")
+    assert code == 0, err
+    step = json.loads(out)
+    assert step["status"] == "success" and step["cells_run"] == [0, 1, 2, 3]
+    code, out, _ = shell.run("session", "eval", sid, "print(y)")
+    assert (code, out.strip()) == (0, "11")
+    notebook.write_text(notebook.read_text().replace("y = x + 1", "y = x + 100"))
+    code, out, err = shell.run("session", "rerun", sid, "--from", "3", "--json")
+    assert code == 0, err
+    step = json.loads(out)
+    assert step["cells_run"][-1] == 3 and step["status"] == "success"
+    process = shell.start("session", "eval", sid, "-")
+    out, _ = process.communicate("print(y)\n", timeout=60)
+    assert out.strip() == "110"
+    code, out, _ = shell.run("session", "eval", sid, "1/0", "--json")
+    assert code == 1 and json.loads(out)["error"]["ename"] == "ZeroDivisionError"
+    code, out, _ = shell.run("session", "list", "--json")
+    assert [s["session_id"] for s in json.loads(out)] == [sid]
+    code, out, err = shell.run("session", "close", sid)
+    assert code == 0, err
+    code, _out, err = shell.run("session", "run", sid)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
+    assert record["status"] == "success"
+
+
+def test_a_bad_request_gets_a_one_line_error(shell: Shell) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    path = shell.status()["socket"]
+    for payload in (struct.pack(">I", 5) + b"nope!", struct.pack(">I", 1 << 30)):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            sock.sendall(payload)
+            head = sock.recv(4)
+            (size,) = struct.unpack(">I", head)
+            answer = json.loads(sock.recv(size))
+        assert "\n" not in answer["error"]
+    assert shell.run("run", "hello.py")[0] == 0  # still serving
+
+
+def test_sigkill_of_the_server_mid_run(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW_NOTEBOOK)
+    assert shell.run("run", "hello.py")[0] == 0
+    status = shell.status()
+    process = shell.start("run", "slow.py")
+    deadline = time.monotonic() + 120
+    while not (shell.folder / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    os.kill(status["pid"], signal.SIGKILL)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    _code, out, _ = shell.run("runs", "--json", "--notebook", "slow.py")
+    (row,) = json.loads(out)
+    result = json.loads(shell.run("show", row["run_id"], "--json")[1])
+    assert result["error_kind"] == "interrupted"
+    assert result["failed_cell"]["index"] == 2
+    deadline = time.monotonic() + 10
+    while _alive(status["template_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(status["template_pid"])
+    # The next client cleans up after the killed server and starts a new one.
+    assert shell.run("run", "hello.py")[0] == 0
+    assert shell.status()["pid"] not in (None, status["pid"])
+
+
+def test_twenty_clients_at_once(shell: Shell) -> None:
+    processes = [shell.start("run", "hello.py", "-p", "name", f"n{i}", "--json") for i in range(20)]
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        results.append(json.loads(out))
+    assert sorted(r["scraps"]["greeting"] for r in results) == sorted(
+        f"Hello, n{i}!" for i in range(20)
+    )
+    assert len({r["run_id"] for r in results}) == 20
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        with Path(f"/proc/{pid}/stat").open() as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+_FOREIGN_CLIENT = """
+import json, socket, struct, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+data = json.dumps({"op": "status"}).encode()
+try:
+    sock.sendall(struct.pack(">I", len(data)) + data)
+except OSError:
+    pass  # the server answered and closed before reading
+head = sock.recv(4)
+print(sock.recv(struct.unpack(">I", head)[0]).decode() if len(head) == 4 else "closed")
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to be another user")
+def test_another_user_is_refused_whatever_the_socket_mode(shell: Shell, tmp_path: Path) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    status = shell.status()
+    # A second name for the server's socket, where anyone may reach it, open to all.
+    open_folder = Path(tempfile.mkdtemp(prefix="nbxopen", dir="/tmp"))
+    try:
+        open_folder.chmod(0o777)
+        link = open_folder / "s"
+        os.link(status["socket"], link)
+        link.chmod(0o777)
+        done = subprocess.run(
+            ["/usr/bin/python3", "-I", "-S", "-c", _FOREIGN_CLIENT, str(link)],
+            user=65534,
+            group=65534,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "refused a process of user 65534" in done.stdout
+        assert '"pid"' not in done.stdout
+    finally:
+        shutil.rmtree(open_folder, ignore_errors=True)
+    assert shell.status()["pid"] == status["pid"]
+
+
+def test_ctrl_c_in_the_client_cancels_the_run_in_the_server(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW_NOTEBOOK)
+    process = shell.start("run", "slow.py", "--json")
+    deadline = time.monotonic() + 120
+    while not (shell.folder / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    result = json.loads(out)
+    assert result["error_kind"] == "cancelled"
+    assert result["failed_cell"]["index"] == 2
+    assert shell.status()["commands"] == 0
+
+
+def test_a_session_is_finished_when_the_server_stops(shell: Shell) -> None:
+    code, out, err = shell.run("session", "open", "hello.py", "--json")
+    assert code == 0, err
+    opened = json.loads(out)
+    assert shell.run("session", "run", opened["session_id"])[0] == 0
+    assert [s["session_id"] for s in shell.status()["sessions"]] == [opened["session_id"]]
+    assert shell.run("server", "stop")[0] == 0
+    record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
+    assert record["status"] == "success" and record["cells_executed"] == 3
+    assert shell.run("session", "run", opened["session_id"])[0] == 2
+
+
+def test_the_server_exits_when_idle(shell: Shell) -> None:
+    shell.env["NOTEBOOK_EXECUTOR_SERVER_IDLE"] = "1"
+    assert shell.run("run", "hello.py")[0] == 0
+    pid = shell.status()["pid"]
+    deadline = time.monotonic() + 60
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid)
+    assert shell.status()["pid"] is None
+
+
+def test_no_server_reachable_runs_in_process_and_says_so_once(shell: Shell) -> None:
+    runtime = Path(shell.env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"])
+    (runtime / f"notebook-executor-{os.getuid()}").mkdir(mode=0o755)
+    (runtime / f"notebook-executor-{os.getuid()}").chmod(0o755)  # open to others: not used
+    code, out, err = shell.run("-v", "run", "hello.py", "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "success"
+    assert err.count("no run server") == 1
+    assert "open to other users" in err
+
+
+def test_sweep_and_check_execute_go_through_the_server(shell: Shell) -> None:
+    assert shell.run("run", "hello.py")[0] == 0
+    pid = shell.status()["pid"]
+    (shell.folder / "sets.yaml").write_text("- {name: a}\n- {name: b}\n")
+    code, out, err = shell.run("sweep", "hello.py", "-f", "sets.yaml", "--json")
+    assert code == 0, err
+    assert [r["scraps"]["greeting"] for r in json.loads(out)] == ["Hello, a!", "Hello, b!"]
+    code, out, err = shell.run("check", "--execute", "hello.py", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"path": "hello.py", "valid": True, "problems": []}]
+    assert shell.status()["pid"] == pid
+
+
+def test_a_session_idle_past_its_timeout_closes(shell: Shell) -> None:
+    code, out, err = shell.run("session", "open", "hello.py", "--idle-timeout", "1", "--json")
+    assert code == 0, err
+    opened = json.loads(out)
+    deadline = time.monotonic() + 60
+    while shell.status()["sessions"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert shell.status()["sessions"] == []
+    code, _out, err = shell.run("session", "run", opened["session_id"])
+    assert code == 2 and "no open session" in err
+    record = json.loads(shell.run("show", opened["run_id"], "--json")[1])
+    assert record["status"] != "running"
+
+
+def test_ctrl_c_in_the_client_interrupts_a_session_step(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW_NOTEBOOK)
+    code, out, err = shell.run("session", "open", "slow.py")
+    assert code == 0, err
+    sid = out.strip()
+    process = shell.start("session", "run", sid)
+    deadline = time.monotonic() + 120
+    while not (shell.folder / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert err.strip() == "notebook-executor: error: interrupted"
+    # The session is still there. (As in-process, Ctrl-C ends the wait for the step; the
+    # kernel is not interrupted, and finishes its cell before it answers again.)
+    code, _out, err = shell.run("session", "show", sid, "--json")
+    assert code == 0, err
+    assert shell.run("session", "close", sid)[0] == 0

@@ -1,0 +1,99 @@
+"""The run server's private folder and its messages (no server process: see
+tests/integration/test_run_server.py for the real one)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+from notebook_executor._faces.server import wire
+from notebook_executor._faces.server.client import served_command
+from notebook_executor._faces.server.paths import RuntimeFolderError, private_folder, server_key
+
+
+def test_one_server_per_interpreter_and_version() -> None:
+    keys = {
+        server_key("/venv-a/bin/python", "0.1.0"),
+        server_key("/venv-b/bin/python", "0.1.0"),
+        server_key("/venv-a/bin/python", "0.2.0"),
+    }
+    assert len(keys) == 3
+
+
+def test_the_folder_is_made_private(tmp_path: Path) -> None:
+    folder = tmp_path / "rt"
+    private_folder(folder)
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o770, 0o701])
+def test_a_folder_open_to_others_is_refused_and_left_alone(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "rt"
+    folder.mkdir()
+    folder.chmod(mode)
+    with pytest.raises(RuntimeFolderError, match="open to other users"):
+        private_folder(folder)
+    assert folder.stat().st_mode & 0o777 == mode  # never chmod what we did not make
+
+
+def test_a_symlink_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / "rt").symlink_to(target)
+    with pytest.raises(RuntimeFolderError, match="not a folder"):
+        private_folder(tmp_path / "rt")
+
+
+def test_messages_round_trip_and_the_peer_is_this_user() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        assert wire.check_peer(a) == os.getpid()
+        wire.send(a, {"op": "status", "text": "héllo"})
+        assert wire.receive(b) == {"op": "status", "text": "héllo"}
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        (struct.pack(">I", wire.MAX_REQUEST_BYTES + 1), "refused"),
+        (struct.pack(">I", 3) + b"{x}", "not JSON"),
+        (struct.pack(">I", 2) + b"[]", "not a JSON object"),
+        (struct.pack(">I", 10) + b"{}", "closed mid-message"),
+    ],
+)
+def test_bad_messages_are_refused(payload: bytes, problem: str) -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        a.sendall(payload)
+        a.shutdown(socket.SHUT_WR)
+        with pytest.raises(wire.WireError, match=problem):
+            wire.receive(b)
+
+
+@pytest.mark.parametrize(
+    ("argv", "served"),
+    [
+        (["run", "nb.py"], "run"),
+        (["-v", "run", "nb.py"], "run"),
+        (["run", "nb.py", "--no-server"], None),
+        (["run", "--help"], None),
+        (["sweep", "nb.py", "-g", "a=1,2"], "sweep"),
+        (["sweep", "nb.py", "--scheduler", "tcp://x:8786"], None),
+        (["check", "nb.py"], None),
+        (["check", "--execute", "nb.py"], "check"),
+        (["session", "list"], "session"),
+        (["runs"], None),
+        (["server", "status"], None),
+    ],
+)
+def test_which_commands_go_to_the_server(
+    argv: list[str], served: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NOTEBOOK_EXECUTOR_NO_SERVER", raising=False)
+    assert served_command(argv) == served
+    monkeypatch.setenv("NOTEBOOK_EXECUTOR_NO_SERVER", "1")
+    assert served_command(argv) == ("session" if served == "session" else None)
