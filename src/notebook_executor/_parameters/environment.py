@@ -12,6 +12,7 @@ are skipped, never logged (they may hold secrets).
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, ParameterError
+from .._sources.regular import read_regular_text
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["declared_env_names", "read_dotenv", "resolve_declared_env"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: Largest ``.env`` file read, in bytes (a file of names and values; never a data set).
+MAX_DOTENV_BYTES = 1024 * 1024
 
 
 def declared_env_names(shown: str, nb: NotebookNode) -> list[str]:
@@ -119,10 +124,10 @@ def read_dotenv(path: Path) -> dict[str, str]:
     from dotenv import dotenv_values
 
     try:
-        with path.open(encoding="utf-8-sig") as stream:
-            parsed = dotenv_values(stream=stream, interpolate=False)
+        text = read_regular_text(path, MAX_DOTENV_BYTES, encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return {}
+    parsed = dotenv_values(stream=io.StringIO(text), interpolate=False)
     return {
         name: value
         for name, value in parsed.items()

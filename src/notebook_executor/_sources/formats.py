@@ -32,6 +32,7 @@ from .bounded import MAX_SOURCE_BYTES, MAX_TEXT_SOURCE_BYTES
 from .files import atomic_write_text, missing_folder
 from .ipynb import read_ipynb, write_ipynb
 from .parsing import NESTED_TOO_DEEP, first_line
+from .regular import read_regular, regular_head
 from .remote import is_url, read_url, write_url
 from .source_format import SNIFF_CHARS, SourceFormat
 from .spans import text_cell_spans
@@ -122,8 +123,8 @@ def is_notebook(path: Path) -> bool:
     if fmt.sniff is None:
         return True
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(SNIFF_CHARS)
+        # At most 4 bytes a character: the head holds SNIFF_CHARS characters.
+        head = regular_head(path, 4 * SNIFF_CHARS).decode("utf-8", "replace")[:SNIFF_CHARS]
     except OSError:
         return False
     return fmt.sniff(head)
@@ -180,7 +181,7 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
             notebook, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
         )
     try:
-        data = source_path.read_bytes()
+        data = read_regular(source_path, MAX_SOURCE_BYTES)
     except OSError as exc:
         raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     return _loaded(notebook, source_path, data, fmt)
