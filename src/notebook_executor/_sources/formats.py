@@ -121,7 +121,7 @@ def is_notebook(path: Path) -> bool:
     if fmt is None:
         return False
     if fmt.sniff is None:
-        return True
+        return path.is_file()  # a FIFO, a device, a socket named like one is none
     try:
         # At most 4 bytes a character: the head holds SNIFF_CHARS characters.
         head = regular_head(path, 4 * SNIFF_CHARS).decode("utf-8", "replace")[:SNIFF_CHARS]

@@ -139,7 +139,9 @@ def serve(
     ) as executor:
         server, _ = build_server(folder, executor, allowed_secrets)
         if http is None:
-            anyio.run(server.run_stdio_async)
+            from .stdio import run_stdio
+
+            anyio.run(run_stdio, server)
         else:
             anyio.run(_serve_http, server, http, allowed_hosts, token, show_token)
 
@@ -197,7 +199,10 @@ async def _serve_http(
             file=sys.stderr,
             flush=True,
         )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    from .http_limits import BoundedH11Protocol
+
+    # Bounded: a request's headers and body must arrive in time, connections are counted.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http=BoundedH11Protocol)
     with listener:
         await uvicorn.Server(config).serve(sockets=[listener])
 
