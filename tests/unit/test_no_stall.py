@@ -81,11 +81,7 @@ def _within(call: Callable[[], Any], fifos: Iterable[Path]) -> Any:
 def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The command line in a child process; a child still going at the deadline is killed
     and the test fails."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
-        "NOTEBOOK_EXECUTOR_NO_SERVER": "1",
-    }
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
     try:
         return subprocess.run(
             [sys.executable, "-m", "notebook_executor", *argv],
