@@ -85,7 +85,8 @@ def _parse(path: Path, missing: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise RunNotFoundError(missing, "no such run") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run record: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise NotebookSourceError(str(path), f"unreadable run record: {reason}") from None
     if not isinstance(raw, dict):
         raise NotebookSourceError(str(path), "unreadable run record: not a JSON object")
     return raw
