@@ -725,7 +725,7 @@ def test_an_open_session_whose_process_died_is_interrupted(tmp_path: Path) -> No
         _write_run_file(tmp_path, record)
         host.finish(record)  # a step: the record says success, the session is open
         assert reader.runs()[0]["status"] == "success"  # its host holds the lock
-        host._locks.abandon()  # noqa: SLF001  # what the kernel does when the host is killed
+        host._locks.abandon()  # what the kernel does when the host is killed
         [row] = reader.runs()
         assert (row["status"], row["error_kind"]) == ("error", "interrupted")
         assert reader.get_run(run_id)["error_kind"] == "interrupted"
