@@ -15,13 +15,17 @@ At the end:
   YAML front matter that parses to a mapping;
 - ``runs/catalog.sqlite`` passes ``PRAGMA integrity_check`` and nothing was moved aside as
   corrupt;
+- every run record has a row before ``reindex`` (a host killed between writing a run's first
+  record and its row leaves a record the first query's sweep must bring in);
 - every catalog row is truthful, both as the catalog answers and after ``reindex``: it agrees
   with its run record (a file still saying ``running``, its host dead, is an ``interrupted``
   error), no row is ``running``, a run the host saw finish has the status the host saw, and a
   ``success`` row is a run whose last cell ran.
 
-Prints the seed (``--seed`` replays a draw) and a summary (hosts, kills and the phase each
-landed in, runs, files checked, leftovers, time); exits 1 on any failure.
+Prints the seed (``--seed`` replays a draw), each failure the moment it is found, progress every
+20 hosts, and a summary (hosts, kills and the phase each landed in, runs, files checked, rows
+missing before ``reindex``, leftovers, time); exits 1 on any failure. ``--minutes M`` (or
+SIGTERM, or Ctrl-C) stops starting hosts and checks what ran.
 """
 
 from __future__ import annotations
@@ -103,8 +107,9 @@ os.write(phases, b"closed\n")
 """
 
 
-def _marked(token: str) -> dict[int, str]:
-    """Live processes whose environment holds ``MARKER=token``, with their command lines."""
+def _marked(token: str, *, prefix: bool = False) -> dict[int, str]:
+    """Live processes whose environment holds ``MARKER=token`` (or, with ``prefix``, a value
+    starting with ``token``), with their command lines."""
     wanted = f"{MARKER}={token}".encode()
     found: dict[int, str] = {}
     for entry in os.scandir("/proc"):
@@ -117,22 +122,34 @@ def _marked(token: str) -> dict[int, str]:
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if state != b"Z" and wanted in environ.split(b"\0"):
+        variables = environ.split(b"\0")
+        if state != b"Z" and (
+            wanted in variables or (prefix and any(v.startswith(wanted) for v in variables))
+        ):
             found[int(entry.name)] = command.strip()[:120]
     return found
 
 
-def _leftovers(token: str) -> dict[int, str]:
+def _leftovers(token: str, *, prefix: bool = False) -> dict[int, str]:
     """What is still alive of host ``token`` after :data:`GRACE` seconds (then killed)."""
     deadline = time.monotonic() + GRACE
-    left = _marked(token)
+    left = _marked(token, prefix=prefix)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = _marked(token)
+        left = _marked(token, prefix=prefix)
     for pid in left:
         with suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     return left
+
+
+class Failures(list[str]):
+    """The failures found so far, each printed the moment it is found (a run cut short
+    still reports what it found)."""
+
+    def append(self, failure: str) -> None:
+        print(f"  ! {failure}", flush=True)
+        super().append(failure)
 
 
 def _phase(folder: Path) -> str:
@@ -220,6 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=300, help="hosts to start (default 300)")
     parser.add_argument("--seed", type=int, default=None, help="replay a draw")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="start no host after this many minutes; check and report what ran",
+    )
     args = parser.parse_args(argv)
     if not sys.platform.startswith("linux"):
         print("chaos: Linux only (/proc)", file=sys.stderr)
@@ -238,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [str(src), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
-    failures: list[str] = []
+    failures = Failures()
     phases: collections.Counter[str] = collections.Counter()
     modes: collections.Counter[str] = collections.Counter()
     seen: dict[str, str] = {}
@@ -249,7 +272,22 @@ def main(argv: list[str] | None = None) -> int:
     span = {"forked": 2.0, "launched": 2.0}
     kills = finished = leftover_count = 0
     began = time.monotonic()
+    # SIGTERM (a capped job) or Ctrl-C stops the hosts; what ran is still checked and reported.
+    stop: list[str] = []
+
+    def _stop(signum: int, _frame: object) -> None:
+        stop.append(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    started_hosts = 0
     for number in range(args.runs):
+        if args.minutes is not None and time.monotonic() - began > args.minutes * 60:
+            stop.append(f"{args.minutes:g} minutes")
+        if stop:
+            print(f"chaos: stopped after {number} hosts ({stop[0]}); checking", flush=True)
+            break
+        started_hosts += 1
         mode = rng.choice(["forked", "launched"])
         count = rng.randint(1, 3)
         token = f"{seed}-{number}"
@@ -306,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if (number + 1) % 20 == 0:
             print(
                 f"  {number + 1} hosts, {kills} killed, {leftover_count} leftovers,"
-                f" {time.monotonic() - began:.0f} s",
+                f" {len(failures)} failures, {time.monotonic() - began:.0f} s",
                 flush=True,
             )
 
@@ -314,8 +352,18 @@ def main(argv: list[str] | None = None) -> int:
 
     counts = _check_files(runs_dir, failures)
     verdict = _check_catalog(runs_dir, failures)
+    files = {path.stem for path in runs_dir.glob("*/*.ipynb")}
+    with closing(sqlite3.connect(runs_dir / "catalog.sqlite")) as conn:
+        unswept = files - {run_id for (run_id,) in conn.execute("SELECT run_id FROM runs")}
+    print(f"  {len(unswept)} records without a catalog row before any query", flush=True)
     with NotebookExecutor(runs_dir=runs_dir, warm_kernels=0) as reader:
         live_rows = reader.runs()
+        missing_before = files - {row["run_id"] for row in live_rows}
+        if missing_before:
+            failures.append(
+                f"{len(missing_before)} runs have a record but no row before reindex:"
+                f" {sorted(missing_before)[:5]}"
+            )
         _check_rows(live_rows, runs_dir, seen, done, failures, "catalog")
         indexed = reader.reindex()
         rows = reader.runs()
@@ -328,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         failures.append(f"runs their hosts saw finish are missing: {sorted(missing)[:5]}")
     verdict_after = _check_catalog(runs_dir, failures)
+    # Whatever any host left (each was checked after its kill; this is the whole run's count).
+    left_at_end = _leftovers(f"{seed}-", prefix=True)
+    if left_at_end:
+        leftover_count += len(left_at_end)
+        failures.append(f"{len(left_at_end)} processes left at the end: {left_at_end}")
     elapsed = time.monotonic() - began
 
     statuses = collections.Counter(
@@ -335,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows
     )
     print(f"chaos: seed {seed}")
-    print(f"  hosts {args.runs}: killed {kills}, finished before the kill {finished}")
+    print(f"  hosts {started_hosts}: killed {kills}, finished before the kill {finished}")
     print(f"  kills by mode: {dict(sorted(modes.items()))}")
     print(f"  kills by phase: {dict(phases.most_common())}")
     print(f"  runs recorded {len(rows)}: {dict(statuses.most_common())}")
@@ -344,7 +397,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  catalog integrity_check: {verdict} (after reindex: {verdict_after}),"
         f" {len(live_rows)} rows before and {len(rows)} after reindex"
     )
+    print(
+        f"  rows missing before reindex: {len(missing_before)}"
+        f" ({len(unswept)} records had no row until the first query's sweep)"
+    )
     print(f"  processes left after {GRACE:g} s: {leftover_count}")
+    print(f"  corrupt files: {sum(1 for f in failures if f.startswith('invalid run'))}")
     per_kill = elapsed / kills if kills else float("nan")
     print(f"  time {elapsed:.0f} s ({per_kill:.1f} s per kill)")
     if failures:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         OutputPathError,
         OutputWriteError,
         ParameterError,
+        RecordWriteError,
         ReportError,
         RunNotFoundError,
         RunsDirError,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
 
 #: The public names loaded when first read, and the module of each.
 _LAZY = {
+    "RecordWriteError": "._errors",
     "CatalogError": "._errors",
     "CellChange": "._types",
     "CellEdit": "._types",
@@ -164,6 +166,7 @@ __all__ = [
     "OutputWriteError",
     "ParameterError",
     "ParameterInfo",
+    "RecordWriteError",
     "ReportError",
     "RunCancelled",
     "RunDiff",

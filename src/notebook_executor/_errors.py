@@ -202,6 +202,39 @@ class RunsDirError(NotebookExecutorError, OSError):
         return (type(self), (self.path, self.reason))
 
 
+class RecordWriteError(RunsDirError):
+    """A run ran, but its run record could not be written whole (a full disk, a quota).
+
+    The record written when the run began is replaced, where the disk allows, by one that
+    says how the run ended, without the cells' outputs (each marked), and whose
+    ``record_error`` says why; the catalog is told the same. The run's result dict travels
+    with the error.
+
+    Attributes
+    ----------
+    path : str
+        The runs folder.
+    reason : str
+        Why the record could not be written, in one line.
+    result : dict
+        The run's result dict, as :meth:`NotebookExecutor.execute` would have returned it.
+    """
+
+    def __init__(self, path: str, reason: str, result: Mapping[str, Any]) -> None:
+        self.result = dict(result)
+        super().__init__(path, reason)
+        self.args = (
+            f"run {result.get('run_id')} ran ({result.get('status')}), but its record in "
+            f"{_printable(path)} could not be written whole: {reason}",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason, self.result))
+
+
 class OutputWriteError(NotebookExecutorError):
     """A run finished and is recorded, but its copy at ``output_path`` could not be written.
 

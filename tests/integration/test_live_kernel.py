@@ -279,6 +279,31 @@ def test_the_oldest_checkpoints_are_evicted_under_the_memory_limit(short_tmp_pat
     asyncio.run(scenario())
 
 
+def test_the_memory_limit_holds_at_every_step(short_tmp_path: Path) -> None:
+    # Each step changes the whole array: the checkpoint before it keeps the old version. A
+    # limit of 1.5 versions holds one checkpoint: it is never over, not even by one step.
+    size = 40 * 2**20
+
+    async def scenario() -> None:
+        live = await start(short_tmp_path)
+        live.memory_limit = int(1.5 * size)
+        try:
+            await run(live, f"import numpy as np\na = np.ones({size // 8})")
+            for step in range(1, 5):
+                assert await live.checkpoint(step) is None
+                await run(live, f"a[:] = {step + 1}")
+                held = await asyncio.to_thread(live.measure_memory)
+                assert held <= live.memory_limit, f"step {step}: {held / size:.0%} of a version"
+            assert live.checkpoints == [4]
+            assert "evicted" in live.lost[3]
+            await live.restore(4)
+            assert await run(live, "print(int(a[0]), int(a[-1]))") == "4 4"
+        finally:
+            await live.shutdown()
+
+    asyncio.run(scenario())
+
+
 HOST = r"""
 import asyncio, json, sys, time
 from pathlib import Path

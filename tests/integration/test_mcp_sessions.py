@@ -150,3 +150,51 @@ def test_a_stdio_client_that_leaves_closes_its_sessions(tmp_path: Path) -> None:
     run_id = anyio.run(scenario)
     record = wait_closed(tmp_path, run_id)
     assert record["session"]["open"] is False
+
+
+MEMORY_NOTEBOOK = """\
+# %%
+import time
+import numpy as np
+a = np.ones(40 * 2**20 // 8)
+time.sleep(3)
+
+# %%
+a[:] = 2
+time.sleep(3)
+
+# %%
+a[:] = 3
+time.sleep(3)
+
+# %%
+a[:] = 4
+time.sleep(3)
+"""
+
+
+def test_a_session_over_mcp_keeps_its_checkpoints_under_a_memory_limit(tmp_path: Path) -> None:
+    # Each cell changes the whole 40 MB array: each checkpoint holds a version once the next
+    # cell runs. Under a 60 MB limit the oldest are evicted; a restore of one says so.
+    (tmp_path / "memory.py").write_text(MEMORY_NOTEBOOK, encoding="utf-8")
+
+    async def scenario() -> None:
+        args = ("--checkpoint-memory", str(60 * 2**20))
+        async with stdio_session(tmp_path, args=args) as client:
+            opened = structured(await client.call_tool("open_session", {"path": "memory.py"}))
+            sid = opened["session_id"]
+            for until in range(4):
+                step = structured(
+                    await client.call_tool("session_run", {"session_id": sid, "until": until})
+                )
+                assert step["status"] == "success", step
+            [listed] = structured(await client.call_tool("list_sessions", {}))["sessions"]
+            assert len(listed["checkpoints"]) <= 2, listed
+            again = structured(
+                await client.call_tool("session_rerun_from", {"session_id": sid, "index": 1})
+            )
+            assert again["restored"] == "replay"
+            assert "evicted" in (again["restore_reason"] or "")
+            await client.call_tool("close_session", {"session_id": sid})
+
+    anyio.run(scenario)

@@ -27,6 +27,10 @@ CALLS: dict[str, Callable[[NotebookExecutor], Any]] = {
     "diff-notebooks-int": lambda ex: ex.diff_notebooks("nb.py", 3),  # type: ignore[arg-type]
     "validate-int": lambda ex: ex.validate(123),  # type: ignore[arg-type]
     "validate-none": lambda ex: ex.validate(None),  # type: ignore[arg-type]
+    # A JSON "\ud800" is a lone surrogate: no environment can hold it (it ended kernel_died).
+    "env-lone-surrogate": lambda ex: ex.execute("nb.py", env={"X": "a\ud800"}),
+    "env-name-lone-surrogate": lambda ex: ex.execute("nb.py", env={"\ud800": "a"}),
+    "session-env-lone-surrogate": lambda ex: ex.open_session("nb.py", env={"X": "\ud800"}),
 }
 
 

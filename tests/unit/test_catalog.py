@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -412,9 +413,21 @@ def test_get_run_reads_and_indexes_a_file_the_catalog_missed(
         conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
     conn.close()
     with Catalog("runs") as catalog:
-        assert run_id not in _ids(catalog.runs())
         assert catalog.get_run(run_id) == _stored(run_id)
         assert run_id in _ids(catalog.runs())
+
+
+def test_the_first_query_brings_in_a_record_the_catalog_missed(
+    history: list[dict[str, Any]],
+) -> None:
+    # A host killed between writing a run's first record and its row leaves a record with no
+    # row: runs, search and digest of any process opened later must see it without reindex.
+    run_id = history[0]["run_id"]
+    with closing(sqlite3.connect("runs/catalog.sqlite")) as conn, conn:
+        conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+    with Catalog("runs") as catalog:
+        assert run_id in _ids(catalog.runs())
+        assert catalog.get_run(run_id) == _stored(run_id)
 
 
 def test_collect_outputs_decodes_every_scrap(
@@ -710,6 +723,60 @@ def test_a_dead_running_row_is_settled_from_its_file(tmp_path: Path) -> None:
         [row] = catalog.runs()
     assert row["status"] == "success"
     assert row["error_kind"] is None
+
+
+def test_a_record_written_before_its_row_is_brought_in_as_interrupted(tmp_path: Path) -> None:
+    # The host died between writing the run's first record and its row: the catalog exists
+    # (other runs), a reader already open sees the record at its next query, as interrupted.
+    with Catalog(tmp_path) as reader:
+        reader.begin(_record("20260101T110000Z-a-00000000", iso(now_utc()), status="running"))
+        reader.finish(_record("20260101T110000Z-a-00000000", iso(now_utc())))
+        assert len(reader.runs()) == 1
+        run_id = "20260101T120000Z-a-00000001"
+        _running_file(tmp_path, run_id, pid=_dead_pid(), request="where did it go")
+        by_id = {row["run_id"]: row for row in reader.runs()}
+        assert (by_id[run_id]["status"], by_id[run_id]["error_kind"]) == ("error", "interrupted")
+        assert run_id in [hit["run_id"] for hit in reader.search("where did it go")]
+
+
+def _session_record(run_id: str, pid: int, *, open_: bool = True) -> dict[str, Any]:
+    return {
+        **_record(run_id, iso(now_utc()), pid=pid),
+        "session": {"id": "s1", "open": open_, "dropped": 0, "log": []},
+    }
+
+
+def test_an_open_session_whose_process_died_is_interrupted(tmp_path: Path) -> None:
+    # A session's record is final after every step (status success) while it stays open; its
+    # process holds the run's lock till it closes. Killed, it leaves the lock file, free.
+    run_id = "20260101T120000Z-a-00000001"
+    record = _session_record(run_id, _dead_pid())
+    with Catalog(tmp_path) as host, Catalog(tmp_path) as reader:
+        host.begin({**record, "status": "running"})
+        _write_run_file(tmp_path, record)
+        host.finish(record)  # a step: the record says success, the session is open
+        assert reader.runs()[0]["status"] == "success"  # its host holds the lock
+        host._locks.abandon()  # what the kernel does when the host is killed
+        [row] = reader.runs()
+        assert (row["status"], row["error_kind"]) == ("error", "interrupted")
+        assert reader.get_run(run_id)["error_kind"] == "interrupted"
+        assert reader.reindex() == 1
+        assert reader.runs()[0]["error_kind"] == "interrupted"
+    assert not (tmp_path / ".locks" / f"{run_id}.lock").exists()
+
+
+def test_a_closed_session_stays_as_it_ended(tmp_path: Path) -> None:
+    run_id = "20260101T120000Z-a-00000001"
+    record = _session_record(run_id, _dead_pid(), open_=False)
+    with Catalog(tmp_path) as host:
+        host.begin({**record, "status": "running"})
+        _write_run_file(tmp_path, record)
+        host.finish(record)
+    assert not (tmp_path / ".locks" / f"{run_id}.lock").exists()
+    with Catalog(tmp_path) as reader:
+        assert reader.runs()[0]["status"] == "success"
+        assert reader.reindex() == 1
+        assert reader.runs()[0]["status"] == "success"
 
 
 # -- command line --------------------------------------------------------------------------------

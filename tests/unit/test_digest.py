@@ -299,3 +299,31 @@ def test_notebooks_in_a_deep_folder_are_named_by_what_tells_them_apart(tmp_path:
     # One notebook's page does not name it in its items; its title keeps the path's end.
     assert one.startswith(f"# Digest of {second}\n") or one.startswith("# Digest of ...")
     assert "second.py" in one.splitlines()[0] and "- sub/second.py" not in one
+
+
+def test_every_item_is_bounded_however_big_what_a_run_holds(tmp_path: Path) -> None:
+    # A 1 MB edit note, a 1 MB request, a 1 MB parameter value and a scrap of 100,000 values:
+    # the digest names them, clipped, and stays small (it returned 1 MB before).
+    from notebook_executor._catalog.digest import ITEM_TEXT_CHARS
+
+    source = tmp_path / "big.py"
+    source.write_text(
+        '# %% tags=["parameters"]\nlabel = ""\n\n# %%\nimport scrapbook as sb\n'
+        'sb.glue("many", list(range(100_000)))\n',
+        encoding="utf-8",
+    )
+    huge = "note " * 200_000
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
+        ex.execute(
+            source,
+            parameters={"label": "v" * 1_000_000},
+            request="r" * 1_000_000,
+            edits=[{"index": 1, "source": "x = 1", "note": huge}],
+        )
+        found = ex.digest(source)
+    size = len(json.dumps(dict(found)))
+    assert size < 20_000, size
+    for item in found["notes"]:
+        assert len(item["text"]) <= ITEM_TEXT_CHARS + 40
+        assert item["text"].startswith(("note note", "rrrr"))
+    assert "more characters" in json.dumps(found["parameters"])

@@ -511,6 +511,7 @@ def test_public_names_are_pinned() -> None:
         "OutputWriteError",
         "ParameterError",
         "ParameterInfo",
+        "RecordWriteError",
         "ReportError",
         "RunCancelled",
         "RunDiff",

@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from notebook_executor import NotebookExecutor, NotebookExecutorError, ParameterError
+from notebook_executor import (
+    InvalidArgumentError,
+    NotebookExecutor,
+    NotebookExecutorError,
+    ParameterError,
+)
 from notebook_executor._run.options import RunOptions
 from notebook_executor._run.plan import plan_run
 from notebook_executor._session.ledger import FRESH, Ledger, Ran
@@ -290,6 +295,14 @@ def test_bad_indices_are_refused(opened: Any) -> None:
         o.session.rerun_from(3, until=-1)
     with pytest.raises(NotebookExecutorError):
         o.session.evaluate(b"1")  # type: ignore[arg-type]
+
+
+def test_an_evaluation_of_text_no_kernel_can_be_sent_is_a_typed_error(opened: Any) -> None:
+    # A JSON "\ud800" reaches Python as a lone surrogate: no UTF-8 message can carry it.
+    o = opened()
+    with pytest.raises(InvalidArgumentError, match="lone surrogate"):
+        o.session.evaluate("x = '\ud800'")
+    assert o.session.evaluate("1 + 1")["status"] == "ok"
 
 
 def test_until_before_index_restores_and_runs_nothing(opened: Any) -> None:

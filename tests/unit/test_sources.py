@@ -366,14 +366,16 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     path.chmod(0)
     if os.geteuid() == 0:
         # Root reads any file: its read of this one fails as anyone else's does.
-        real_read = Path.read_bytes
+        from notebook_executor._sources import formats, regular
 
-        def read_bytes(self: Path) -> bytes:
-            if self == path:
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
-            return real_read(self)
+        real_read = regular.read_regular
 
-        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+        def read_regular(where: Path, limit: int | None = None) -> bytes:
+            if where == path:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(where))
+            return real_read(where, limit)
+
+        monkeypatch.setattr(formats, "read_regular", read_regular)
     try:
         with pytest.raises(NotebookSourceError, match="cannot read: Permission denied"):
             read_notebook(path)

@@ -45,6 +45,12 @@ MAX_ITEMS = 50
 MAX_VALUES = 12
 #: A parameter with more distinct numbers than this is shown as a range.
 _SET_AT_MOST = 8
+#: Every item is bounded: a text (a request, an edit note, a value, a path) keeps at most this
+#: many characters, a list or mapping inside an item at most :data:`_ENTRIES` entries, and
+#: what is nested deeper than :data:`_DEPTH` is shown as its JSON text, clipped.
+ITEM_TEXT_CHARS = 500
+_ENTRIES = 20
+_DEPTH = 4
 
 
 _MARK = "started_at || ' ' || run_id"
@@ -100,11 +106,42 @@ def gather(conn: sqlite3.Connection, where: str, values: Sequence[Any]) -> dict[
     }
     if more_notes:
         omitted["notes"] = more_notes
-    gathered: dict[str, Any] = {name: items[:MAX_ITEMS] for name, items in lists.items()}
-    gathered["notes"] = notes
+    gathered: dict[str, Any] = {
+        name: [_bounded(item) for item in items[:MAX_ITEMS]] for name, items in lists.items()
+    }
+    gathered["notes"] = [_bounded(item) for item in notes]
     gathered["runs"] = sum(status["count"] for status in statuses)
     gathered["omitted"] = omitted
     return gathered
+
+
+def _clip(text: str) -> str:
+    if len(text) <= ITEM_TEXT_CHARS:
+        return text
+    return f"{text[:ITEM_TEXT_CHARS]}... ({len(text) - ITEM_TEXT_CHARS:,} more characters)"
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """``value`` (an item of the digest, or part of one) within the bounds above: a run's
+    1 MB edit note, a huge parameter value or scrap, is shown clipped, never whole."""
+    if isinstance(value, str):
+        return _clip(value)
+    if not isinstance(value, (dict, list)):
+        return value
+    if depth >= _DEPTH:
+        return _clip(json.dumps(value, default=str))
+    if isinstance(value, dict):
+        kept = {
+            _clip(str(key)): _bounded(entry, depth + 1)
+            for key, entry in list(value.items())[:_ENTRIES]
+        }
+        if len(value) > _ENTRIES:
+            kept["..."] = f"{len(value) - _ENTRIES:,} more entries"
+        return kept
+    items = [_bounded(entry, depth + 1) for entry in value[:_ENTRIES]]
+    if len(value) > _ENTRIES:
+        items.append(f"... ({len(value) - _ENTRIES:,} more)")
+    return items
 
 
 def nothing() -> dict[str, Any]:

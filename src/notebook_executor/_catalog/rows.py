@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 __all__ = [
     "STATUSES",
     "canonical_time",
+    "going",
     "mark_interrupted",
+    "open_session",
     "result",
     "row_from_record",
     "scrap_frame",
@@ -87,8 +89,21 @@ def result(row: Mapping[str, Any]) -> RunResult:
     }
 
 
+def open_session(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is the record of a session not yet closed (its process holds the
+    run's liveness lock until it closes, as a run's does until it ends)."""
+    session = record.get("session")
+    return isinstance(session, Mapping) and session.get("open") is True
+
+
+def going(record: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether a run's record says it is still going: a ``running`` run, an open session."""
+    return row["status"] == "running" or open_session(record)
+
+
 def mark_interrupted(row: dict[str, Any]) -> None:
-    """Make a ``running`` row whose process is gone an interrupted error, in place."""
+    """Make a row whose run's process is gone (a ``running`` run, an open session) an
+    interrupted error, in place."""
     row["status"] = "error"
     row["error_kind"] = "interrupted"
 

@@ -15,7 +15,10 @@ Interrupted runs: :meth:`Catalog.begin` takes an exclusive ``flock`` on
 dies, however it dies. A row still ``running`` on this host whose lock is free (or, with no lock
 file, whose ``pid`` is gone or now belongs to a process started after the run) is settled from
 its run record, or else becomes ``status: "error"``, ``error_kind: "interrupted"``. Runs of other
-hosts are left as they are: their liveness cannot be known from here.
+hosts are left as they are: their liveness cannot be known from here. A run's first record is
+written before its row: a process killed in between leaves a record with no row, which the
+first query of every process (and any later query, for the day folders changed since) brings
+in, as interrupted when its process is gone.
 
 A runs folder that cannot be written (read-only, no permission) can still be browsed: the
 catalog is then copied into memory (or built there from the run records) and never written back;
@@ -53,12 +56,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.identity import project_folder, project_notebooks, repaired_identity
+from .._records.ids import DAY_FOLDER, is_run_id
 from .._records.run_files import RESULT_KEYS
-from .._records.store import RunFile, RunStore, unwritable
+from .._records.store import NOTEBOOK_SUFFIX, RunFile, RunStore, unwritable
 from .._types import Digest, RunResult, SearchHit
 from .digest_page import digest_page
 from .liveness import LOCKS_DIR, RunLocks, flocked
-from .rows import mark_interrupted, result, row_from_record, scrap_frame
+from .rows import going, mark_interrupted, open_session, result, row_from_record, scrap_frame
 from .search import clear_index, index_runs, match_expression, run_texts
 from .search import search as _search
 from .sql import (
@@ -90,6 +94,8 @@ T = TypeVar("T")
 CATALOG_NAME = "catalog.sqlite"
 #: How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_SECONDS = 30.0
+#: A day folder changed this recently is matched with its rows again at the next query.
+_SETTLE_SECONDS = 2.0
 
 
 class Catalog:
@@ -134,6 +140,8 @@ class Catalog:
         self._owner_pid = os.getpid()
         self._locks = RunLocks(self.runs_dir)
         self._project_notebooks: list[str] | None = None
+        # Each day folder's modification time when its records were last matched with rows.
+        self._day_stamps: dict[str, int] = {}
 
     def __enter__(self) -> Catalog:
         return self
@@ -168,7 +176,9 @@ class Catalog:
             try:
                 self._with_connection(lambda conn: _store(conn, row, texts))
             finally:
-                self._locks.release(row["run_id"])
+                # A session's record is final after each step; its lock is held till it closes.
+                if not open_session(record):
+                    self._locks.release(row["run_id"])
 
     def reindex(self) -> int:
         """Rebuild the catalog from the run records; return the number of runs indexed.
@@ -252,7 +262,7 @@ class Catalog:
         run_file = self.store.read(str(run_id))
         record, cells = run_file.record, run_file.cells
         row = row_from_record({**record, "run_id": run_file.run_id})
-        if row["status"] == "running" and not self._locks.is_alive(row):
+        if self._gone(record, row):
             mark_interrupted(row)
             self._locks.forget(row["run_id"])
         texts = run_texts(record, cells)
@@ -438,7 +448,7 @@ class Catalog:
             except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
                 logger.warning("reindex: skipping unreadable run record %s: %s", path, exc)
                 continue
-            if row["status"] == "running" and not self._locks.is_alive(row):
+            if self._gone(record, row):
                 mark_interrupted(row)
                 self._locks.forget(row["run_id"])
             rows.append(row)
@@ -494,7 +504,9 @@ class Catalog:
             return []
 
     def _sweep(self, conn: sqlite3.Connection) -> None:
-        """Settle rows still ``running`` whose process is gone."""
+        """Bring in run records that have no row, and settle rows still ``running`` whose
+        process is gone."""
+        self._bring_in(conn)
         running = conn.execute(
             "SELECT run_id, host, pid, started_at FROM runs WHERE status = 'running'"
         ).fetchall()
@@ -503,6 +515,111 @@ class Catalog:
             if run_id in self._locks or self._locks.is_alive(row):
                 continue
             self._settle(conn, run_id)
+        self._sweep_sessions(conn)
+
+    def _sweep_sessions(self, conn: sqlite3.Connection) -> None:
+        """Settle sessions whose process died while they were open: their row says how the
+        last step ended, their lock file is left and free. A free lock file of a run whose
+        row is final is only removed."""
+        try:
+            names = [entry.name for entry in os.scandir(self.runs_dir / LOCKS_DIR)]
+        except OSError:
+            return
+        for name in names:
+            run_id = name[: -len(".lock")]
+            if not name.endswith(".lock") or not is_run_id(run_id) or run_id in self._locks:
+                continue
+            found = conn.execute(
+                "SELECT status, host, pid, started_at FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if found is None or found[0] == "running":
+                continue  # brought in, or settled, by the sweeps above
+            row = {"run_id": run_id, "host": found[1], "pid": found[2], "started_at": found[3]}
+            if self._locks.is_alive(row):
+                continue
+            try:
+                record = self.store.read(run_id).record
+            except NotebookExecutorError:
+                record = {}
+            if open_session(record):
+                logger.warning("session run %s was interrupted: its process is gone", run_id)
+                with write(conn):
+                    conn.execute(
+                        "UPDATE runs SET status = 'error', error_kind = 'interrupted' "
+                        "WHERE run_id = ?",
+                        (run_id,),
+                    )
+            self._locks.forget(run_id)
+
+    def _gone(self, record: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+        """Whether a run whose record says it is going (a ``running`` run, an open session)
+        has lost its process."""
+        return (
+            row["run_id"] not in self._locks
+            and going(record, row)
+            and not self._locks.is_alive(row)
+        )
+
+    def _bring_in(self, conn: sqlite3.Connection) -> None:
+        """Index the run records that have no row (a process killed between writing a run's
+        first record and its row), from the day folders changed since the last look.
+
+        The first query of a process looks at every day folder; later ones at those whose
+        modification time moved (a record was added or replaced), so a long-lived process
+        (the MCP server) sees records other processes left behind too. A folder changed less
+        than :data:`_SETTLE_SECONDS` ago is looked at again next time: a file system's clock
+        may not tell two changes within one tick apart.
+        """
+        try:
+            days = [
+                entry
+                for entry in os.scandir(self.runs_dir)
+                if DAY_FOLDER.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+            ]
+        except OSError:
+            return
+        now = time.time_ns()
+        for day in days:
+            try:
+                stamp = day.stat(follow_symlinks=False).st_mtime_ns
+                if self._day_stamps.get(day.name) == stamp:
+                    continue
+                names = [
+                    entry.name[: -len(NOTEBOOK_SUFFIX)]
+                    for entry in os.scandir(day.path)
+                    if entry.name.endswith(NOTEBOOK_SUFFIX)
+                ]
+            except OSError:
+                continue
+            files = {name for name in names if is_run_id(name)}
+            prefix = day.name.replace("-", "")
+            rows = {
+                run_id
+                for (run_id,) in conn.execute(
+                    "SELECT run_id FROM runs WHERE run_id >= ? AND run_id < ?",
+                    (prefix, prefix + "~"),
+                )
+            }
+            for run_id in sorted(files - rows):
+                self._bring(conn, run_id)
+            if now - stamp > _SETTLE_SECONDS * 1e9:
+                self._day_stamps[day.name] = stamp
+
+    def _bring(self, conn: sqlite3.Connection, run_id: str) -> None:
+        """Index one run record that has no row (nothing when it cannot be read)."""
+        try:
+            run_file = self.store.read(run_id)
+            row = row_from_record({**run_file.record, "run_id": run_id})
+            texts = run_texts(run_file.record, run_file.cells)
+        except (NotebookExecutorError, TypeError, ValueError, AttributeError) as exc:
+            logger.debug("run record %s not indexed: %s", run_id, exc)
+            return
+        if self._gone(run_file.record, row):
+            logger.warning("run %s was interrupted: its process is gone", run_id)
+            mark_interrupted(row)
+            self._locks.forget(run_id)
+        logger.info("indexing run %s, which had a record but no catalog row", run_id)
+        _store(conn, row, texts)
 
     def _settle(self, conn: sqlite3.Connection, run_id: str) -> None:
         # The run record may know better (the run finished but its catalog write failed).
@@ -511,6 +628,8 @@ class Catalog:
             record, cells = run_file.record, run_file.cells
             final = row_from_record({**record, "run_id": run_id})
             texts = run_texts(record, cells)
+            if open_session(record):
+                mark_interrupted(final)
         except (NotebookExecutorError, TypeError, ValueError, AttributeError):
             final = None
         with write(conn):

@@ -51,10 +51,13 @@ context=None)``
     ``memory_limit``, or their process died).
 ``drop(key)``
     End checkpoint ``key`` (no error if there is none).
-``memory_limit``, ``await account_memory() -> int``
-    Bytes the checkpoints may hold (None: no limit). After each checkpoint, the memory they
-    hold is measured in the background, and the oldest are evicted while it is over the limit;
-    :meth:`account_memory` does it now and returns the bytes held.
+``memory_limit``, ``await account_memory(reserve=0) -> int``
+    Bytes the checkpoints may hold (None: no limit). Enforced before it is exceeded, at each
+    checkpoint: first the oldest are evicted while what they hold, plus room for what the
+    next step may add (as much as the last step added, copying pages the checkpoints shared
+    with the kernel), is over the limit; then the checkpoint is taken, measured once it is
+    there, and the oldest evicted again while over. :meth:`account_memory` measures and
+    evicts now and returns the bytes held.
 ``await shutdown()``
     End the kernel and every checkpoint, and everything they started.
 
@@ -133,6 +136,10 @@ class LiveKernel:
         self.choice = choice
         self.memory_limit: int | None = None
         self.lost: dict[int, str] = {}
+        #: Bytes the checkpoints held just after the last one was taken, and how much more
+        #: they held by the next (what one step added): the room kept for the next step.
+        self._held_after: int | None = None
+        self._step_growth = 0
         self.ready_timeout = ready_timeout
         self._cwd = cwd or Path.cwd()
         self._env = dict(os.environ if env is None else env)
@@ -256,6 +263,8 @@ class LiveKernel:
             raise CheckpointError("the live kernel is shut down")
         if not fork_supported() or not self.choice.native:
             return self.checkpoint_unsupported()
+        if self.memory_limit is not None:
+            await self._make_room()
         address = self._listen()
         # The copy says hello on its own time: the checkpoint is held from the reply on.
         self.drop(key)
@@ -281,7 +290,10 @@ class LiveKernel:
             return self._refused
         self._refused = None
         if self.memory_limit is not None:
-            self._schedule_accounting()
+            # Measured once the copy is there (it says hello on its own time).
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(arriving), CHECKPOINT_TIMEOUT)
+            self._held_after = await self.account_memory()
         return None
 
     async def restore(self, key: int) -> None:
@@ -371,25 +383,29 @@ class LiveKernel:
         """Bytes the checkpoints hold beyond what the kernel alone uses (blocking)."""
         return held_memory(self.pid, self.checkpoint_pids())
 
-    async def account_memory(self) -> int:
-        """Measure the memory the checkpoints hold, evict the oldest while it is over
-        :attr:`memory_limit`; return the bytes held then."""
+    async def _make_room(self) -> None:
+        """Before a checkpoint: learn what the last step added, and evict so that it fits
+        again under :attr:`memory_limit`."""
         held = await asyncio.to_thread(self.measure_memory)
+        if self._held_after is not None:
+            self._step_growth = max(0, held - self._held_after)
+        await self.account_memory(reserve=self._step_growth, held=held)
+
+    async def account_memory(self, reserve: int = 0, *, held: int | None = None) -> int:
+        """Measure the memory the checkpoints hold (or take ``held``), evict the oldest
+        while it is over :attr:`memory_limit` less ``reserve``; return the bytes held then."""
+        if held is None:
+            held = await asyncio.to_thread(self.measure_memory)
         limit = self.memory_limit
-        while limit is not None and held > limit and self._held:
+        while limit is not None and held + reserve > limit and self._held:
             key = next(iter(self._held))
             self.drop(key)
+            room = f" (and {reserve} for the next step)" if reserve else ""
             self.lost[key] = (
-                f"evicted: checkpoints held {held} bytes, over the limit of {limit} bytes"
+                f"evicted: checkpoints held {held} bytes{room}, over the limit of {limit} bytes"
             )
             held = await asyncio.to_thread(self.measure_memory)
         return held
-
-    def _schedule_accounting(self) -> None:
-        if self._accounting is not None and not self._accounting.done():
-            return
-        self._accounting = asyncio.get_running_loop().create_task(self.account_memory())
-        self._accounting.add_done_callback(_ignore_result)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -491,8 +507,3 @@ class LiveKernel:
                 logger.debug("could not record checkpoint %s's session: %s", key, exc)
             waiting.set_result(taken)
             self._held[key] = taken
-
-
-def _ignore_result(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled():
-        task.exception()

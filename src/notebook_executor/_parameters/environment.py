@@ -12,6 +12,7 @@ are skipped, never logged (they may hold secrets).
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, ParameterError
 from .._sources.confine import OutsideRoot, confined
+from .._sources.regular import read_regular_text
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["declared_env_names", "read_dotenv", "resolve_declared_env"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: Largest ``.env`` file read, in bytes (a file of names and values; never a data set).
+MAX_DOTENV_BYTES = 1024 * 1024
 
 
 def declared_env_names(shown: str, nb: NotebookNode) -> list[str]:
@@ -130,10 +135,10 @@ def read_dotenv(path: Path, root: Path | None = None) -> dict[str, str]:
             return {}
 
     try:
-        with path.open(encoding="utf-8-sig") as stream:
-            parsed = dotenv_values(stream=stream, interpolate=False)
+        text = read_regular_text(path, MAX_DOTENV_BYTES, encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         return {}
+    parsed = dotenv_values(stream=io.StringIO(text), interpolate=False)
     return {
         name: value
         for name, value in parsed.items()

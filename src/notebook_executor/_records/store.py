@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError, RunNotFoundError, RunsDirError
 from .._sources.files import atomic_write_text
+from .._sources.regular import read_regular_text
 from .ids import DAY_FOLDER, is_run_id, run_day
 from .layout import run_json, split_lines
 from .run_files import RECORD_KEY, render_markdown
@@ -35,9 +36,12 @@ if TYPE_CHECKING:
 
     from .._notebook import NotebookNode
 
-__all__ = ["RunFile", "RunStore", "executed_cells", "unwritable"]
+__all__ = ["NOTEBOOK_SUFFIX", "RunFile", "RunStore", "executed_cells", "unwritable"]
 
 logger = logging.getLogger(__name__)
+
+#: Largest run record read, in bytes: streams are capped when written, but images are not.
+MAX_RECORD_BYTES = 512 * 1024 * 1024
 
 #: The suffix of a run's executed notebook, and of its readable twin.
 NOTEBOOK_SUFFIX, MARKDOWN_SUFFIX = ".ipynb", ".md"
@@ -77,11 +81,12 @@ class RunFile:
 def _parse(path: Path, missing: str) -> dict[str, Any]:
     """The JSON object ``path`` holds; ``missing`` names it in the error when it is absent."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_regular_text(path, MAX_RECORD_BYTES))
     except FileNotFoundError:
         raise RunNotFoundError(missing, "no such run") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise NotebookSourceError(str(path), f"unreadable run record: {exc}") from None
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise NotebookSourceError(str(path), f"unreadable run record: {reason}") from None
     if not isinstance(raw, dict):
         raise NotebookSourceError(str(path), "unreadable run record: not a JSON object")
     return raw

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["MAX_STREAM_CHARS", "cap_streams"]
+__all__ = ["MAX_STREAM_CHARS", "cap_streams", "drop_outputs"]
 
 #: Longest text kept per stream of a cell in the run records; the rest is cut with a visible marker.
 MAX_STREAM_CHARS = 1_000_000
@@ -59,3 +59,28 @@ def cap_streams(nb: NotebookNode) -> tuple[NotebookNode, list[int]]:
         capped.cells[index]["outputs"] = outputs
         cut_cells.append(index)
     return capped, cut_cells
+
+
+def drop_outputs(nb: NotebookNode, reason: str) -> tuple[NotebookNode, list[int]]:
+    """A copy of ``nb`` whose cells hold no output, each that had some given a marker that
+    says why (a run record that could not be written whole is written without them).
+    Returns the copy and the indices of the cells whose outputs were dropped."""
+    from .._notebook import from_dict
+
+    bare = copy.copy(nb)
+    bare["cells"] = list(nb.cells)
+    dropped: list[int] = []
+    for index, cell in enumerate(nb.cells):
+        if not cell.get("outputs"):
+            continue
+        marker = from_dict(
+            {
+                "output_type": "stream",
+                "name": "stderr",
+                "text": f"[notebook-executor: output not stored: {reason}]\n",
+            }
+        )
+        bare.cells[index] = copy.copy(cell)
+        bare.cells[index]["outputs"] = [marker]
+        dropped.append(index)
+    return bare, dropped

@@ -26,8 +26,9 @@ from .._errors import (
     InvalidArgumentError,
     NotebookSourceError,
 )
-from .._sources.bounded import unencodable
+from .._sources.bounded import MAX_SOURCE_BYTES, unencodable
 from .._sources.formats import SourceFormat, format_for, load_source, parse_source_text
+from .._sources.regular import read_regular
 from .._sources.spans import UnwritableText
 from .edit_ipynb import EditRequest, change_ipynb
 
@@ -132,7 +133,7 @@ def _changed(
         _check_text("expect", expect)
     target = Path(path)
     loaded = load_source(target)
-    data = target.read_bytes()
+    data = read_regular(target, MAX_SOURCE_BYTES)
     nb = loaded.nb
     count = len(nb.cells)
     limit = count if op == "insert" else count - 1

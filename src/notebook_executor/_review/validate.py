@@ -51,7 +51,9 @@ from .._parameters.declared import (
 )
 from .._parameters.environment import declared_env_names
 from .._run.plan import parses_parameters
+from .._sources.bounded import MAX_SOURCE_BYTES
 from .._sources.formats import NESTED_TOO_DEEP
+from .._sources.regular import read_regular_text
 from .._types import ValidateAnswer, ValidateProblem
 from .diff import normalised_outputs
 
@@ -201,7 +203,7 @@ def _schema_problems(path: Path) -> list[Problem]:
     from nbformat.validator import iter_validate
 
     try:
-        raw = json.loads(path.read_text(encoding="utf-8-sig"))
+        raw = json.loads(read_regular_text(path, MAX_SOURCE_BYTES, encoding="utf-8-sig"))
     except FileNotFoundError:
         return [_problem(None, "error", "no such file")]
     except RecursionError:

@@ -99,8 +99,24 @@ def check_env(kind: str, values: Mapping[str, str] | None) -> dict[str, str]:
             raise InvalidArgumentError(
                 f"{kind}: the value of {name!r} is not valid Unicode", argument=kind
             )
+        if not _os_text(name) or not _os_text(value):
+            # A byte that is not UTF-8 comes as \udcXX and goes back to the kernel as that byte;
+            # another lone surrogate (a JSON "\ud800") is no byte: no process could get it.
+            raise InvalidArgumentError(
+                f"{kind}: {name!r} holds a lone surrogate, which no environment can hold",
+                argument=kind,
+            )
         checked[name] = value
     return checked
+
+
+def _os_text(text: str) -> bool:
+    """Whether ``text`` can be handed to a process (as ``os.fsencode`` encodes it)."""
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_unicode(notebook: str, output_path: PathLike | None, request: str | None) -> None:

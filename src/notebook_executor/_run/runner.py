@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import NotebookExecutorError, OutputWriteError
+from .._errors import NotebookExecutorError, OutputWriteError, RecordWriteError, RunsDirError
 from .._records.identity import notebook_identity
 from .._records.ids import new_run_id
 from .._records.papermill_meta import annotate_papermill
@@ -32,7 +32,7 @@ from .._records.results import annotate_cells, build_result
 from .._records.run_files import RECORD_KEY
 from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .._records.store import RunStore
-from .._records.streams import cap_streams
+from .._records.streams import cap_streams, drop_outputs
 from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
@@ -195,7 +195,10 @@ def begin_run(
     }
     # The injected parameters may hold a secret's value too: the first write is redacted.
     started_notebook = redact(plan.nb, plan.secrets)
-    store.write(run_id, started_notebook, record, final=False)
+    try:
+        store.write(run_id, started_notebook, record, final=False)
+    except OSError as exc:  # a full disk, a quota: nothing ran yet
+        raise RunsDirError(os.fspath(runs_dir), _reason(exc)) from None
     on_record("begin", record)
     return RunStart(run_id, started, output_path, record, known)
 
@@ -255,7 +258,10 @@ def finish_run(
         "output_path": start.record["output_path"],
         **start.provenance,
     }
-    RunStore(runs_dir).write(start.run_id, recorded, stored, final=True)
+    try:
+        RunStore(runs_dir).write(start.run_id, recorded, stored, final=True)
+    except OSError as exc:
+        _record_unwritten(runs_dir, start, recorded, stored, result, _reason(exc), on_record)
     copy_failed: OutputWriteError | None = None
     if plan.output_path is not None:
         executed.metadata[RECORD_KEY] = stored
@@ -269,6 +275,42 @@ def finish_run(
     if copy_failed is not None:
         raise copy_failed
     return result
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _record_unwritten(
+    runs_dir: Path,
+    start: RunStart,
+    recorded: NotebookNode,
+    stored: dict[str, Any],
+    result: RunResult,
+    reason: str,
+    on_record: Callable[[str, Mapping[str, Any]], None],
+) -> None:
+    """The final record could not be written (a full disk): write, where the disk allows,
+    one that says how the run ended, without the outputs, and tell the catalog; then raise
+    :class:`RecordWriteError` holding the result."""
+    bare, dropped = drop_outputs(recorded, reason)
+    # Indices of the job notebook's cells (the injected parameters cell counted), as the
+    # markers in them.
+    stored.update(
+        record_error=f"the run record could not be written whole: {reason}; cell outputs "
+        "not stored",
+        output_dropped=dropped,
+    )
+    try:
+        RunStore(runs_dir).write(start.run_id, bare, stored, final=True)
+    except OSError as again:
+        logger.warning(
+            "run %s: its record could not be written (%s); it stays as it began",
+            start.run_id,
+            _reason(again),
+        )
+    on_record("finish", stored)
+    raise RecordWriteError(os.fspath(runs_dir), reason, result)
 
 
 def prepared_notebook(plan: Plan) -> NotebookNode:

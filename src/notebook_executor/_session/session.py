@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecutorError
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
+from .._sources.bounded import unencodable
 from .._times import iso, now_utc
 from .._types import CellText, EvaluationResult, StepResult
 from .ledger import FRESH, Ran
@@ -172,6 +173,9 @@ class Session:
             raise InvalidArgumentError(
                 f"code must be a string, got {type(code).__name__}", argument="code"
             )
+        problem = unencodable(code)
+        if problem:  # a kernel is sent UTF-8 text
+            raise InvalidArgumentError(f"code is not valid text: {problem}", argument="code")
         with self._lock:
             self._check_open()
             self._cancel_timer()

@@ -33,6 +33,7 @@ from .dependencies import Dependencies, declared_dependencies
 from .files import atomic_write_text, missing_folder
 from .ipynb import read_ipynb, write_ipynb
 from .parsing import NESTED_TOO_DEEP, first_line
+from .regular import read_regular, regular_head
 from .remote import is_url, read_url, write_url
 from .source_format import SNIFF_CHARS, SourceFormat
 from .spans import text_cell_spans
@@ -143,10 +144,10 @@ def notebook_verdict(path: Path) -> tuple[bool, str | None]:
     if fmt is None:
         return False, None
     if fmt.sniff is None:
-        return True, None
+        return path.is_file(), None  # a FIFO, a device, a socket named like one is none
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(SNIFF_CHARS)
+        # At most 4 bytes a character: the head holds SNIFF_CHARS characters.
+        head = regular_head(path, 4 * SNIFF_CHARS).decode("utf-8", "replace")[:SNIFF_CHARS]
     except OSError as exc:
         return False, f"unreadable: {exc.strerror or exc}"
     if fmt.sniff(head):
@@ -221,7 +222,7 @@ def load_source(path: str | os.PathLike[str]) -> LoadedSource:
             notebook, f"too large ({size} bytes; the limit is {MAX_SOURCE_BYTES} bytes)"
         )
     try:
-        data = source_path.read_bytes()
+        data = read_regular(source_path, MAX_SOURCE_BYTES)
     except OSError as exc:
         raise NotebookSourceError(notebook, f"cannot read: {exc.strerror or exc}") from None
     return _loaded(notebook, source_path, data, fmt)

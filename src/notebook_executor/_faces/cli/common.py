@@ -169,13 +169,14 @@ def _or_default(seconds: float | None) -> float | UseDefault:
 def read_text(path: str) -> str:
     """The text of a parameters file, read no further than the parameters limit allows."""
     from ..._sources.bounded import MAX_PARAMETERS_CHARS
+    from ..._sources.regular import read_regular_text
 
     try:
-        with Path(path).open(encoding="utf-8") as stream:
-            # One character more than allowed is enough for load_yaml to refuse it.
-            return stream.read(MAX_PARAMETERS_CHARS + 1)
+        # One character more than allowed is enough for load_yaml to refuse it.
+        return read_regular_text(path, chars=MAX_PARAMETERS_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read parameters file {path!r}: {exc}") from None
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"cannot read parameters file {path!r}: {reason}") from None
 
 
 def read_input(path: str, what: str) -> str:
@@ -190,8 +191,10 @@ def read_input(path: str, what: str) -> str:
         if path == "-":
             text = sys.stdin.read(limit + 1)
         else:
-            with Path(path).open(encoding="utf-8") as stream:
-                text = stream.read(limit + 1)
+            from ..._sources.regular import read_regular_text
+
+            # One character past the limit is enough to refuse it below.
+            text = read_regular_text(path, chars=limit + 1)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"cannot read {what} from {where}: {reason}") from None

@@ -60,7 +60,20 @@ def register(commands: Any) -> None:
         metavar="NAME",
         help="a Host header the HTTP server answers to besides loopback and HOST (repeatable)",
     )
+    mcp.add_argument(
+        "--checkpoint-memory",
+        type=_bytes,
+        metavar="BYTES",
+        help="most memory the checkpoints of one session may hold, the oldest evicted first "
+        "(default: 1 GiB)",
+    )
     mcp.set_defaults(handler=_cmd_mcp)
+
+
+def _bytes(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of bytes, got {text!r}")
+    return int(text)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -107,6 +120,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             allowed_secrets=args.allow_secret,
             token=token,
             show_token=show_token,
+            checkpoint_memory=args.checkpoint_memory,
         )
     except ListenError as exc:
         raise UsageError(f"--http: {exc}") from None

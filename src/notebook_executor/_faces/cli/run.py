@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..._errors import OutputWriteError, RecordWriteError
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
 
@@ -190,11 +191,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_OK
         try:
             result = ex.execute(args.notebook, **options.given())
-        except KeyboardInterrupt as exc:
-            # The run is recorded as cancelled: --json still prints its one document.
-            cancelled = getattr(exc, "result", None)
-            if args.json and isinstance(cancelled, dict):
-                print_json(cancelled)
+        except (KeyboardInterrupt, RecordWriteError, OutputWriteError) as exc:
+            # The run is recorded (as cancelled, or as far as the disk allowed): --json still
+            # prints its one document; the error's line goes to stderr.
+            ended = getattr(exc, "result", None)
+            if args.json and isinstance(ended, dict):
+                print_json(ended)
             raise
     if args.json:
         print_json(result)

@@ -99,10 +99,12 @@ def build_server(
     root: str | os.PathLike[str],
     executor: NotebookExecutor,
     allowed_secrets: Collection[str] = (),
+    checkpoint_memory: int | None = None,
 ) -> tuple[MCPServer[Any], Workspace]:
     """The server with every tool registered, confined to ``root``, running on ``executor``;
     clients may name the variables ``allowed_secrets`` of the server's environment as
-    secrets, and no other."""
+    secrets, and no other; a session's checkpoints hold at most ``checkpoint_memory`` bytes
+    (None: the session tools' default)."""
     from mcp.server.mcpserver import MCPServer
 
     from ... import __version__
@@ -110,6 +112,7 @@ def build_server(
     # The token is the server's own: never a secret a kernel could be handed.
     allowed = [name for name in allowed_secrets if name != TOKEN_ENV]
     workspace = Workspace(Root(root), executor, os.environ, allowed)
+    workspace.checkpoint_memory = checkpoint_memory
     server: MCPServer[Any] = MCPServer(
         "notebook-executor",
         version=__version__,
@@ -131,6 +134,7 @@ def serve(
     allowed_secrets: Collection[str] = (),
     token: str | None = None,
     show_token: bool = False,
+    checkpoint_memory: int | None = None,
 ) -> None:
     """Serve until the client (stdio) or a signal (HTTP) ends it; kernels are stopped after.
 
@@ -148,9 +152,11 @@ def serve(
         base_env=kernel_base_environment(os.environ),
         dotenv_root=folder,
     ) as executor:
-        server, _ = build_server(folder, executor, allowed_secrets)
+        server, _ = build_server(folder, executor, allowed_secrets, checkpoint_memory)
         if http is None:
-            anyio.run(server.run_stdio_async)
+            from .stdio import run_stdio
+
+            anyio.run(run_stdio, server)
         else:
             anyio.run(_serve_http, server, http, allowed_hosts, token, show_token)
 
@@ -208,7 +214,10 @@ async def _serve_http(
             file=sys.stderr,
             flush=True,
         )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    from .http_limits import BoundedH11Protocol
+
+    # Bounded: a request's headers and body must arrive in time, connections are counted.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http=BoundedH11Protocol)
     with listener:
         await uvicorn.Server(config).serve(sockets=[listener])
 

@@ -28,6 +28,10 @@ __all__ = ["ClientSessions", "session_tools"]
 #: Most sessions one client may hold open at once.
 MAX_SESSIONS_PER_CLIENT = 8
 
+#: Most bytes the checkpoints of one session may hold, unless the server is told otherwise
+#: (``notebook-executor mcp --checkpoint-memory``): a client's sessions hold at most 8 GiB.
+CHECKPOINT_MEMORY = 1 << 30
+
 SessionId = Annotated[str, Field(description="The session_id open_session gave.")]
 
 
@@ -153,6 +157,7 @@ def session_tools(
                 request=request,
                 secrets=secret_values,
                 idle_timeout=idle_timeout,
+                checkpoint_memory=ws.checkpoint_memory or CHECKPOINT_MEMORY,
             )
 
         session = await ws.call(start)

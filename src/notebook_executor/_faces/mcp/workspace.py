@@ -58,7 +58,15 @@ class Workspace:
         are kept (without their values) to explain a refusal.
     allowed : collection of str
         The variables the operator allows clients to name as secrets (``--allow-secret``).
+
+    Attributes
+    ----------
+    checkpoint_memory : int or None
+        Most bytes the checkpoints of one session may hold (``--checkpoint-memory``); None:
+        the session tools' default.
     """
+
+    checkpoint_memory: int | None = None
 
     def __init__(
         self,

@@ -37,6 +37,7 @@ from ..._records.scraps import SCRAP_PREFIX
 from ..._records.store import RunStore
 from ..._records.text import hide_paths, trim_traceback
 from ..._sources.files import atomic_write_text
+from ..._sources.regular import regular_head
 from .assets import content_policy, render, static_text
 from .index import INDEX_ROWS, Group, chart_svgs, group_runs, page_name, table_for
 from .sanitize import clean_html
@@ -79,8 +80,7 @@ def _check_ours(path: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(2048)
+        head = regular_head(path, 2048).decode("utf-8", "replace")
     except OSError:
         return False
     return GENERATOR in head
@@ -183,8 +183,7 @@ def _write(path: Path, text: str) -> None:
 
 def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
     try:
-        with page.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(2048)
+        head = regular_head(page, 2048).decode("utf-8", "replace")
     except OSError:
         return False
     found = _STAMP.search(head)
