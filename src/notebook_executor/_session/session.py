@@ -96,6 +96,7 @@ class Session:
         self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
+        self._record.save_widgets = kernel.save_widgets
         try:
             self._fresh_kernel()
             self._record.language_info = kernel.language_info()
@@ -291,7 +292,7 @@ class Session:
             else self._shown(restore.key),
             replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
         )
-        return self._execute(plan, replay, step)
+        return self._execute(plan, replay, step, replaying=True)
 
     def _fresh_kernel(self) -> None:
         self._kernel.start()
@@ -325,8 +326,14 @@ class Session:
         self._ledger.saved_as(key)
         self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
 
-    def _execute(self, plan: Plan, cells: list[Ran], step: Step) -> bool:
-        """Run ``cells`` in order; False when one failed (the step ends there)."""
+    def _execute(
+        self, plan: Plan, cells: list[Ran], step: Step, *, replaying: bool = False
+    ) -> bool:
+        """Run ``cells`` in order; False when one failed (the step ends there).
+
+        A cell ending with ``sys.exit(0)`` ends the step there, successfully, as it ends a
+        run (SPEC section 9), unless it is replayed to rebuild a state (it ran on before).
+        """
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         for ran in cells:
             index = ran.index
@@ -342,9 +349,15 @@ class Session:
                 end = self._kernel.execute(plan.nb, index, limit)
             failure = cell_failure(index, cell, end, self._cell_timeout, self._timeout, limit)
             completed = failure is None
+            exited = completed and end.how == "error"
             self._ledger.ran(Ran(index, ran.source, completed))
             self._record.cell_ran(
-                index, cell, completed=completed, seconds=time.monotonic() - clock, started=started
+                index,
+                cell,
+                completed=completed,
+                seconds=time.monotonic() - clock,
+                started=started,
+                exited=exited,
             )
             if not self._injected(ran):
                 step.cells_run.append(index)
@@ -357,6 +370,8 @@ class Session:
                 self._record.failure = None
             self._unsaved += time.monotonic() - clock
             self._save(index)
+            if exited and not replaying:
+                break
         return True
 
     def _lost_kernel(self) -> None:
