@@ -116,6 +116,7 @@ class Totals:
     reruns_same: int = 0
     ratios: list[float] = field(default_factory=list)
     restored: Counter[str] = field(default_factory=Counter)
+    spent: Counter[str] = field(default_factory=Counter)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,15 +341,25 @@ def reruns(
         return
     points = sorted({code[len(code) // 2], code[-1]})
     with ex.open_session(nb.path, cell_timeout=CELL_TIMEOUT, idle_timeout=None) as session:
+        # Where a step's time goes: the kernel's calls timed (restore, fresh start, cells
+        # replayed or asked for, checkpoints); the rest is reading the source and the record.
+        timed = _Timed(session._kernel)
+        session._kernel = timed
         step = session.run()
         if step["status"] != "success":
             print(f"      session run: {step['status']} ({step.get('error_kind')})")
             totals.unexplained.append(f"{nb.name} (session run: {step['status']})")
             return
         for point in points:
+            timed.calls.clear()
             clock = time.monotonic()
             step = session.rerun_from(point)
             took = time.monotonic() - clock
+            spent = timed.spent(point)
+            for name, value in spent.items():
+                totals.spent[name] += value
+            totals.spent["total"] += took
+            totals.spent["execute()"] += fresh_seconds
             ratio = took / fresh_seconds
             totals.reruns += 1
             totals.ratios.append(ratio)
@@ -364,7 +375,9 @@ def reruns(
             ]
             print(
                 f"      rerun_from({point}): {took:.2f} s = {ratio:.2f}x execute() "
-                f"({step['restored']}; {len(step['cells_run'])} cells run)"
+                f"({step['restored']}; {len(step['cells_run'])} cells run; "
+                + ", ".join(f"{name} {value:.2f}" for name, value in spent.items())
+                + ")"
                 + (f"; differs in cells {differing}" if differing else "")
             )
             if not differing:
@@ -385,6 +398,39 @@ def reruns(
 
 #: Notebooks whose rerun_from output differs from a fresh run's by design, and why.
 KNOWN_RERUN: dict[str, str] = {}
+
+
+class _Timed:
+    """A session's kernel with its calls timed (for the breakdown of a step's time)."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.calls: list[tuple[str, Any, float]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.kernel, name)
+        if name not in ("start", "restore", "execute", "checkpoint"):
+            return method
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            clock = time.monotonic()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                index = args[1] if name == "execute" else None
+                self.calls.append((name, index, time.monotonic() - clock))
+
+        return timed
+
+    def spent(self, point: int) -> dict[str, float]:
+        """Seconds by kind of call since the last clear (job indices: close enough to the
+        source's for telling replayed cells from those asked for)."""
+        spent: Counter[str] = Counter()
+        for name, index, seconds in self.calls:
+            if name == "execute":
+                name = "replay" if index < point else "cells"
+            spent[name] += seconds
+        return dict(spent)
 
 
 # -- comparing --------------------------------------------------------------------------------
@@ -410,12 +456,15 @@ def _normalised(outputs: list[dict[str, Any]]) -> list[Any]:
             output = {
                 **output,
                 "data": {
-                    mime: "<image>" if mime.startswith("image/") and mime != "image/svg+xml" else value
-                    for mime, value in data.items()
+                    mime: "<image>" if _raster(mime) else value for mime, value in data.items()
                 },
             }
         plain.append(output)
     return normalised_outputs(plain)
+
+
+def _raster(mime: str) -> bool:
+    return mime.startswith("image/") and mime != "image/svg+xml"
 
 
 def compare(
@@ -507,6 +556,10 @@ def report(totals: Totals) -> None:
             f"rerun_from: {totals.reruns} calls, {totals.reruns_same} the same as a fresh run; "
             f"time / execute() time: median {statistics.median(totals.ratios):.2f}, "
             f"max {max(totals.ratios):.2f}; restored by {dict(totals.restored)}"
+        )
+        print(
+            "rerun_from's time, summed (s): "
+            + ", ".join(f"{name} {value:.1f}" for name, value in totals.spent.most_common())
         )
 
 
