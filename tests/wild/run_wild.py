@@ -66,6 +66,10 @@ SOURCES: dict[str, tuple[str, list[tuple[str, str, int | None]]]] = {
 NOT_RUN: dict[str, str] = {
     "nbclient/Parallel Execute A.ipynb": "needs nbclient's parallel harness (a variable injected)",
     "nbclient/Parallel Execute B.ipynb": "needs nbclient's parallel harness (a variable injected)",
+    "nbclient/Output.ipynb": (
+        "nbclient 0.11.0 fails on it here, with ipywidgets 8 (an AssertionError in its Output "
+        "widget handling after 236 s); tests/peers compares it"
+    ),
     "nbclient/Interrupt.ipynb": (
         "an endless cell that nbclient's tests interrupt on a 3 s timeout (both runners time out)"
     ),
