@@ -5,6 +5,7 @@ cell, on real kernels with real ipywidgets, the session's ``.ipynb`` set beside 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ print("after")
 """
 
 
-def saved(result: dict[str, Any]) -> dict[str, Any]:
+def saved(result: Mapping[str, Any]) -> dict[str, Any]:
     notebook: dict[str, Any] = json.loads(Path(result["output_path"]).read_text("utf-8"))
     return notebook
 
@@ -159,7 +160,7 @@ handle.update("third")
 """
 
 
-def shown(result: dict[str, Any]) -> Any:
+def shown(result: Mapping[str, Any]) -> Any:
     text = saved(result)["cells"][0]["outputs"][0]["data"]["text/plain"]
     return "".join(text) if isinstance(text, list) else text
 

@@ -38,8 +38,8 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ class Totals:
     reruns_same: int = 0
     ratios: list[float] = field(default_factory=list)
     restored: Counter[str] = field(default_factory=Counter)
-    spent: Counter[str] = field(default_factory=Counter)
+    spent: dict[str, float] = field(default_factory=lambda: defaultdict(float))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,10 +246,11 @@ def run_nbclient(path: Path) -> dict[str, Any]:
         pass
     except Exception as exc:  # a timeout or a dead kernel: the notebook as it was left
         print(f"      nbclient: {type(exc).__name__}: {str(exc)[:120]}")
-    return json.loads(nbformat.writes(nb))
+    notebook: dict[str, Any] = json.loads(nbformat.writes(nb))
+    return notebook
 
 
-def _saved(result: dict[str, Any]) -> dict[str, Any]:
+def _saved(result: Mapping[str, Any]) -> dict[str, Any]:
     notebook: dict[str, Any] = json.loads(Path(result["output_path"]).read_text("utf-8"))
     return notebook
 
@@ -270,7 +271,7 @@ def run_one(nb: Notebook, work: Path, totals: Totals, *, session: bool) -> None:
 
     runs: dict[str, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, Mapping[str, Any]] = {}
     ex = NotebookExecutor(
         runs_dir=work / "runs", kernel_name=KERNEL, cell_timeout=CELL_TIMEOUT, progress=False
     )
@@ -429,7 +430,7 @@ class _Timed:
     def spent(self, point: int) -> dict[str, float]:
         """Seconds by kind of call since the last clear (job indices: close enough to the
         source's for telling replayed cells from those asked for)."""
-        spent: Counter[str] = Counter()
+        spent: dict[str, float] = defaultdict(float)
         for name, index, seconds in self.calls:
             if name == "execute":
                 name = "replay" if index < point else "cells"
@@ -563,7 +564,10 @@ def report(totals: Totals) -> None:
         )
         print(
             "rerun_from's time, summed (s): "
-            + ", ".join(f"{name} {value:.1f}" for name, value in totals.spent.most_common())
+            + ", ".join(
+                f"{name} {value:.1f}"
+                for name, value in sorted(totals.spent.items(), key=lambda item: -item[1])
+            )
         )
 
 
