@@ -70,6 +70,10 @@ NOT_RUN: dict[str, str] = {
         "nbclient 0.11.0 fails on it here, with ipywidgets 8 (an AssertionError in its Output "
         "widget handling after 236 s); tests/peers compares it"
     ),
+    "papermill/keyboard_interrupt.ipynb": (
+        "sleeps 60 s for papermill's tests to interrupt it: four minutes of waiting, the same "
+        "on both sides when tried"
+    ),
     "nbclient/Interrupt.ipynb": (
         "an endless cell that nbclient's tests interrupt on a 3 s timeout (both runners time out)"
     ),
