@@ -138,3 +138,43 @@ def chaos(session: nox.Session) -> None:
     catalog and processes checked (tests/chaos.py); not run by default."""
     session.install("-e", ".[test]")
     session.run("python", "tests/chaos.py", *session.posargs)
+
+
+#: The projects whose real notebooks ``wild`` runs: their sdists are pinned in
+#: tests/wild/run_wild.py; what their notebooks import is installed here, not by the package.
+WILD_DEPENDENCIES = (
+    "nbclient==0.11.0",
+    "jupytext==1.19.6",
+    "papermill==2.7.0",
+    "ipywidgets>=8",
+    "matplotlib",
+    "numpy",
+    "pandas",
+    "scipy",
+    "sympy",
+    # The bench extra's papermill engine: it imports matplotlib.pyplot when papermill loads
+    # its engines, which the corpus must survive (issue 33, item 1).
+    "ploomber-engine>=0.0.30",
+)
+
+
+@nox.session(python=PYTHON)
+def wild(session: nox.Session) -> None:
+    """Real notebooks of other projects' pinned sdists (matplotlib's gallery, IPython's
+    examples, nbclient's, papermill's and jupytext's notebooks) run by nbclient and by us,
+    compared cell by cell, with rerun_from timed (issue 33); ``-- --sample N`` runs N of them.
+    Run by CI (a sample), not by default."""
+    session.install(
+        "-e",
+        ".",
+        *WILD_DEPENDENCIES,
+        # The sdists' build backends: their metadata is prepared without build isolation.
+        "setuptools",
+        "setuptools_scm",
+        "wheel",
+        "pybind11",
+        "certifi",
+        "hatchling",
+        "hatch-jupyter-builder",
+    )
+    session.run("python", "tests/wild/run_wild.py", *session.posargs)

@@ -197,3 +197,19 @@ def test_close_and_executor_shutdown_leave_no_process(tmp_path: Path) -> None:
     assert wait_gone(started) == set()
     log = record_of(tmp_path / "runs", second.run_id)["session"]["log"]
     assert log[-1] == {**log[-1], "kind": "close", "why": "its executor was closed"}
+
+
+def test_rerun_from_past_the_cells_run_runs_on_without_a_restore(tmp_path: Path) -> None:
+    # Issue 33, item 6: the state after run(until=1) is the start of the one rerun_from(3)
+    # needs; the cells missing run on in it, in the same process, with no restore.
+    path = tmp_path / "nb.py"
+    path.write_text(
+        "# %%\nimport os\na = 1\n\n# %%\nprint(os.getpid())\n\n# %%\nc = a + 2\n\n"
+        "# %%\nprint(c, os.getpid())\n",
+        encoding="utf-8",
+    )
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex, ex.open_session(path) as session:
+        pid = session.run(until=1)["outputs"][-1]["text"].strip()
+        step = session.rerun_from(3)
+        assert step["restored"] is None and step["cells_run"] == [2, 3]
+        assert step["outputs"][-1] == {"index": 3, "text": f"3 {pid}\n"}

@@ -102,6 +102,9 @@ class FakeSessionKernel:
     def language_info(self) -> dict[str, Any]:
         return {"name": "python"}
 
+    def save_widgets(self, nb: Any) -> None:
+        pass
+
     def stop(self) -> None:
         self.calls.append(("stop", None))
         self.running = False

@@ -81,6 +81,8 @@ class Opened:
 def every_cell_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake's cells take no time: a checkpoint after each, unless a test says otherwise."""
     monkeypatch.setattr("notebook_executor._session.session.WORTH_RATIO", 0.0)
+    # Nor do its restores: a checkpoint is always quicker than a fresh kernel.
+    monkeypatch.setattr("notebook_executor._session.session.FIRST_RESTORE_COST", 0.0, raising=False)
 
 
 @pytest.fixture
@@ -399,3 +401,47 @@ def test_outputs_are_ansi_free_bounded_text_with_images_as_references() -> None:
     assert "secret-value-9" not in text and "\x1b" not in text
     assert "[image/png: run://r1/cells/3/outputs/1/image.png]" in text
     assert "iVBOR" not in text and len(text) < 4_200 and "more characters" in text
+
+
+# -- what a restore costs (issue 33, item 6) ----------------------------------------------------
+
+
+def test_a_state_that_is_the_start_of_the_one_wanted_runs_on_without_a_restore(
+    opened: Any,
+) -> None:
+    o = opened()
+    o.session.run(until=1)
+    o.kernel.calls.clear()
+    step = o.session.rerun_from(4, until=3)
+    assert step["cells_run"] == [2, 3] and step["restored"] is None
+    assert [call for call, _ in o.kernel.calls if call in ("restore", "start")] == []
+
+
+def test_a_fresh_kernel_wins_over_a_restore_that_costs_more(
+    opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        "notebook_executor._session.session.FIRST_RESTORE_COST", 10.0, raising=False
+    )
+    o = opened()
+    o.session.run(until=3)
+    o.edit(3, "d = 0")
+    step = o.session.rerun_from(4, until=3)
+    assert step["restored"] == "replay" and step["cells_run"] == [0, 1, 2, 3]
+    assert step["restore_reason"].startswith("a fresh kernel running the cells again is quicker")
+    assert ("restore", 2) not in o.kernel.calls
+
+
+def test_a_rerun_spends_on_checkpoints_no_more_than_it_saved(
+    opened: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("notebook_executor._session.session.FIRST_CHECKPOINT_COST", 1.0)
+    o = opened()
+    o.session.run(until=2)
+    # A run step has no limit: every cell was worth a checkpoint (the fixture's ratio).
+    assert o.session.checkpoints == [0, 1, 2]
+    o.edit(1, "b = a + 2")
+    step = o.session.rerun_from(1, until=3)
+    assert step["restored"] == "checkpoint" and step["cells_run"] == [1, 2, 3]
+    # Restoring saved less than a checkpoint is thought to cost: none was taken.
+    assert o.session.checkpoints == [0]

@@ -65,25 +65,29 @@ class CellEnd:
 
 @dataclass
 class Displays:
-    """Where each ``display_id`` was shown: ``{display_id: {cell index: [output index]}}``,
-    for the whole run, so a later cell can update a display shown by an earlier one."""
+    """Where each ``display_id`` was shown: ``{display_id: {cell index: [output]}}``, for the
+    whole run, so a later cell can update a display shown by an earlier one.
 
-    shown: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    The outputs themselves are kept, not their places: an update reaches the output wherever
+    the cell that holds it has gone since (a session keeps each cell's execution in its record,
+    apart from the notebook the next step reads).
+    """
 
-    def add(self, display_id: str, cell_index: int, output_index: int) -> None:
-        self.shown.setdefault(display_id, {}).setdefault(cell_index, []).append(output_index)
+    shown: dict[str, dict[int, list[Any]]] = field(default_factory=dict)
+
+    def add(self, display_id: str, cell_index: int, output: Any) -> None:
+        self.shown.setdefault(display_id, {}).setdefault(cell_index, []).append(output)
 
     def forget_cell(self, cell_index: int) -> None:
         for cells in self.shown.values():
             if cell_index in cells:
                 cells[cell_index] = []
 
-    def update(self, nb: NotebookNode, display_id: str, output: Mapping[str, Any]) -> None:
-        for cell_index, output_indices in self.shown.get(display_id, {}).items():
-            outputs = nb.cells[cell_index].outputs
-            for output_index in output_indices:
-                outputs[output_index]["data"] = output["data"]
-                outputs[output_index]["metadata"] = output["metadata"]
+    def update(self, display_id: str, output: Mapping[str, Any]) -> None:
+        for outputs in self.shown.get(display_id, {}).values():
+            for shown in outputs:
+                shown["data"] = output["data"]
+                shown["metadata"] = output["metadata"]
 
 
 def is_blank(cell: NotebookNode) -> bool:
@@ -182,7 +186,7 @@ class _CellOutput:
             output = output_from_msg({**msg, "header": header})
         except (ValueError, KeyError):
             return
-        self.displays.update(self.nb, display_id, output)
+        self.displays.update(display_id, output)
 
     def _append(self, msg: Mapping[str, Any], display_id: str | None) -> None:
         try:
@@ -193,10 +197,9 @@ class _CellOutput:
         if self.clear_pending:
             self._clear()
             self.clear_pending = False
-        outputs = self.cell.outputs
         if display_id:
-            self.displays.add(display_id, self.index, len(outputs))
-        outputs.append(output)
+            self.displays.add(display_id, self.index, output)
+        self.cell.outputs.append(output)
         if self.on_output is not None:
             try:
                 self.on_output(self.index, output)

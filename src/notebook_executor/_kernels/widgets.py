@@ -146,6 +146,16 @@ class Widgets:
         elif kind == "comm_msg" and comm_id in self.outputs and isinstance(state, Mapping):
             self.outputs[comm_id].set_state(state)
 
+    def snapshot(self) -> Widgets:
+        """A copy of the models' state and Output widgets (no client: set it to send)."""
+        import copy
+
+        client, self.client = self.client, None
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self.client = client
+
     def send(self, comm_id: str, data: dict[str, Any], parent: Mapping[str, Any]) -> None:
         """Send a ``comm_msg`` to the kernel, as a front end would."""
         if self.client is None:

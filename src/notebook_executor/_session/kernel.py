@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .._errors import KernelStartError
 from .._kernels.cells import CellEnd, Displays, execute_cell, is_blank
 from .._kernels.live import CheckpointError
+from .._kernels.widgets import Widgets
 from ..engine import KernelChoice
 
 if TYPE_CHECKING:
@@ -73,6 +74,11 @@ class SessionKernel(Protocol):
         """The kernel's ``language_info``."""
         ...
 
+    def save_widgets(self, nb: NotebookNode) -> None:
+        """Write the state of the kernel's widget models into ``nb``'s metadata, as a run
+        does (:meth:`Widgets.save <notebook_executor._kernels.widgets.Widgets.save>`)."""
+        ...
+
     def stop(self) -> None:
         """Stop the kernel now (after a timeout: its state is lost); checkpoints stay."""
         ...
@@ -114,7 +120,13 @@ class LoopKernel:
         self.template = template
         self._loop: KernelLoop = KernelLoop()
         self._live: LiveKernel | None = None
+        # What a run keeps across its cells (:class:`~notebook_executor._kernels.kernel_engine.
+        # KernelEngine`), kept across the session's steps: displays a later cell may update,
+        # and the widgets' state and Output widgets' captures; a copy of both with each
+        # checkpoint, put back with its state.
         self._displays = Displays()
+        self._widgets = Widgets()
+        self._saved: dict[int, tuple[Displays, Widgets]] = {}
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         from .._kernels.loop import result_of  # Ctrl-C reaches the caller while it waits
@@ -158,6 +170,8 @@ class LoopKernel:
         assert self._live is not None
         self._live.memory_limit = self.checkpoint_memory
         self._displays = Displays()
+        self._widgets = Widgets(self._live.client)
+        self._saved = {}
 
     def execute(self, nb: NotebookNode, index: int, timeout: float | None) -> CellEnd:
         live = self._live
@@ -174,6 +188,7 @@ class LoopKernel:
                 iopub_timeout=math.ceil(max(1.0, timeout or IOPUB_SECONDS)),
                 alive=live.alive,
                 displays=self._displays,
+                widgets=self._widgets,
             )
         )
 
@@ -188,13 +203,17 @@ class LoopKernel:
         refused = self._call(self._live.checkpoint(key))
         if refused is not None:
             raise CheckpointError(refused)
+        self._saved[key] = (_copy_displays(self._displays), self._widgets.snapshot())
 
     def restore(self, key: int) -> None:
         if self._live is None:
             raise CheckpointError("the kernel is not running")
         self._call(self._live.restore(key))
-        # Displays shown before the restore belong to the old kernel's cells.
-        self._displays = Displays()
+        # The displays and widgets of the state restored, not those of the cells run since.
+        displays, widgets = self._saved.get(key, (Displays(), Widgets()))
+        self._displays = _copy_displays(displays)
+        self._widgets = widgets.snapshot()
+        self._widgets.client = self._live.client
 
     def checkpoints(self) -> list[int]:
         return [] if self._live is None else list(self._live.checkpoints)
@@ -204,6 +223,9 @@ class LoopKernel:
 
     def language_info(self) -> dict[str, Any]:
         return {} if self._live is None else self._live.language_info
+
+    def save_widgets(self, nb: NotebookNode) -> None:
+        self._widgets.save(nb)
 
     def stop(self) -> None:
         live = self._live
@@ -227,3 +249,13 @@ class LoopKernel:
             self._end()
         finally:
             self._loop.stop()
+
+
+def _copy_displays(displays: Displays) -> Displays:
+    """The same outputs under the same display ids, in lists of its own."""
+    return Displays(
+        {
+            display_id: {cell: list(outputs) for cell, outputs in cells.items()}
+            for display_id, cells in displays.shown.items()
+        }
+    )

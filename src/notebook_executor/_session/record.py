@@ -54,9 +54,13 @@ class SessionRecord:
         self.cells: dict[int, NotebookNode] = {}
         self.completed: set[int] = set()
         self.failure: CellFailure | None = None
+        #: The cell whose ``sys.exit(0)`` ended the notebook, while no later cell has run.
+        self.exited: int | None = None
         self.seconds: dict[int, float] = {}
         self.started_cells: dict[int, str] = {}
         self.language_info: dict[str, Any] = {}
+        #: Writes the kernel's widget state into the notebook recorded, as a run does.
+        self.save_widgets: Callable[[NotebookNode], None] | None = None
         self._clock = time.perf_counter()
         self.start: RunStart = begin_run(plan, runs_dir, on_record)
 
@@ -79,16 +83,28 @@ class SessionRecord:
             self.dropped += 1
 
     def cell_ran(
-        self, index: int, cell: NotebookNode, *, completed: bool, seconds: float, started: str
+        self,
+        index: int,
+        cell: NotebookNode,
+        *,
+        completed: bool,
+        seconds: float,
+        started: str,
+        exited: bool = False,
     ) -> None:
-        """Keep cell ``index``'s latest execution."""
-        self.cells[index] = copy.deepcopy(cell)
+        """Keep cell ``index``'s latest execution: the cell itself, not a copy, so that a
+        later cell's ``update_display`` still reaches its outputs (as in a run)."""
+        self.cells[index] = cell
         self.seconds[index] = round(seconds, 6)
         self.started_cells[index] = started
         if completed:
             self.completed.add(index)
         else:
             self.completed.discard(index)
+        if exited:
+            self.exited = index
+        elif self.exited is not None and index >= self.exited:
+            self.exited = None
 
     def write(self, plan: Plan) -> RunResult:
         """Bring the run files (and the catalog) up to date; return the result dict so far.
@@ -105,6 +121,8 @@ class SessionRecord:
             from .._notebook import from_dict
 
             nb.metadata["language_info"] = from_dict(dict(self.language_info))
+        if self.save_widgets is not None:
+            self.save_widgets(nb)
         failure = self.failure
         if failure is not None and failure.index not in self.cells:
             failure = None
@@ -113,6 +131,7 @@ class SessionRecord:
             failure=failure,
             cell_seconds=dict(self.seconds),
             cell_started=dict(self.started_cells),
+            exited=self.exited,
         )
         self.start.provenance["session"] = redact(
             {"id": self.session_id, "open": self.open, "dropped": self.dropped, "log": self.log},

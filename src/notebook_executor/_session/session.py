@@ -9,11 +9,12 @@ checkpoint still valid for the cells as they are now and replays only the cells 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -52,6 +53,15 @@ WORTH_RATIO = 5.0
 
 #: What a checkpoint is taken to cost before one is measured (seconds).
 FIRST_CHECKPOINT_COST = 0.02
+
+#: What a restore (a kernel forked from a checkpoint) and a fresh kernel (forked from the
+#: template, or launched) are taken to cost before one is measured (seconds). Measured on the
+#: corpus of ``nox -s wild`` (2 cores, load 10-13): restores took 0.13-0.21 s.
+FIRST_RESTORE_COST = 0.15
+FIRST_START_COST = 0.15
+
+#: What a cell that has not run yet in this session is taken to cost (seconds).
+UNKNOWN_CELL_COST = 0.01
 
 
 class Session:
@@ -94,9 +104,17 @@ class Session:
         #: Seconds of cell work in the state since its last checkpoint, and what one costs.
         self._unsaved = 0.0
         self._checkpoint_cost = FIRST_CHECKPOINT_COST
+        self._restore_cost = FIRST_RESTORE_COST
+        self._start_cost = FIRST_START_COST
+        #: Seconds each cell (job index) took the last time it ran, for the restore's costs.
+        self._cell_seconds: dict[int, float] = {}
+        #: Seconds of checkpoints the current step may still spend (None: no limit), so that
+        #: a rerun_from stays quicker than a fresh run of the same cells.
+        self._budget: float | None = None
         self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
+        self._record.save_widgets = kernel.save_widgets
         try:
             self._fresh_kernel()
             self._record.language_info = kernel.language_info()
@@ -142,6 +160,8 @@ class Session:
                 wanted = [cell for cell in code_cells(plan) if cell.index < start]
                 if not self._restore(plan, wanted, step):
                     return self._finish(plan, step, "run", until=until)
+                # The cells run on are new work, checkpointed as in any run step.
+                self._budget = None
             cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
             self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
@@ -255,23 +275,55 @@ class Session:
         return dataclasses.replace(self._plan, nb=copy.deepcopy(self._plan.nb))
 
     def _restore(self, plan: Plan, wanted: list[Ran], step: Step) -> bool:
-        """Bring the kernel to the state after ``wanted``; False when a replayed cell failed."""
+        """Bring the kernel to the state after ``wanted``; False when a replayed cell failed.
+
+        The quickest way by what this session measured (each cell's last time, what a restore
+        and a fresh kernel took): the cells missing run on when the state is the start of the
+        one wanted; else the nearest valid checkpoint and the cells after it, unless a fresh
+        kernel running them all is quicker. The step may then spend on checkpoints only what
+        it saved on a fresh run (``_budget``).
+        """
         ledger = self._ledger
+        fresh = self._start_cost + self._cost(wanted)
         if not self._broken and ledger.history == wanted and not ledger.evaluated:
+            self._budget = fresh
             return True
         ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
         unsupported = self._kernel.checkpoint_unsupported()
         restore = ledger.plan(wanted, self._kernel.checkpoints(), unsupported, self._shown)
+        began = time.monotonic()
+        carried = self._carry_on(wanted)
+        if carried is not None and self._cost(carried) <= min(
+            fresh, self._restore_cost + self._cost(restore.replay)
+        ):
+            # The state is the start of the one wanted, and nothing else ran into it: the
+            # cells missing run on, no restore is quicker than that.
+            self._budget = fresh - self._cost(carried)
+            return self._execute(plan, carried, step, replaying=True)
         replay = list(restore.replay)
         reason = restore.reason
         how: Literal["checkpoint", "replay"] = "checkpoint"
         restored = False
+        if restore.key is not None and restore.key != FRESH:
+            by_checkpoint = self._restore_cost + self._cost(restore.replay)
+            # A fresh kernel also takes the checkpoint of itself, and leaves none of the
+            # later ones: it must be quicker by that much.
+            if fresh + self._checkpoint_cost < by_checkpoint:
+                # A fresh kernel running every cell is quicker than this restore.
+                reason = (
+                    f"a fresh kernel running the cells again is quicker (about {fresh:.2f} s) "
+                    f"than restoring the checkpoint after cell {self._shown(restore.key)} "
+                    f"(about {by_checkpoint:.2f} s)"
+                )
+                restore = dataclasses.replace(restore, key=None)
         if restore.key is not None:
             # Imported here, as the kernel is: it brings asyncio, no work for import time.
             from .._kernels.checkpoints import CheckpointError
 
             try:
+                clock = time.monotonic()
                 self._kernel.restore(restore.key)
+                self._restore_cost = _estimate(self._restore_cost, time.monotonic() - clock)
                 ledger.rebuilt(restore.key)
                 self._unsaved = 0.0
                 restored = True
@@ -295,10 +347,29 @@ class Session:
             else self._shown(restore.key),
             replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
         )
-        return self._execute(plan, replay, step)
+        # What this step may spend on checkpoints: what it saved on a fresh run so far.
+        self._budget = fresh - (time.monotonic() - began) - self._cost(replay)
+        return self._execute(plan, replay, step, replaying=True)
+
+    def _carry_on(self, wanted: list[Ran]) -> list[Ran] | None:
+        """The cells of ``wanted`` still to run when the current state is exactly its start
+        (nothing failed, nothing evaluated, the kernel alive), else None."""
+        ledger = self._ledger
+        history = ledger.history
+        if self._broken or not ledger.may_checkpoint() or len(history) > len(wanted):
+            return None
+        if list(wanted[: len(history)]) != history:
+            return None
+        return list(wanted[len(history) :])
+
+    def _cost(self, cells: Sequence[Ran]) -> float:
+        """What running ``cells`` again is expected to take (their last times)."""
+        return sum(self._cell_seconds.get(cell.index, UNKNOWN_CELL_COST) for cell in cells)
 
     def _fresh_kernel(self) -> None:
+        clock = time.monotonic()
         self._kernel.start()
+        self._start_cost = _estimate(self._start_cost, time.monotonic() - clock)
         self._ledger.reset()
         self._unsaved = 0.0
         self._save(FRESH, always=True)
@@ -311,7 +382,10 @@ class Session:
         than the cell."""
         if not self._ledger.may_checkpoint():
             return
-        if not always and self._unsaved < WORTH_RATIO * self._checkpoint_cost:
+        if not always and (
+            self._unsaved < WORTH_RATIO * self._checkpoint_cost
+            or (self._budget is not None and self._budget < self._checkpoint_cost)
+        ):
             self._ledger.quick.add(key)
             return
         from .._kernels.checkpoints import CheckpointError
@@ -323,14 +397,21 @@ class Session:
             self._ledger.refused[key] = str(exc)
             return
         took = time.monotonic() - began
-        # A running estimate: one slow checkpoint (a loaded machine) does not set it alone.
-        self._checkpoint_cost = 0.7 * self._checkpoint_cost + 0.3 * took
+        self._checkpoint_cost = _estimate(self._checkpoint_cost, took)
+        if self._budget is not None:
+            self._budget -= took
         self._unsaved = 0.0
         self._ledger.saved_as(key)
         self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
 
-    def _execute(self, plan: Plan, cells: list[Ran], step: Step) -> bool:
-        """Run ``cells`` in order; False when one failed (the step ends there)."""
+    def _execute(
+        self, plan: Plan, cells: list[Ran], step: Step, *, replaying: bool = False
+    ) -> bool:
+        """Run ``cells`` in order; False when one failed (the step ends there).
+
+        A cell ending with ``sys.exit(0)`` ends the step there, successfully, as it ends a
+        run (SPEC section 9), unless it is replayed to rebuild a state (it ran on before).
+        """
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         for ran in cells:
             index = ran.index
@@ -346,9 +427,16 @@ class Session:
                 end = self._kernel.execute(plan.nb, index, limit)
             failure = cell_failure(index, cell, end, self._cell_timeout, self._timeout, limit)
             completed = failure is None
+            exited = completed and end.how == "error"
             self._ledger.ran(Ran(index, ran.source, completed))
+            self._cell_seconds[index] = time.monotonic() - clock
             self._record.cell_ran(
-                index, cell, completed=completed, seconds=time.monotonic() - clock, started=started
+                index,
+                cell,
+                completed=completed,
+                seconds=time.monotonic() - clock,
+                started=started,
+                exited=exited,
             )
             if not self._injected(ran):
                 step.cells_run.append(index)
@@ -361,6 +449,8 @@ class Session:
                 self._record.failure = None
             self._unsaved += time.monotonic() - clock
             self._save(index)
+            if exited and not replaying:
+                break
         return True
 
     def _lost_kernel(self) -> None:
@@ -493,6 +583,7 @@ class _StepContext:
         try:
             session._check_open()
             session._cancel_timer()
+            session._budget = None
             return session._read(), Step()
         except BaseException:
             session._touch()
@@ -502,3 +593,8 @@ class _StepContext:
     def __exit__(self, *exc_info: object) -> None:
         self.session._touch()
         self.session._lock.release()
+
+
+def _estimate(before: float, measured: float) -> float:
+    """A running estimate of a cost: one slow measure (a loaded machine) does not set it."""
+    return 0.7 * before + 0.3 * measured
