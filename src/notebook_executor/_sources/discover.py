@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .formats import is_notebook
 
-__all__ = ["walk_notebooks"]
+__all__ = ["skipped_folder", "walk_notebooks"]
 
 _SKIPPED_DIRS = frozenset({".ipynb_checkpoints", "__pycache__", "node_modules", "site-packages"})
 
@@ -48,3 +48,9 @@ def walk_notebooks(folder: Path, *, keep: Callable[[Path], bool] | None = None) 
                 continue
             if is_notebook(path):
                 yield path
+
+
+def skipped_folder(folder: Path) -> bool:
+    """Whether :func:`walk_notebooks` leaves ``folder`` out (hidden, a cache, a virtual
+    environment, a runs folder); ``pytest --notebooks`` leaves out the same folders."""
+    return _skipped_dir(folder)

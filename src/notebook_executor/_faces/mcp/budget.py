@@ -8,9 +8,10 @@ no image reaches a response as base64 text.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
+
+from ..._records.text import trim_traceback
 
 __all__ = [
     "MAX_PAYLOAD_CHARS",
@@ -31,13 +32,6 @@ MAX_PAYLOAD_CHARS = 9_500
 
 #: The string limits :func:`fit` tries in turn, longest first.
 _STEPS = (4_000, 2_000, 1_000, 400, 160)
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-#: A traceback entry that shows a frame of a notebook cell (IPython 7 and 8 spellings).
-_CELL_FRAME = re.compile(
-    r"Cell In\s*\[|<ipython-input-|^\s*File \"/tmp/ipykernel_|^Input In \["
-    r"|Traceback \(most recent call last\)"
-)
 
 
 def serialized_size(document: Any) -> int:
@@ -186,28 +180,3 @@ def _as_text(document: Any, limit: int) -> dict[str, str]:
         else:
             too_long = middle
     return {"truncated": clip(text, fits)}
-
-
-def trim_traceback(lines: list[str]) -> list[str]:
-    """A traceback without ANSI codes, keeping the frames of notebook cells.
-
-    IPython gives one entry per frame between a header (a rule, the exception's name) and the
-    exception line; frames in library code are replaced by one line that counts them.
-    """
-    plain = [_ANSI.sub("", line) for line in lines]
-    if len(plain) <= 2:
-        return plain
-    kept: list[str] = [plain[0]]
-    skipped = 0
-    for entry in plain[1:-1]:
-        if _CELL_FRAME.search(entry):
-            if skipped:
-                kept.append(f"[... {skipped} frame(s) in library code omitted]")
-                skipped = 0
-            kept.append(entry)
-        else:
-            skipped += 1
-    if skipped:
-        kept.append(f"[... {skipped} frame(s) in library code omitted]")
-    kept.append(plain[-1])
-    return kept
