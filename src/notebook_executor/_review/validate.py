@@ -454,7 +454,7 @@ def _run_problems(
                     index,
                     "warning",
                     f"outputs not compared: no golden outputs stored in {golden_path(path)} "
-                    "(regenerate them to store some)",
+                    "(pytest --notebooks --notebook-update-golden stores them)",
                 )
             )
             continue
