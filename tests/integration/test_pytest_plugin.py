@@ -217,6 +217,12 @@ def test_dash_k_dash_x_timeout_and_parameter_sets(tmp_path: Path) -> None:
     done = _pytest(tmp_path, "--notebooks", "--timeout", "3", "notebooks/slow.py")
     assert _outcomes(done.stdout) == {"notebooks/slow.py": "FAILED"}, done.stdout
     assert "timeout" in done.stdout.split("FAILURES", 1)[1]
+    # Without pytest-timeout, --timeout is the plugin's own option.
+    done = _pytest(
+        tmp_path, "--notebooks", "-p", "no:timeout", "--timeout", "3", "notebooks/slow.py"
+    )
+    assert _outcomes(done.stdout) == {"notebooks/slow.py": "FAILED"}, done.stdout + done.stderr
+    assert "timeout" in done.stdout.split("FAILURES", 1)[1]
     # check reads the same file and gives the same verdicts.
     check = subprocess.run(
         [

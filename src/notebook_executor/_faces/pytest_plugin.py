@@ -42,6 +42,7 @@ __all__ = [
     "NotebookItem",
     "pytest_addoption",
     "pytest_collect_file",
+    "pytest_collection_finish",
     "pytest_configure",
     "pytest_ignore_collect",
     "pytest_unconfigure",
@@ -115,7 +116,7 @@ def _ini_path(config: pytest.Config, name: str, root: Path) -> str | None:
 
 def _timeout(config: pytest.Config) -> float | None:
     value = config.getoption("timeout", None)
-    if value is None and _has_pytest_timeout():
+    if value is None and config.pluginmanager.has_plugin("timeout"):
         try:
             value = config.getini("timeout")
         except ValueError:
@@ -127,7 +128,7 @@ def _timeout(config: pytest.Config) -> float | None:
     return seconds if seconds else None
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     """The ``--notebooks`` options (and ``--timeout`` when pytest-timeout is not there)."""
     group = parser.getgroup("notebooks", "notebooks as tests (notebook-executor)")
     group.addoption(
@@ -175,7 +176,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="do not record the runs",
     )
-    if not _has_pytest_timeout():
+    if not _has_pytest_timeout() or pluginmanager.is_blocked("timeout"):
         group.addoption(
             "--timeout",
             type=float,
@@ -192,6 +193,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Read the options (a bad parameter-sets or sanitize file is a usage error)."""
     if config.getoption("notebooks"):
         config.stash[_STATE] = _State(config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With notebooks to run, the kernel's template starts while pytest gets ready."""
+    state = session.config.stash.get(_STATE, None)
+    if state is not None and any(isinstance(item, NotebookItem) for item in session.items):
+        state.executor().prepare_kernel()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -257,7 +265,7 @@ class NotebookItem(pytest.Item):
         super().__init__(**kwargs)
         self.parameter_set = parameter_set
         state = self.config.stash[_STATE]
-        if state.timeout is not None and _has_pytest_timeout():
+        if state.timeout is not None and self.config.pluginmanager.has_plugin("timeout"):
             self.add_marker(pytest.mark.timeout(state.timeout + _TIMEOUT_GRACE))
 
     def runtest(self) -> None:
