@@ -163,6 +163,11 @@ def test_golden_outputs_of_an_ipynb_are_its_own_and_only_compared_cells_change(
         "execution_count": 4,
     }
     store_outputs(path, None, {0: [result]})
+    # A notebook nbformat wrote changes in the compared cell only.
+    expected = nb
+    expected.cells[0].outputs = [nbformat.from_dict(result)]
+    expected.cells[0].execution_count = 4
+    assert path.read_text(encoding="utf-8") == nbformat.writes(expected) + "\n"
     again = nbformat.read(path, as_version=4)
     nbformat.validate(again)
     assert again.cells[0].outputs[0]["data"] == {"text/plain": "1"}

@@ -21,7 +21,8 @@ saved with it, as nbval reads them). For a text source (``.py``, ``.md``), which
 outputs, in a JSON file beside it named after it: ``analysis.py`` -> ``analysis.py.golden.json``,
 holding one entry per parameter set (``""`` for a notebook's only set), each mapping a cell
 index to its outputs. Regenerating writes the new outputs of the compared cells there (in the
-``.ipynb``: only those cells' ``outputs`` and ``execution_count`` change).
+``.ipynb``: only those cells' ``outputs`` and ``execution_count`` change; the file is written
+as nbformat writes one, so a notebook saved by Jupyter differs in those cells only).
 """
 
 from __future__ import annotations
@@ -210,10 +211,11 @@ def store_outputs(
         nb = json.loads(path.read_text(encoding="utf-8"))
         for index, cell_outputs in outputs.items():
             cell = nb["cells"][index]
-            cell["outputs"] = [_stored(o) for o in cell_outputs]
+            cell["outputs"] = _split([_stored(o) for o in cell_outputs])
             counts = [o.get("execution_count") for o in cell_outputs]
             cell["execution_count"] = next((c for c in counts if c is not None), None)
-        atomic_write_text(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        # As nbformat writes a notebook: a file nbformat wrote changes in those cells only.
+        atomic_write_text(path, json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
         return path
     data: dict[str, Any] = {"golden_version": _GOLDEN_VERSION, "source": Path(source).name}
     try:
@@ -229,6 +231,17 @@ def store_outputs(
     }
     atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
     return path
+
+
+def _split(outputs: list[dict[str, Any]]) -> list[Any]:
+    """``outputs`` with multi-line text as lists of lines, as nbformat writes them."""
+    import nbformat
+    from nbformat.v4.rwbase import split_lines
+
+    holder = nbformat.from_dict(
+        {"cells": [{"cell_type": "code", "source": "", "outputs": outputs}]}
+    )
+    return json.loads(json.dumps(split_lines(holder).cells[0].outputs))  # type: ignore[no-any-return]
 
 
 def _stored(output: Mapping[str, Any]) -> dict[str, Any]:
