@@ -24,6 +24,7 @@ installed; it does nothing unless ``--notebooks`` is given (importing it imports
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import os
 from pathlib import Path
@@ -193,6 +194,27 @@ def pytest_configure(config: pytest.Config) -> None:
     """Read the options (a bad parameter-sets or sanitize file is a usage error)."""
     if config.getoption("notebooks"):
         config.stash[_STATE] = _State(config)
+        config.pluginmanager.register(_NotModules(), "notebook_executor_not_modules")
+
+
+class _NotModules:
+    """A notebook named on the command line is a notebook, not a Python module to import.
+
+    pytest imports every ``.py`` file named on its command line as a test module, which would
+    run a percent script's code at collection. Such a file, when it is a notebook and not
+    named like a test module (``python_files``), is collected as a notebook only.
+    """
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        outcome = yield
+        found = outcome.get_result()
+        if file_path.suffix != ".py" or not any(isinstance(n, NotebookFile) for n in found):
+            return
+        patterns = parent.config.getini("python_files")
+        if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+            return
+        outcome.force_result([n for n in found if not isinstance(n, pytest.Module)])
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
