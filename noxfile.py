@@ -91,6 +91,13 @@ def bench_check(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bench_pytest(session: nox.Session) -> None:
+    """pytest --notebooks against --nbmake and --nbval-lax (issue 39); not run by default."""
+    session.install("-e", ".[bench]")
+    session.run("python", "benchmarks/bench_pytest.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def bench_papermill(session: nox.Session) -> None:
     """Papermill's own engine against the notebook_executor engine, both run by papermill."""
     session.install("-e", ".")

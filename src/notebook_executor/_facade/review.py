@@ -20,6 +20,7 @@ from .._types import (
     EnvironmentInfo,
     NotebookDiff,
     RunDiff,
+    RunResult,
     ValidateAnswer,
 )
 from .records import RecordQueries
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     import nbformat
 
     from .._notebook import NotebookNode
+    from .._review.golden import OutputRules
+    from .._review.validate import Checked
+    from .._run.plan import Plan
     from .._sources.dependencies import Dependencies
 
 __all__ = ["ReviewMethods"]
@@ -192,6 +196,40 @@ class ReviewMethods(RecordQueries):
             engine=self._engine,
             options=execute_options,
         )
+
+    def _check_notebook(
+        self,
+        path: PathLike,
+        *,
+        execute: bool,
+        record: bool = False,
+        outputs: OutputRules | None = None,
+        skip_unset: bool = True,
+        **execute_options: Any,
+    ) -> Checked:
+        """The verdict ``check`` and ``pytest --notebooks`` both give (one code, so the two
+        never disagree): :meth:`validate`'s answer, the run's result and output diffs, or the
+        reason the notebook is skipped (with ``skip_unset``: a required parameter or declared
+        environment variable not given). With ``record`` the run is kept under ``runs_dir``
+        and indexed, as any run."""
+        from .._review.validate import check_notebook
+
+        self._check_open()
+        check_path("path", path)
+        return check_notebook(
+            path,
+            execute=execute,
+            plan=self._plan_keywords,
+            engine=self._engine,
+            options=execute_options,
+            run=self._recorded_run if record else None,
+            outputs=outputs,
+            skip_unset=skip_unset,
+        )
+
+    def _recorded_run(self, plan: Plan) -> RunResult:
+        self._announce([plan])
+        return self._run(plan)
 
 
 def _public(nb: NotebookNode) -> nbformat.NotebookNode:

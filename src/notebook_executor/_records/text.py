@@ -26,7 +26,8 @@ def trim_traceback(lines: list[str]) -> list[str]:
 
     IPython gives one entry per frame between a header (a rule, the exception's name) and the
     exception line; frames in library code are replaced by one line that counts them. What
-    the MCP server answers and what the report shows.
+    the MCP server answers, what the report shows and what ``pytest --notebooks``' failures
+    show.
     """
     plain = [strip_ansi(line) for line in lines]
     if len(plain) <= 2:

@@ -15,32 +15,117 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
+from .._records.text import trim_traceback
 from .._sources.discover import walk_notebooks
+from .parameter_sets import DEFAULT_SET, ParameterSet, ParameterSets
 
-__all__ = ["CheckResult", "find_notebooks", "junit_xml", "run_checks"]
+if TYPE_CHECKING:
+    from .validate import Checked
+
+__all__ = [
+    "CheckCase",
+    "CheckResult",
+    "check_cases",
+    "failure_report",
+    "find_notebooks",
+    "junit_xml",
+    "run_checks",
+]
+
+
+@dataclass(frozen=True)
+class CheckCase:
+    """One notebook with one of its parameter sets: a ``check`` line, a pytest item."""
+
+    path: str
+    parameter_set: ParameterSet = DEFAULT_SET
+
+    @property
+    def label(self) -> str:
+        """The path, with ``[id]`` when the notebook has several parameter sets."""
+        return self.parameter_set.label(self.path)
+
+
+def check_cases(notebooks: Iterable[str], sets: ParameterSets | None) -> list[CheckCase]:
+    """Each notebook once per parameter set ``sets`` gives it (once when ``sets`` is None)."""
+    return [
+        CheckCase(path, parameter_set)
+        for path in notebooks
+        for parameter_set in (sets.for_notebook(path) if sets is not None else (DEFAULT_SET,))
+    ]
 
 
 @dataclass
 class CheckResult:
-    """The verdict on one notebook."""
+    """The verdict on one notebook (with one parameter set)."""
 
     path: str
     valid: bool
     problems: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    #: The parameter set's id, when the notebook has several.
+    set_id: str | None = None
+    #: Why the notebook was skipped (it then counts as passing).
+    skipped: str | None = None
+    #: The failed run's cell, code and traceback (see :func:`failure_report`).
+    report: str = ""
+
+    @property
+    def label(self) -> str:
+        """The path, with ``[id]`` when the notebook has several parameter sets."""
+        return self.path if self.set_id is None else f"{self.path}[{self.set_id}]"
 
     def line(self) -> str:
-        """One line for the terminal: ``ok`` or ``FAIL``, the path, the first error."""
+        """One line for the terminal: ``ok``, ``skip`` or ``FAIL``, the path, the first error."""
+        if self.skipped is not None:
+            return f"skip  {self.label}: {self.skipped}"
         if self.valid:
             warnings = sum(1 for p in self.problems if p["severity"] == "warning")
             note = f" ({warnings} warning{'s' * (warnings != 1)})" if warnings else ""
-            return f"ok    {self.path}{note}"
+            return f"ok    {self.label}{note}"
         first = next(p for p in self.problems if p["severity"] == "error")
         where = f"cell {first['cell']}: " if first["cell"] is not None else ""
-        return f"FAIL  {self.path}: {where}{first['message']}"
+        return f"FAIL  {self.label}: {where}{first['message']}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The verdict as ``check --json`` prints it."""
+        document: dict[str, Any] = {"path": self.path}
+        if self.set_id is not None:
+            document["parameter_set"] = self.set_id
+        document.update(valid=self.valid, problems=self.problems)
+        if self.skipped is not None:
+            document["skipped"] = self.skipped
+        return document
+
+
+def failure_report(checked: Checked) -> str:
+    """What a failure shows: each error with its cell, the failed cell's code and its
+    traceback (library frames collapsed, as the MCP server shows them), output diffs."""
+    parts: list[str] = []
+    failed = checked.result.get("failed_cell") if checked.result is not None else None
+    for problem in checked.answer["problems"]:
+        if problem["severity"] != "error":
+            continue
+        where = f"cell {problem['cell']}" if problem["cell"] is not None else "notebook"
+        parts.append(f"{where}: {problem['message']}")
+        index = problem["cell"]
+        if failed is not None and index == failed["index"]:
+            parts.append(_indented("code", failed["source"]))
+            traceback = trim_traceback([str(line) for line in failed["traceback"]])
+            if traceback:
+                parts.append(_indented("traceback", "\n".join(traceback)))
+        if index is not None and index in checked.diffs:
+            parts.append(_indented("outputs (- golden, + this run)", checked.diffs[index]))
+    if checked.result is not None:
+        parts.append(f"run {checked.result['run_id']}")
+    return "\n".join(parts)
+
+
+def _indented(title: str, text: str) -> str:
+    return f"  {title}:\n" + "\n".join(f"    {line}" for line in text.rstrip("\n").split("\n"))
 
 
 def find_notebooks(
@@ -77,41 +162,49 @@ def find_notebooks(
 
 
 def run_checks(
-    notebooks: Sequence[str],
-    validate: Callable[[str], dict[str, Any]],
+    cases: Sequence[CheckCase],
+    check: Callable[[CheckCase], Checked],
     *,
     workers: int = 1,
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
-    """Validate every notebook, ``workers`` at a time; results in the order of ``notebooks``.
+    """Check every case, ``workers`` at a time; results in the order of ``cases``.
 
     ``on_result`` is told of each result as it completes (from the calling thread, in order).
     """
 
-    def one(path: str) -> CheckResult:
+    def one(case: CheckCase) -> CheckResult:
         began = time.perf_counter()
+        set_id = case.parameter_set.id
         try:
-            verdict = validate(path)
+            checked = check(case)
         except Exception as exc:  # a notebook that cannot be checked fails its check
-            verdict = {
-                "valid": False,
-                "problems": [{"cell": None, "severity": "error", "message": str(exc)}],
-            }
+            problem = {"cell": None, "severity": "error", "message": str(exc)}
+            return CheckResult(
+                case.path, False, [problem], time.perf_counter() - began, set_id=set_id
+            )
+        answer = checked.answer
         return CheckResult(
-            path, bool(verdict["valid"]), list(verdict["problems"]), time.perf_counter() - began
+            case.path,
+            bool(answer["valid"]),
+            [dict(problem) for problem in answer["problems"]],
+            time.perf_counter() - began,
+            set_id=set_id,
+            skipped=checked.skipped,
+            report="" if answer["valid"] else failure_report(checked),
         )
 
     results: list[CheckResult] = []
-    if workers <= 1 or len(notebooks) <= 1:
-        for path in notebooks:
-            results.append(one(path))
+    if workers <= 1 or len(cases) <= 1:
+        for case in cases:
+            results.append(one(case))
             if on_result is not None:
                 on_result(results[-1])
         return results
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(workers, thread_name_prefix="notebook-executor-check") as pool:
-        for result in pool.map(one, notebooks):
+        for result in pool.map(one, cases):
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -122,6 +215,7 @@ def junit_xml(results: Sequence[CheckResult], *, name: str = "notebook-executor 
     """A JUnit XML report: one ``testsuite``, one ``testcase`` per notebook, a ``failure``
     naming the failing cell and its error for each invalid notebook."""
     failures = sum(1 for r in results if not r.valid)
+    skipped = sum(1 for r in results if r.skipped is not None)
     total_seconds = sum(r.seconds for r in results)
     suites = ElementTree.Element("testsuites")
     suite = ElementTree.SubElement(
@@ -131,7 +225,7 @@ def junit_xml(results: Sequence[CheckResult], *, name: str = "notebook-executor 
         tests=str(len(results)),
         failures=str(failures),
         errors="0",
-        skipped="0",
+        skipped=str(skipped),
         time=f"{total_seconds:.3f}",
     )
     for result in results:
@@ -139,10 +233,12 @@ def junit_xml(results: Sequence[CheckResult], *, name: str = "notebook-executor 
             suite,
             "testcase",
             classname=_classname(result.path),
-            name=result.path,
+            name=result.label,
             file=result.path,
             time=f"{result.seconds:.3f}",
         )
+        if result.skipped is not None:
+            ElementTree.SubElement(case, "skipped", message=_xml_text(result.skipped))
         errors = [p for p in result.problems if p["severity"] == "error"]
         if errors:
             first = errors[0]
@@ -153,7 +249,10 @@ def junit_xml(results: Sequence[CheckResult], *, name: str = "notebook-executor 
                 message=_xml_text(f"{where}{first['message']}")[:1000],
                 type="NotebookCheckFailure",
             )
-            failure.text = _xml_text("\n".join(_problem_line(p) for p in result.problems))
+            failure.text = _xml_text(
+                "\n".join(_problem_line(p) for p in result.problems)
+                + (f"\n\n{result.report}" if result.report else "")
+            )
         warnings = [p for p in result.problems if p["severity"] == "warning"]
         if warnings and not errors:
             out = ElementTree.SubElement(case, "system-out")

@@ -16,11 +16,13 @@ the run is not kept in the run records), honouring nbval's markers:
 - tag ``raises-exception`` or ``# NBVAL_RAISES_EXCEPTION``: the cell must raise, and the run
   goes on past it; a cell so marked that raises nothing is a problem;
 - ``# NBVAL_CHECK_OUTPUT`` or tag ``nbval-check-output``: the cell's new outputs must equal its
-  stored ones (``.ipynb`` only; text formats store no outputs). Compared as nbval's lax mode
-  does, text only: streams, errors (name and value), and the ``text/plain``, ``text/html``,
-  ``text/markdown``, ``text/latex`` and ``application/json`` data of results; images and other
-  binary data are not compared. Sanitised first: ANSI colours removed, memory addresses
-  (``0x7f3a...``) and trailing spaces ignored.
+  golden ones (an ``.ipynb``'s stored outputs; for a text source, its ``.golden.json`` file).
+  Compared as nbval's lax mode does, text only, after normalisation (ANSI colours, memory
+  addresses, timestamps, uuids, trailing spaces, the user's rules): see :mod:`.golden`.
+
+:func:`check_notebook` is the one verdict ``check`` and ``pytest --notebooks`` give: it can
+also record the run, compare every cell, regenerate the golden outputs, and skip a notebook
+whose required parameters or environment variables are not given.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -54,25 +57,28 @@ from .._run.plan import parses_parameters
 from .._sources.bounded import MAX_SOURCE_BYTES
 from .._sources.formats import NESTED_TOO_DEEP
 from .._sources.regular import read_regular_text
-from .._types import ValidateAnswer, ValidateProblem
-from .diff import normalised_outputs
+from .._types import RunResult, ValidateAnswer, ValidateProblem
+from .golden import (
+    OutputRules,
+    comparable,
+    golden_path,
+    readable_diff,
+    store_outputs,
+    stored_outputs,
+)
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from .._run.plan import Plan
     from ..engine import Engine
 
-__all__ = ["validate_notebook"]
+__all__ = ["Checked", "check_notebook", "validate_notebook"]
 
 Problem = ValidateProblem
 
 SKIP_TAGS = frozenset({"skip-execution", "nbval-skip"})
 RAISES_TAGS = frozenset({"raises-exception", "nbval-raises-exception"})
 CHECK_TAGS = frozenset({"nbval-check-output"})
-#: Output types compared for ``NBVAL_CHECK_OUTPUT``.
-COMPARED_MIMES = frozenset(
-    {"text/plain", "text/html", "text/markdown", "text/latex", "application/json"}
-)
 
 
 #: A value of each declared type, standing in for a required parameter without one.
@@ -99,6 +105,22 @@ def _marker(cell: NotebookNode, comment: str, tags: frozenset[str]) -> bool:
     return any(line.strip().upper() == f"# {comment}" for line in cell.source.splitlines())
 
 
+@dataclass
+class Checked:
+    """The verdict on one notebook, as ``check`` and ``pytest --notebooks`` both read it."""
+
+    answer: ValidateAnswer
+    #: Why the notebook was not checked (a required parameter or environment variable not
+    #: given), when it was skipped.
+    skipped: str | None = None
+    #: The run's result, when it ran.
+    result: RunResult | None = None
+    #: ``{cell index: readable diff}`` of the cells whose outputs differ from the golden ones.
+    diffs: dict[int, str] = field(default_factory=dict)
+    #: Where regenerated golden outputs were written.
+    golden_written: str | None = None
+
+
 def validate_notebook(
     path: str | os.PathLike[str],
     *,
@@ -108,6 +130,32 @@ def validate_notebook(
     options: Mapping[str, Any] | None = None,
 ) -> ValidateAnswer:
     """``{"valid", "problems"}`` for ``path`` (see ``NotebookExecutor.validate``).
+
+    :func:`check_notebook`'s answer, without skipping and without recording the run.
+    """
+    return check_notebook(path, plan=plan, execute=execute, engine=engine, options=options).answer
+
+
+def check_notebook(
+    path: str | os.PathLike[str],
+    *,
+    plan: Callable[..., Plan],
+    execute: bool = False,
+    engine: Engine | None = None,
+    options: Mapping[str, Any] | None = None,
+    run: Callable[[Plan], RunResult] | None = None,
+    outputs: OutputRules | None = None,
+    skip_unset: bool = False,
+) -> Checked:
+    """The verdict on ``path``: ``validate``'s answer, and what ``check`` and the pytest
+    plugin report besides (the run's result, output diffs, a reason to skip).
+
+    ``run`` runs the planned notebook (the executor's own run, recorded under its runs
+    folder); by default the run goes to a scratch folder and is not kept. ``outputs`` says
+    which cells' outputs are compared with the golden ones (see :mod:`.golden`), and whether
+    they are regenerated. With ``skip_unset``, a notebook whose required parameters or
+    declared environment variables are not given is skipped, with the reason, instead of
+    failing.
 
     ``plan`` is the executor's own planning (the function ``execute`` calls), so every check
     a run makes before its kernel starts (the given parameters, the kernel, the declared
@@ -125,29 +173,38 @@ def validate_notebook(
             "validate does not take output_path (its run is not kept)", argument="output_path"
         )
     options.setdefault("parameters", None)
+    rules = outputs or OutputRules()
     problems: list[Problem] = []
     try:
         fmt = format_for(path)
     except NotebookSourceError as exc:
-        return _verdict([_problem(None, "error", exc.reason)])
+        return Checked(_verdict([_problem(None, "error", exc.reason)]))
     if fmt.jupytext_format is None:
         problems.extend(_schema_problems(Path(path)))
         if problems:
-            return _verdict(problems)
+            return Checked(_verdict(problems))
     try:
         nb = load_source(path).nb
     except NotebookSourceError as exc:
-        return _verdict([_problem(None, "error", exc.reason)])
+        return Checked(_verdict([_problem(None, "error", exc.reason)]))
     planned, language = None, notebook_language(nb)
     stand_ins = {} if execute else _stand_ins(nb, options, language)
+    if skip_unset and (execute or options["parameters"] is not None):
+        unset = _unset_parameters(nb, options, language)
+        if unset:
+            return Checked(_verdict([]), skipped=_needs("parameter", unset))
     try:
         # A notebook's own environment is made only for a run (an unresolvable one is then
         # reported as a problem of the run's planning).
         planned = plan(path, output_path=None, make_environment=execute, **{**options, **stand_ins})
         language = planned.job.kernel.language
     except ParameterError as exc:
+        env_names = _env_names(nb)
+        if skip_unset and exc.parameter in env_names:
+            unset = [name for name in env_names if f"{name!r}, which is not set" in str(exc)]
+            return Checked(_verdict([]), skipped=_needs("environment variable", unset))
         if exc.parameter not in stand_ins.get("parameters", {}):
-            cell = None if exc.parameter in _env_names(nb) else parameters_cell_index(nb)
+            cell = None if exc.parameter in env_names else parameters_cell_index(nb)
             problems.extend(_problem(cell, "error", problem) for problem in exc.problems)
     except NotebookSourceError as exc:
         if not (parses_parameters(language) and parameters_cell_error(nb)):
@@ -163,8 +220,27 @@ def validate_notebook(
     if execute and planned is not None and not any(p["severity"] == "error" for p in problems):
         if engine is None:
             raise InvalidArgumentError("validate(execute=True) needs an engine", argument="engine")
-        problems.extend(_run_problems(path, nb, planned, engine))
-    return _verdict(problems)
+        checked = _run_problems(path, nb, planned, engine, run, rules)
+        checked.answer = _verdict([*problems, *checked.answer["problems"]])
+        return checked
+    return Checked(_verdict(problems))
+
+
+def _unset_parameters(nb: NotebookNode, options: Mapping[str, Any], language: str) -> list[str]:
+    """The required parameters of ``nb`` that ``options`` does not give."""
+    if not parses_parameters(language):
+        return []
+    try:
+        declared = declared_parameters(nb)
+    except (NotebookSourceError, ParameterError):
+        return []
+    given = options.get("parameters") or {}
+    return [name for name, p in declared.items() if p.required and name not in given]
+
+
+def _needs(what: str, names: list[str]) -> str:
+    plural = "s" * (len(names) != 1)
+    return f"needs {what}{plural} {', '.join(names)}, not given"
 
 
 def _stand_ins(nb: NotebookNode, options: Mapping[str, Any], language: str) -> dict[str, Any]:
@@ -301,8 +377,13 @@ def _language_problems(nb: NotebookNode, language: str) -> list[Problem]:
 
 
 def _run_problems(
-    path: str | os.PathLike[str], nb: NotebookNode, planned: Plan, engine: Engine
-) -> list[Problem]:
+    path: str | os.PathLike[str],
+    nb: NotebookNode,
+    planned: Plan,
+    engine: Engine,
+    run: Callable[[Plan], RunResult] | None,
+    rules: OutputRules,
+) -> Checked:
     """Run the planned notebook with nbval's markers honoured; the problems its run shows."""
     import nbformat
 
@@ -330,13 +411,16 @@ def _run_problems(
             tags = job_cell.metadata.setdefault("tags", [])
             if "raises-exception" not in tags:
                 tags.append("raises-exception")
-        if _marker(cell, "NBVAL_CHECK_OUTPUT", CHECK_TAGS):
+        if rules.every_cell or _marker(cell, "NBVAL_CHECK_OUTPUT", CHECK_TAGS):
             checked.add(index)
-    scratch = Path(tempfile.mkdtemp(prefix="notebook-executor-validate-"))
-    try:
-        result = run_plan(planned, engine, scratch, lambda *_: None)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    if run is not None:
+        result = run(planned)
+    else:
+        scratch = Path(tempfile.mkdtemp(prefix="notebook-executor-validate-"))
+        try:
+            result = run_plan(planned, engine, scratch, lambda *_: None)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     problems: list[Problem] = []
     failed = result.get("failed_cell")
     if result["status"] != "success":
@@ -352,42 +436,43 @@ def _run_problems(
             problems.append(
                 _problem(index, "error", "marked raises-exception but raised no exception")
             )
-    for index in sorted(checked - skipped):
+    compared = [
+        index
+        for index in sorted(checked - skipped)
+        if ran[job_cells[index]].get("execution_count") is not None
+    ]
+    golden = stored_outputs(path, nb, rules.set_id) if compared else None
+    verdict = Checked(_verdict([]), result=result)
+    if rules.update and compared and result["status"] == "success":
+        new = {index: list(ran[job_cells[index]].get("outputs", [])) for index in compared}
+        verdict.golden_written = os.fspath(store_outputs(path, rules.set_id, new))
+        compared = []
+    for index in compared:
         cell = ran[job_cells[index]]
-        if cell.get("execution_count") is None:
-            continue
-        stored = nb.cells[index].get("outputs")
-        if stored is None or _stores_no_outputs(path):
+        stored = None if golden is None else golden.get(index)
+        if stored is None:
             problems.append(
                 _problem(
                     index,
                     "warning",
-                    "NBVAL_CHECK_OUTPUT: no stored outputs to compare "
-                    "(only .ipynb sources store outputs)",
+                    f"outputs not compared: no golden outputs stored in {golden_path(path)} "
+                    "(pytest --notebooks --notebook-update-golden stores them)",
                 )
             )
             continue
-        want = _comparable(stored)
-        got = _comparable(cell.get("outputs", []))
+        want = comparable(stored, rules)
+        got = comparable(cell.get("outputs", []), rules)
         if want != got:
             problems.append(
                 _problem(
                     index, "error", f"outputs differ from the stored ones: {_first_diff(want, got)}"
                 )
             )
-    redacted: list[Problem] = Redactor(planned.secrets).value(problems)
-    return redacted
-
-
-def _stores_no_outputs(path: str | os.PathLike[str]) -> bool:
-    from .._sources.formats import format_for
-
-    return format_for(path).is_text
-
-
-def _comparable(outputs: list[Any]) -> list[Any]:
-    items = normalised_outputs(outputs, mimes=COMPARED_MIMES)
-    return [[part.rstrip() if isinstance(part, str) else part for part in item] for item in items]
+            verdict.diffs[index] = readable_diff(want, got)
+    redactor = Redactor(planned.secrets)
+    verdict.answer = _verdict(redactor.value(problems))
+    verdict.diffs = redactor.value(verdict.diffs)
+    return verdict
 
 
 def _first_diff(want: list[Any], got: list[Any]) -> str:

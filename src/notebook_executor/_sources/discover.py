@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .formats import notebook_verdict
 
-__all__ = ["walk_notebooks"]
+__all__ = ["skipped_folder", "walk_notebooks"]
 
 _SKIPPED_DIRS = frozenset({".ipynb_checkpoints", "__pycache__", "node_modules", "site-packages"})
 
@@ -58,3 +58,9 @@ def walk_notebooks(
                 yield path
             elif why_not is not None and skipped is not None:
                 skipped(path, why_not)
+
+
+def skipped_folder(folder: Path) -> bool:
+    """Whether :func:`walk_notebooks` leaves ``folder`` out (hidden, a cache, a virtual
+    environment, a runs folder); ``pytest --notebooks`` leaves out the same folders."""
+    return _skipped_dir(folder)

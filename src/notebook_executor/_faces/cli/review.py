@@ -70,6 +70,18 @@ def register(commands: Any) -> None:
         metavar="N",
         help="notebooks checked at once (default: the number of CPUs)",
     )
+    check.add_argument(
+        "--parameter-sets",
+        metavar="FILE",
+        help="YAML file of parameter sets per notebook (one check per set); a notebook whose "
+        "required parameters or declared environment variables are not given is skipped",
+    )
+    check.add_argument(
+        "--sanitize-with",
+        metavar="FILE",
+        help="regexes applied to outputs before NBVAL_CHECK_OUTPUT compares them "
+        "(nbval's sanitize file format)",
+    )
     check.add_argument("--timeout", type=common.seconds, metavar="S", help="limit for each run")
     check.add_argument("--cell-timeout", type=common.seconds, metavar="S", help="limit per cell")
     common.add_env_option(check)
@@ -217,7 +229,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..._review.check import find_notebooks, junit_xml, run_checks
+    from ..._errors import InvalidArgumentError
+    from ..._review.check import check_cases, find_notebooks, junit_xml, run_checks
+    from ..._review.golden import OutputRules, load_rules
+    from ..._review.parameter_sets import load_parameter_sets
     from ..._sources.formats import is_notebook
 
     paths = args.paths or ["."]
@@ -239,6 +254,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--junit-xml {args.junit_xml!r} is a folder")
     if not notebooks:
         raise UsageError(f"no notebooks found in {', '.join(map(repr, paths))}")
+    try:
+        sets = load_parameter_sets(args.parameter_sets)
+        rules = load_rules(args.sanitize_with)
+    except InvalidArgumentError as exc:
+        raise UsageError(str(exc)) from None
+    cases = check_cases(notebooks, sets)
     workers = args.jobs or os.cpu_count() or 1
     options = common.run_options(args).given()
     colour = _colour(sys.stdout) and not args.json
@@ -246,26 +267,35 @@ def _cmd_check(args: argparse.Namespace) -> int:
     def show(result: Any) -> None:
         if not args.json:
             line = result.line()
-            code = "32" if result.valid else "31"
+            code = "33" if result.skipped else "32" if result.valid else "31"
             head, _, rest = line.partition(" ")
             sys.stdout.write(_paint(head, code, colour) + " " + rest + "\n")
             sys.stdout.flush()
 
     with common.executor(args, warm_kernels=min(workers, 4) if args.execute else None) as ex:
         results = run_checks(
-            notebooks,
-            lambda path: ex.validate(path, execute=args.execute, **options),
+            cases,
+            lambda case: ex._check_notebook(
+                case.path,
+                execute=args.execute,
+                outputs=OutputRules(rules=rules, set_id=case.parameter_set.id),
+                parameters=case.parameter_set.parameters,
+                **options,
+            ),
             workers=workers if args.execute else 1,
             on_result=show,
         )
     failed = sum(1 for r in results if not r.valid)
+    skipped = sum(1 for r in results if r.skipped is not None)
     if args.junit_xml is not None:
         from ..._sources.files import atomic_write_text
 
         atomic_write_text(Path(args.junit_xml), junit_xml(results))
     if args.json:
-        print_json([{"path": r.path, "valid": r.valid, "problems": r.problems} for r in results])
+        print_json([r.as_json() for r in results])
     else:
-        summary = f"{len(results) - failed} passed, {failed} failed"
+        summary = f"{len(results) - failed - skipped} passed, {failed} failed"
+        if skipped:
+            summary += f", {skipped} skipped"
         sys.stdout.write(_paint(summary, "31" if failed else "32", colour) + "\n")
     return EXIT_FAILED if failed else EXIT_OK

@@ -1,0 +1,103 @@
+"""Notebooks as pytest tests: ``pytest --notebooks`` against ``pytest --nbmake`` and
+``pytest --nbval-lax``, on the same small notebooks, serially and with pytest-xdist.
+
+Each measurement is a fresh ``pytest`` command (what a CI step runs), on 20 small ``.ipynb``
+notebooks (the only format the two peers read). ``pytest --notebooks`` runs as a user gets it:
+every run recorded under ``runs/``. Rounds alternate the tools; medians are printed, with each
+peer's time divided by ours (the target is >= 5x against nbmake on small notebooks).
+
+Usage::
+
+    python benchmarks/bench_pytest.py [--notebooks 20] [--rounds 3] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+CELLS = [
+    "import math\nimport json",
+    "values = [math.sqrt(i) for i in range(1000)]",
+    "total = sum(values)\nprint(f'total {total:.3f}')",
+    "summary = json.dumps({'n': len(values), 'total': round(total, 3)})\nsummary",
+]
+
+
+def make_notebooks(folder: Path, count: int) -> None:
+    for number in range(count):
+        cells = [nbformat.v4.new_markdown_cell(f"# Notebook {number}")]
+        cells += [nbformat.v4.new_code_cell(source) for source in CELLS]
+        nb = nbformat.v4.new_notebook(cells=cells)
+        nb.metadata["kernelspec"] = {
+            "name": "python3",
+            "display_name": "Python 3",
+            "language": "python",
+        }
+        nbformat.write(nb, folder / f"nb_{number:02d}.ipynb")
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    shutil.rmtree(cwd / "runs", ignore_errors=True)
+    began = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-3000:]}{done.stderr[-2000:]}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebooks", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    for module in ("nbmake", "nbval", "xdist"):
+        if importlib.util.find_spec(module) is None:
+            raise SystemExit(f"{module} is not installed: pip install -e '.[bench]'")
+    if os.name == "posix":
+        print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    tools = {
+        "pytest --notebooks": [*pytest, "--notebooks"],
+        "pytest --nbmake": [*pytest, "--nbmake"],
+        "pytest --nbval-lax": [*pytest, "--nbval-lax"],
+    }
+    modes = {"serial": [], f"-n {args.jobs}": ["-n", str(args.jobs)]}
+    # nbval's items are cells: its cells must stay together on one worker.
+    loadfile = ["--dist", "loadfile"]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "notebooks").mkdir()
+        make_notebooks(root / "notebooks", args.notebooks)
+        print(
+            f"{args.notebooks} notebooks of {len(CELLS)} code cells; {args.rounds} rounds; "
+            "medians of fresh pytest commands"
+        )
+        for mode, extra in modes.items():
+            times: dict[str, list[float]] = {tool: [] for tool in tools}
+            for _ in range(args.rounds):
+                for tool, command in tools.items():
+                    dist = loadfile if extra and tool == "pytest --nbval-lax" else []
+                    times[tool].append(timed([*command, *extra, *dist, "notebooks"], root))
+            ours = statistics.median(times["pytest --notebooks"])
+            print(f"  {mode}:")
+            for tool, measured in times.items():
+                median = statistics.median(measured)
+                ratio = "" if tool == "pytest --notebooks" else f"   {median / ours:5.1f}x ours"
+                print(f"    {tool:<20} {median:6.2f} s{ratio}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""``pytest --notebooks``: notebook sources as pytest test items, run on warm forked kernels.
+
+Registered through the ``pytest11`` entry point, so pytest loads it wherever this package is
+installed; it does nothing unless ``--notebooks`` is given (importing it imports only pytest).
+
+- **Collection.** Every file under the given paths that the format table calls a notebook
+  (the detection ``check`` uses) is a test item; folders ``check`` leaves out (run-record
+  folders, caches, virtual environments) are left out. An item's id is the notebook's path;
+  with several parameter sets (``--notebook-parameter-sets``, the file ``check
+  --parameter-sets`` reads), one item per set, ``path[set id]``.
+- **Running.** Each item is checked by the code ``check --execute`` runs
+  (``NotebookExecutor._check_notebook``), so the two never disagree: nbval's and nbmake's
+  markers honoured, a notebook whose required parameters or declared environment variables are
+  not given skipped with the reason. One executor per pytest process (each pytest-xdist worker
+  has its own warm kernels), closed when the session ends. Runs are recorded under the runs
+  folder (``runs`` by default) as any run, unless ``--notebook-no-record``.
+- **Failures** name the cell (``cell N``, the index of ``failed_cell.index``), its code and its
+  traceback with library frames collapsed, and for outputs that changed a diff against the
+  golden ones (see :mod:`notebook_executor._review.golden` for where those live).
+- **Timeouts.** ``--timeout S`` bounds each notebook's run: pytest-timeout's option when that
+  plugin is installed (the item's own limit is then set a little longer, so the run stops
+  first and is reported and recorded as a timeout), else this plugin's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .._executor import NotebookExecutor
+    from .._review.golden import OutputRules
+    from .._review.parameter_sets import ParameterSet, ParameterSets
+    from .._review.validate import Checked
+
+__all__ = [
+    "NotebookFile",
+    "NotebookItem",
+    "pytest_addoption",
+    "pytest_collect_file",
+    "pytest_collection_finish",
+    "pytest_configure",
+    "pytest_ignore_collect",
+    "pytest_unconfigure",
+]
+
+#: Seconds pytest-timeout waits beyond the run's own limit, so the run stops first.
+_TIMEOUT_GRACE = 30.0
+
+
+class _State:
+    """What the plugin keeps for one pytest process: the options and its executor."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from .._review.golden import load_rules
+        from .._review.parameter_sets import load_parameter_sets
+
+        self.config = config
+        root = config.rootpath
+        sets_file = config.getoption("notebook_parameter_sets") or _ini_path(
+            config, "notebook_parameter_sets", root
+        )
+        sanitize = config.getoption("notebook_sanitize_with") or _ini_path(
+            config, "notebook_sanitize_with", root
+        )
+        try:
+            self.sets: ParameterSets | None = load_parameter_sets(sets_file)
+            self.rules = load_rules(sanitize)
+        except ValueError as exc:  # InvalidArgumentError: a bad file, said in one line
+            raise pytest.UsageError(str(exc)) from None
+        self.every_cell = bool(config.getoption("notebook_check_outputs"))
+        self.update = bool(config.getoption("notebook_update_golden"))
+        self.record = not config.getoption("notebook_no_record")
+        self.runs_dir = config.getoption("notebook_runs_dir") or config.getini("notebook_runs_dir")
+        self.timeout = _timeout(config)
+        self._executor: NotebookExecutor | None = None
+
+    def executor(self) -> NotebookExecutor:
+        if self._executor is None:
+            from .._executor import NotebookExecutor
+
+            self._executor = NotebookExecutor(self.runs_dir or "runs", progress=False)
+        return self._executor
+
+    def rules_for(self, parameter_set: ParameterSet) -> OutputRules:
+        from .._review.golden import OutputRules
+
+        return OutputRules(
+            every_cell=self.every_cell,
+            rules=self.rules,
+            update=self.update,
+            set_id=parameter_set.id,
+        )
+
+    def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.close()
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _has_pytest_timeout() -> bool:
+    return importlib.util.find_spec("pytest_timeout") is not None
+
+
+def _ini_path(config: pytest.Config, name: str, root: Path) -> str | None:
+    value = str(config.getini(name) or "")
+    return os.fspath(root / value) if value else None
+
+
+def _timeout(config: pytest.Config) -> float | None:
+    value = config.getoption("timeout", None)
+    if value is None and config.pluginmanager.has_plugin("timeout"):
+        try:
+            value = config.getini("timeout")
+        except ValueError:
+            value = None
+    try:
+        seconds = float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds else None
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """The ``--notebooks`` options (and ``--timeout`` when pytest-timeout is not there)."""
+    group = parser.getgroup("notebooks", "notebooks as tests (notebook-executor)")
+    group.addoption(
+        "--notebooks",
+        action="store_true",
+        default=False,
+        help="collect notebook sources (.ipynb, percent .py, markdown .md) as tests and run "
+        "them on warm kernels",
+    )
+    group.addoption(
+        "--notebook-parameter-sets",
+        metavar="FILE",
+        default=None,
+        help="YAML file of parameter sets per notebook (as `check --parameter-sets`): one "
+        "item per set",
+    )
+    group.addoption(
+        "--notebook-check-outputs",
+        action="store_true",
+        default=False,
+        help="compare every code cell's outputs with the golden ones (by default only "
+        "NBVAL_CHECK_OUTPUT cells)",
+    )
+    group.addoption(
+        "--notebook-update-golden",
+        action="store_true",
+        default=False,
+        help="store this run's outputs as the golden ones instead of comparing them",
+    )
+    group.addoption(
+        "--notebook-sanitize-with",
+        metavar="FILE",
+        default=None,
+        help="regexes applied to outputs before comparing them (nbval's sanitize file format)",
+    )
+    group.addoption(
+        "--notebook-runs-dir",
+        metavar="DIR",
+        default=None,
+        help="where the runs are recorded (default: runs)",
+    )
+    group.addoption(
+        "--notebook-no-record",
+        action="store_true",
+        default=False,
+        help="do not record the runs",
+    )
+    if not _has_pytest_timeout() or pluginmanager.is_blocked("timeout"):
+        group.addoption(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="S",
+            help="limit in seconds for each notebook's run",
+        )
+    parser.addini("notebook_parameter_sets", "parameter-sets file (as --notebook-parameter-sets)")
+    parser.addini("notebook_sanitize_with", "sanitize file (as --notebook-sanitize-with)")
+    parser.addini("notebook_runs_dir", "where the runs are recorded (default: runs)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the options (a bad parameter-sets or sanitize file is a usage error)."""
+    if config.getoption("notebooks"):
+        config.stash[_STATE] = _State(config)
+        config.pluginmanager.register(_NotModules(), "notebook_executor_not_modules")
+
+
+class _NotModules:
+    """A notebook named on the command line is a notebook, not a Python module to import.
+
+    pytest imports every ``.py`` file named on its command line as a test module, which would
+    run a percent script's code at collection. Such a file, when it is a notebook and not
+    named like a test module (``python_files``), is collected as a notebook only.
+    """
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> Any:
+        outcome = yield
+        found = outcome.get_result()
+        if file_path.suffix != ".py" or not any(isinstance(n, NotebookFile) for n in found):
+            return
+        patterns = parent.config.getini("python_files")
+        if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+            return
+        outcome.force_result([n for n in found if not isinstance(n, pytest.Module)])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """With notebooks to run, the kernel's template starts while pytest gets ready."""
+    state = session.config.stash.get(_STATE, None)
+    if state is not None and any(isinstance(item, NotebookItem) for item in session.items):
+        state.executor().prepare_kernel()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop this process's kernels."""
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        state.close()
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leave out the folders ``check`` leaves out (run records, caches, environments)."""
+    if not config.getoption("notebooks") or not collection_path.is_dir():
+        return None
+    from .._sources.discover import skipped_folder
+
+    return True if skipped_folder(collection_path) else None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> NotebookFile | None:
+    """A notebook source is collected as a :class:`NotebookFile`."""
+    if not parent.config.getoption("notebooks"):
+        return None
+    from .._sources.formats import is_notebook
+
+    if not is_notebook(file_path):
+        return None
+    file: NotebookFile = NotebookFile.from_parent(parent, path=file_path)
+    return file
+
+
+class NotebookFile(pytest.File):
+    """A notebook source: one item per parameter set."""
+
+    def collect(self) -> list[NotebookItem]:
+        from .._review.parameter_sets import DEFAULT_SET
+
+        state = self.config.stash[_STATE]
+        sets = state.sets.for_notebook(self.path) if state.sets is not None else (DEFAULT_SET,)
+        items = []
+        for parameter_set in sets:
+            item: NotebookItem = NotebookItem.from_parent(
+                self,
+                name=parameter_set.label(self.path.name),
+                nodeid=parameter_set.label(self.nodeid),
+                parameter_set=parameter_set,
+            )
+            items.append(item)
+        return items
+
+
+class NotebookFailed(Exception):
+    """A notebook's check failed; holds the verdict."""
+
+    def __init__(self, checked: Checked) -> None:
+        super().__init__("notebook failed")
+        self.checked = checked
+
+
+class NotebookItem(pytest.Item):
+    """One run of a notebook (with one parameter set)."""
+
+    def __init__(self, *, parameter_set: ParameterSet, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parameter_set = parameter_set
+        state = self.config.stash[_STATE]
+        if state.timeout is not None and self.config.pluginmanager.has_plugin("timeout"):
+            self.add_marker(pytest.mark.timeout(state.timeout + _TIMEOUT_GRACE))
+
+    def runtest(self) -> None:
+        state = self.config.stash[_STATE]
+        options: dict[str, Any] = {"parameters": self.parameter_set.parameters}
+        if state.timeout is not None:
+            options["timeout"] = state.timeout
+        checked = state.executor()._check_notebook(
+            _shown_path(self.path),
+            execute=True,
+            record=state.record,
+            outputs=state.rules_for(self.parameter_set),
+            **options,
+        )
+        if checked.result is not None:
+            self.user_properties.append(("run_id", checked.result["run_id"]))
+        if checked.golden_written is not None:
+            self.user_properties.append(("golden_written", checked.golden_written))
+        if checked.skipped is not None:
+            # Reported at the notebook, not at this line.
+            raise pytest.skip.Exception(checked.skipped, _use_item_location=True)
+        for problem in checked.answer["problems"]:
+            if problem["severity"] == "warning":
+                where = f"cell {problem['cell']}: " if problem["cell"] is not None else ""
+                self.warn(pytest.PytestWarning(f"{self.nodeid}: {where}{problem['message']}"))
+        if not checked.answer["valid"]:
+            raise NotebookFailed(checked)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> Any:
+        if isinstance(excinfo.value, NotebookFailed):
+            from .._review.check import failure_report
+
+            return failure_report(excinfo.value.checked)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"notebook {self.nodeid}"
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (as the CLI records it)."""
+    try:
+        return Path(path).relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return os.fspath(path)
