@@ -304,7 +304,7 @@ def test_an_evaluation_of_text_no_kernel_can_be_sent_is_a_typed_error(opened: An
     o = opened()
     with pytest.raises(InvalidArgumentError, match="lone surrogate"):
         o.session.evaluate("x = '\ud800'")
-    assert o.session.evaluate("1 + 1")["status"] == "ok"
+    assert o.session.evaluate("1 + 1")["status"] == "success"
 
 
 def test_until_before_index_restores_and_runs_nothing(opened: Any) -> None:
