@@ -54,6 +54,23 @@ class SharedForkServer(ForkServer):
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @property
+    def running(self) -> bool:
+        """Whether the template runs. In a child the template is no child of this process,
+        whose ``poll`` would take it for ended (``ECHILD``): it is asked by its pid."""
+        if os.getpid() == self._owner:
+            return super().running
+        process = self._process
+        if process is None or self._closed:
+            return False
+        try:
+            os.kill(process.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    @property
     def running_here(self) -> bool:
         """Whether this process can still ask the template for kernels."""
         return self._socket is not None and not self._closed
