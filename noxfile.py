@@ -12,10 +12,13 @@ PYTHON = None  # the interpreter nox itself runs on
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tier (fake engine) and integration tier (real kernels)."""
+    """Unit tier (fake engine) and integration tier (real kernels), on two pytest-xdist
+    workers (``-- -n 0`` for one process). Each worker has its own temporary folder, so its
+    kernels' folders never mix with the other's (tests/conftest.py)."""
     session.install("-e", ".[test]")
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
-    session.run("pytest", "-q", *session.posargs)
+    workers = [] if any(arg.startswith("-n") for arg in session.posargs) else ["-n", "2"]
+    session.run("pytest", "-q", *workers, *session.posargs)
 
 
 @nox.session(python=PYTHON)
