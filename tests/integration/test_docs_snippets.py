@@ -2,7 +2,9 @@
 runs as shown, on real kernels, in a temporary copy of ``notebooks/`` (nothing in the checkout
 is written): ``bash`` blocks as scripts (``set -e``), ``python`` blocks as scripts, and each
 page's ``{doctest}`` blocks as one doctest in a copy of their own (as ``sphinx-build -b
-doctest`` runs them). The few that cannot run here are listed below with the reason.
+doctest`` runs them). The few that cannot run here are listed below with the reason. A page
+whose commands use the run server (``session``, ``server``) runs them against a server of its own
+(a private runtime folder), stopped at the end.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,18 +29,26 @@ PAGES = [
     *sorted((ROOT / "docs" / "how-to").glob("*.md")),
 ]
 
-#: Blocks that need what this machine has not: a reason for each (matched on the page's name
-#: and a piece of the block).
+#: Blocks that need what this machine has not, or minutes of a benchmark: a reason for each
+#: (matched on the page's name and a piece of the block).
 ELSEWHERE = {
     ("remote.md", "s3://"): "needs an S3 bucket (tests/integration/test_remote_io.py: moto)",
     ("remote.md", "https://example.org"): "needs a web server and an S3 bucket",
+    ("server.md", "benchmarks/bench_server.py"): "a benchmark of minutes (15 whole processes "
+    "of three commands, a 10 s notebook), run by hand: its figures are on the page",
 }
 
 #: Lines that install software: run verbatim by tests/release (``nox -s release``) and CI.
 INSTALLS = re.compile(r"^\s*(pip install|python -m venv|pip install nox)")
 
 #: Files a page shows and then names (saved from the fenced block holding the marker).
-SHOWN_FILES = {"parameters.md": {"greet.md": 'print("Hello, {name}!")'}}
+SHOWN_FILES = {
+    "parameters.md": {"greet.md": 'print("Hello, {name}!")'},
+    "environments.md": {"analysis.py": "# /// script"},
+}
+
+#: Commands that live in the run server: the suite runs without one (tests/conftest.py).
+SERVED = re.compile(r"\bnotebook-executor (session|server)\b")
 
 _FENCE = re.compile(r"^( *)(`{3,})([^\n`]*)\n(.*?)^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
 
@@ -76,9 +87,31 @@ def test_every_snippet_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     found = blocks(page)
     work = _work(tmp_path / "work")
     env = cli_on_path(tmp_path / "bin")
+    # Environments a page's notebooks declare are made here, not in the user's cache.
+    env["NOTEBOOK_EXECUTOR_ENVS"] = str(tmp_path / "envs")
     for name, marker in SHOWN_FILES.get(page.name, {}).items():
-        (shown,) = [text for info, text in found if marker in text and info == "markdown"]
+        (shown,) = [text for info, text in found if marker in text and info != "bash"]
         (work / name).write_text(shown, encoding="utf-8")
+    if not any(info == "bash" and SERVED.search(text) for info, text in found):
+        _run_the_page(page, found, work, env, tmp_path)
+        return
+    # A run server of the page's own (a socket path is short: /tmp), stopped at the end.
+    env.pop("NOTEBOOK_EXECUTOR_NO_SERVER", None)
+    runtime = tempfile.mkdtemp(prefix="nbxd", dir="/tmp")
+    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = runtime
+    try:
+        _run_the_page(page, found, work, env, tmp_path)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "notebook_executor", "server", "stop"],
+            env=env, capture_output=True, timeout=120,
+        )  # fmt: skip
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _run_the_page(
+    page: Path, found: list[tuple[str, str]], work: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     ran = 0
     for number, (info, text) in enumerate(found):
         if info not in ("bash", "python") or _elsewhere(page, text):
@@ -115,7 +148,7 @@ def test_every_snippet_of_the_page_runs(page: Path, tmp_path: Path) -> None:
 
 def test_no_page_shows_a_shell_or_python_block_the_test_would_not_see() -> None:
     # A block's language is one the test runs, or one it knows is no snippet.
-    known = {"bash", "python", "{doctest}", "json", "yaml", "markdown", "text", "toml", ""}
+    known = {"bash", "python", "{doctest}", "json", "yaml", "markdown", "text", "toml", "ini", ""}
     for page in PAGES:
         for info, _ in blocks(page):
             assert info in known, (page.name, info)
