@@ -304,6 +304,30 @@ def test_the_memory_limit_holds_at_every_step(short_tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_checkpoint_is_measured_holding_the_whole_version_it_keeps(
+    short_tmp_path: Path,
+) -> None:
+    # The libraries' pages are shared with every process mapping them: counting them took a
+    # quarter of the version off (more with more Python processes on the machine), which let
+    # a step go over the limit.
+    size = 40 * 2**20
+
+    async def scenario() -> None:
+        live = await start(short_tmp_path)
+        live.memory_limit = 10 * size
+        try:
+            await run(live, f"import numpy as np\na = np.ones({size // 8})")
+            assert await live.checkpoint(1) is None
+            before = await asyncio.to_thread(live.measure_memory)
+            await run(live, "a[:] = 2")
+            held = await asyncio.to_thread(live.measure_memory)
+            assert 0.95 * size <= held - before <= 1.1 * size, (before, held)
+        finally:
+            await live.shutdown()
+
+    asyncio.run(scenario())
+
+
 HOST = r"""
 import asyncio, json, sys, time
 from pathlib import Path

@@ -9,8 +9,10 @@ server's environment, the template's, its own as it started).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +174,14 @@ names = {item.partition(b"=")[0].decode() for item in own.split(b"\\0") if item}
 sb.glue("own_names", sorted(names))
 """
 
+#: What REACH glued, as the last line a session's evaluation prints.
+GLUED = """import json
+print(json.dumps({
+    "found": found, "readable": readable, "ancestors": ancestors, "own_names": sorted(names),
+    "parent": Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace"),
+}))
+"""
+
 
 @pytest.mark.skipif(
     not Path("/proc/self").is_dir() or (os.geteuid() == 0 and not shutil.which("setpriv")),
@@ -184,24 +194,61 @@ def test_a_notebook_reads_none_of_the_server_variables_through_proc(tmp_path: Pa
     token = "bearer-" + os.urandom(12).hex()
     hidden = "not-allowed-" + os.urandom(12).hex()
     write(tmp_path, "reach.py", REACH)
+    # Whether a run's native kernel is forked or launched depends on the pool's timing; a
+    # session's is always forked from the template, and a kernelspec of the same Python is
+    # always launched by the server itself. The server finds it in its user data folder (not
+    # through JUPYTER_PATH: a JUPYTER_* variable of the server that its kernels lack has them
+    # all launched).
+    spec = tmp_path / ".data" / "jupyter" / "kernels" / "other-python"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    spec.joinpath("kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "Other Python", "language": "python"})
+    )
+    header = "# ---\n# jupyter:\n#   kernelspec:\n#     name: other-python\n"
+    header += "#     display_name: Other Python\n#     language: python\n# ---\n\n"
+    write(tmp_path, "reach_launched.py", header + REACH)
     # Only the server's environment holds them: this process's does not.
     assert token not in str(os.environ) and hidden not in str(os.environ)
     # What to look for, handed to the notebook as an allowed secret, hex-encoded.
     needles = ",".join((token, hidden)).encode().hex()
-    env = {"NOTEBOOK_EXECUTOR_MCP_TOKEN": token, "CLOUD_SECRET_KEY": hidden, "NEEDLES": needles}
+    env = {
+        "NOTEBOOK_EXECUTOR_MCP_TOKEN": token,
+        "CLOUD_SECRET_KEY": hidden,
+        "NEEDLES": needles,
+        "XDG_DATA_HOME": str(tmp_path / ".data"),
+    }
+    paths = ["reach.py", "reach_launched.py"] * 2
 
     async def scenario(url: str, server_token: str) -> list[dict[str, Any]]:
         scraps = []
         async with http_session(url, server_token) as session:
-            for _ in range(5):  # the first kernels are launched, later ones forked
+            for path in paths:
                 result = structured(
-                    await session.call_tool("execute", {"path": "reach.py", "secrets": ["NEEDLES"]})
+                    await session.call_tool("execute", {"path": path, "secrets": ["NEEDLES"]})
                 )
                 assert result["status"] == "success", result
                 scraps.append(result["scraps"])
                 page = await session.call_tool("read_notebook", {"run_id": result["run_id"]})
                 assert token not in page.model_dump_json()
                 assert hidden not in page.model_dump_json()
+            opened = structured(
+                await session.call_tool(
+                    "open_session", {"path": "reach.py", "secrets": ["NEEDLES"]}
+                )
+            )
+            step = structured(
+                await session.call_tool("session_run", {"session_id": opened["session_id"]})
+            )
+            assert step["status"] == "success", step
+            asked = structured(
+                await session.call_tool(
+                    "session_evaluate", {"session_id": opened["session_id"], "code": GLUED}
+                )
+            )
+            assert asked["error"] is None, asked
+            scraps.append(json.loads(asked["output"]))
+            await session.call_tool("close_session", {"session_id": opened["session_id"]})
         return scraps
 
     # Root with its capabilities reads every process's memory, hidden or not: the server runs
@@ -218,7 +265,9 @@ def test_a_notebook_reads_none_of_the_server_variables_through_proc(tmp_path: Pa
         assert served.token == token
         scraps = anyio.run(scenario, served.url, token)
     launched = ["notebook_executor\0mcp" in str(scrap["parent"]) for scrap in scraps]
-    assert True in launched and False in launched, launched
+    # The runs of reach.py may be either; those of the kernelspec are launched, the session's
+    # kernel is forked.
+    assert [launched[1], launched[3], launched[4]] == [True, True, False], launched
     for scrap in scraps:
         assert scrap["found"] == [], scrap
         assert scrap["readable"] > 0  # the kernel did read environments: its own at least

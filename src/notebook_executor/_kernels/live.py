@@ -75,10 +75,12 @@ kernel was made from is kept, as that kernel's parent, until the kernel is repla
 once dropped or evicted (it is then no longer listed).
 
 Memory: a checkpoint costs the pages the kernel changed since (copy-on-write). The memory the
-checkpoints hold is measured as the proportional set size (``/proc/<pid>/smaps_rollup``)
-summed over the kernel and its checkpoints, less the kernel's resident size: what the kernel
-alone would use. A measurement reads every process's page tables (milliseconds per
-gigabyte), so it runs in a thread, after a checkpoint, one at a time.
+checkpoints hold is measured as the proportional set size of anonymous memory
+(``/proc/<pid>/smaps_rollup``) summed over the kernel and its checkpoints, less the kernel's
+anonymous resident size: what the kernel alone would use (file pages, shared with other
+processes too, are left out: see :func:`~.checkpoints.held_memory`). A measurement reads
+every process's page tables (milliseconds per gigabyte), so it runs in a thread, after a
+checkpoint, one at a time.
 """
 
 from __future__ import annotations
