@@ -25,6 +25,8 @@ _TOKEN = uuid.uuid4().hex
 
 #: The suite's own folder for run servers: no test ever reaches the user's real server.
 _RUNTIME = tempfile.mkdtemp(prefix="nbx-rt-")
+#: The suite's own ``$TMPDIR`` (see :func:`_private_tmpdir`), removed at the end.
+_TMPDIR: list[str] = []
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -70,6 +72,26 @@ def _stop_run_servers() -> None:
             os.kill(int(pid_file.read_text()), signal.SIGTERM)
     time.sleep(0.5)
     shutil.rmtree(_RUNTIME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Give this process (each pytest-xdist worker, or the one process) its own ``$TMPDIR``
+    before any kernel starts: kernel folders (``$TMPDIR/notebook-executor-<uid>``) of two
+    workers, or of two suites run at once on the machine, never mix, so a test may count the
+    folders its kernels leave. Short, in ``/tmp``: it holds sockets. ``tmp_path`` stays where
+    it was (its base is fixed first)."""
+    tmp_path_factory.getbasetemp()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "m")
+    _TMPDIR.append(tempfile.mkdtemp(prefix=f"ne-{worker}-{os.getpid()}-", dir="/tmp"))
+    os.environ["TMPDIR"] = _TMPDIR[-1]
+    tempfile.tempdir = None  # gettempdir() reads $TMPDIR again
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove this process's ``$TMPDIR`` (after the check for processes left behind)."""
+    for folder in _TMPDIR:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 #: Folders for sockets (a kernel's, Chromium's) must be short: a socket path holds 107 bytes.

@@ -337,6 +337,17 @@ def test_the_server_exits_when_idle(shell: Shell) -> None:
     assert shell.status()["pid"] is None
 
 
+def test_a_server_idle_sooner_than_it_starts_serves_the_command_that_started_it(
+    shell: Shell,
+) -> None:
+    # Its idle time counts from when it is ready, and it exits with no client waiting.
+    shell.env["NOTEBOOK_EXECUTOR_SERVER_IDLE"] = "0.01"
+    code, out, err = shell.run("-v", "run", "hello.py", "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "success"
+    assert "no run server" not in err
+
+
 def test_no_server_reachable_runs_in_process_and_says_so_once(shell: Shell) -> None:
     runtime = Path(shell.env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"])
     (runtime / f"notebook-executor-{os.getuid()}").mkdir(mode=0o755)

@@ -153,12 +153,17 @@ class _Server:
         self.socket_id = (found.st_dev, found.st_ino)
         Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)
         Path(self.files.pid_file).write_text(f"{os.getpid()}\n")
+        self.last_busy = time.monotonic()  # idle from now: starting took a while
 
     def serve(self) -> None:
         assert self.listener is not None
         while not self.stopping:
             self.reap()
-            if not self.children and time.monotonic() - self.last_busy > self.idle:
+            if (
+                not self.children
+                and time.monotonic() - self.last_busy > self.idle
+                and not select.select([self.listener], [], [], 0)[0]  # no client waiting
+            ):
                 logger.info("idle for %g s: stopping", self.idle)
                 break
             if not self._socket_is_ours():
@@ -244,6 +249,7 @@ class _Server:
     def status(self) -> dict[str, Any]:
         from ... import __version__
 
+        self.reap()  # a child that ended while the server waited in select: not served now
         return {
             "pid": os.getpid(),
             "version": __version__,
