@@ -265,9 +265,10 @@ def test_a_notebook_reads_none_of_the_server_variables_through_proc(tmp_path: Pa
         assert served.token == token
         scraps = anyio.run(scenario, served.url, token)
     launched = ["notebook_executor\0mcp" in str(scrap["parent"]) for scrap in scraps]
-    # The runs of reach.py may be either; those of the kernelspec are launched, the session's
-    # kernel is forked.
-    assert [launched[1], launched[3], launched[4]] == [True, True, False], launched
+    # The runs of the kernelspec are launched; the others are forked when the template serves
+    # them (the session's kernel as a rule, though a busy machine may launch it: then only
+    # launched kernels were tried, and the same assertions hold for them).
+    assert [launched[1], launched[3]] == [True, True], launched
     for scrap in scraps:
         assert scrap["found"] == [], scrap
         assert scrap["readable"] > 0  # the kernel did read environments: its own at least
