@@ -28,13 +28,16 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+# Run as a script: tests/ holds the shared download of pinned sdists.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sdists import sdist
 
 PEERS = ("nbclient", "papermill", "jupytext")
 
@@ -118,34 +121,7 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
 
 def _sdist(name: str, work: Path) -> Path:
     """The unpacked sdist of the installed ``name``, downloaded from the package index."""
-    pinned = f"{name}=={version(name)}"
-    unpacked = work / f"{name}-{version(name)}"
-    if unpacked.is_dir():
-        return unpacked
-    archive = work / f"{name}-{version(name)}.tar.gz"
-    if not archive.is_file():
-        # Without build isolation: the session has the build backends, and preparing the
-        # metadata in a fresh environment each time costs minutes.
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--no-build-isolation",
-                "--dest",
-                str(work),
-                pinned,
-            ],
-            check=True,
-        )
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    return unpacked
+    return sdist(name, version(name), work)
 
 
 # -- nbclient ---------------------------------------------------------------------------------

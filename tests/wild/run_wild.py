@@ -33,9 +33,7 @@ import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -43,6 +41,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# Run as a script: tests/ holds the shared download of pinned sdists.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sdists import sdist
 
 #: The sdists the corpus comes from (pinned; the nox session installs what they need to run),
 #: and which of their files are notebooks: (folder, glob, how many at most, left out).
@@ -173,37 +175,6 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="wild-") as work:
         yield Path(work)
-
-
-def sdist(name: str, version: str, work: Path) -> Path:
-    """The unpacked sdist ``name==version``, downloaded from the package index."""
-    unpacked = work / f"{name}-{version}"
-    if unpacked.is_dir():
-        return unpacked
-    archive = work / f"{name}-{version}.tar.gz"
-    if not archive.is_file():
-        # Without build isolation: the session has the build backends (a fresh build
-        # environment for each would take minutes).
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                "--no-build-isolation",
-                "--dest",
-                str(work),
-                f"{name}=={version}",
-            ],
-            check=True,
-        )
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    return unpacked
 
 
 def corpus(work: Path) -> list[Notebook]:
