@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from notebook_executor import NotebookExecutor
-from support import alive, descendants, wait_gone
+from support import SESSION_MARKER, alive, descendants, marked_processes, wait_gone
 
 pytestmark = [
     pytest.mark.kernel,
@@ -161,3 +161,57 @@ def test_what_no_one_killed_is_swept_at_the_next_start(
     assert left, "nothing was left to sweep: the scenario did not happen"
     _sweep_by_a_new_executor(tmp_path, spawner)
     assert wait_gone(pids) == set()
+
+
+#: A notebook whose cell starts shells that leave a ``sleep &`` behind, one after another, as
+#: fast as it can, until its kernel dies: the cell still runs while the kernel kills its session.
+FORKER = """# %% tags=["parameters"]
+pidfile: str = ""
+
+# %%
+import os
+import pathlib
+import subprocess
+
+started = 0
+while True:
+    subprocess.run(["sh", "-c", "sleep 600 > /dev/null 2>&1 &"])
+    started += 1
+    if started == 3:
+        pathlib.Path(pidfile + ".tmp").write_text(str(os.getpid()))
+        os.replace(pidfile + ".tmp", pidfile)
+"""
+
+
+@pytest.mark.parametrize("mode", ["launched", "forked"])
+def test_a_cell_that_keeps_starting_processes_leaves_none_when_the_host_is_killed(
+    tmp_path: Path, cleanup: set[int], mode: str
+) -> None:
+    """The kernel's cell runs on while its parent watch kills the session: whatever the cell
+    starts between the last pass over /proc and the kernel's exit must die too."""
+    token = f"forker-{os.getpid()}-{mode}"
+    notebook = tmp_path / "forker.py"
+    notebook.write_text(FORKER)
+    pidfile = tmp_path / f"{mode}.pid"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(tmp_path / "runs"), str(notebook), str(pidfile), mode],
+        cwd=tmp_path,
+        env={**os.environ, SESSION_MARKER: token},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not pidfile.exists():
+            assert host.poll() is None, "the host ended before it was killed"
+            assert time.monotonic() < deadline, "the notebook never started its shells"
+            time.sleep(0.05)
+        time.sleep(0.5)
+    finally:
+        host.kill()
+        host.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    left = marked_processes(token)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = marked_processes(token)
+    cleanup.update(left)
+    assert left == {}

@@ -21,8 +21,8 @@ The server exits, killing its children's sessions (the kernels and whatever thei
 started: see ``sessions.py``), when the socket closes (the host closed or died).
 
 Every kernel, launched or forked, watches its parent (the host, the template or a checkpoint)
-through a pidfd; when the parent exits, the kernel kills every other process of its session
-and exits.
+through a pidfd; when the parent exits, the kernel exits, and a child it leaves behind kills
+every other process of its session once the kernel (and its running cell) is gone.
 """
 
 from __future__ import annotations
@@ -197,8 +197,33 @@ class _ParentWatch(threading.Thread):
                     time.sleep(1.0)
         with contextlib.suppress(BaseException):
             if os.getsid(0) == os.getpid():
-                sessions.kill_sessions([os.getpid()], own=True)
+                _kill_session_after_exit(sessions)
         os._exit(1)
+
+
+def _kill_session_after_exit(sessions: Any) -> None:
+    """Have what this kernel's session started killed once this process is gone.
+
+    The cell runs on beside this thread and may start a process after any pass over /proc,
+    until this process exits: so a child of this thread waits for that exit (a pidfd of this
+    process), then kills the session's other processes, pass after pass, and exits. Where there
+    is no pidfd, the passes run here, before the exit.
+    """
+    try:
+        exited = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        sessions.kill_sessions([os.getpid()], own=True)
+        return
+    if os.fork() != 0:
+        return
+    try:
+        poller = select.poll()
+        poller.register(exited, select.POLLIN)
+        while not poller.poll():
+            pass
+        sessions.kill_sessions([os.getsid(0)], own=True)
+    finally:
+        os._exit(0)
 
 
 class FileOnly:
