@@ -24,6 +24,7 @@ from notebook_executor._notebook import (
     new_markdown_cell,
     new_notebook,
 )
+from notebook_executor._run.cell_loop import run_job
 from notebook_executor.engine import (
     CellFailure,
     CellReply,
@@ -197,7 +198,7 @@ def run_case(engine: Any, case: Case, cwd: Path, env: Mapping[str, str]) -> Obse
         cancel=threading.Event(),
     )
     try:
-        outcome = engine.run(job)
+        outcome = run_job(engine, job)
         cancelled = False
     except RunCancelled as stop:
         outcome, cancelled = stop.outcome, True
@@ -257,3 +258,50 @@ def _last_reached(case: Case) -> int:
     if case.exited is not None:
         return case.exited
     return len(case.cells) - 1
+
+
+@dataclass
+class SessionObserved:
+    """What a session's first step did with a case's notebook, and its run record's cells."""
+
+    step: Mapping[str, Any]
+    cells: list[NotebookNode]
+
+
+def run_session_case(engine: Any, case: Case, folder: Path) -> SessionObserved:
+    """Open a session on ``case``'s notebook on ``engine`` (through the executor, which closes
+    it), run one step over every cell, and read the session's run record."""
+    import nbformat
+
+    from notebook_executor import NotebookExecutor
+
+    path = folder / "case.ipynb"
+    nbformat.write(nbformat.from_dict(notebook(case)), str(path))
+    with (
+        NotebookExecutor(runs_dir=folder / "runs", engine=engine) as ex,
+        ex.open_session(path, cwd=folder, cell_timeout=case.cell_timeout) as session,
+    ):
+        step = session.run()
+        run_id = session.run_id
+    [record] = (folder / "runs").rglob(f"{run_id}.ipynb")
+    nb = nbformat.read(str(record), as_version=4)
+    return SessionObserved(step, list(nb.cells))
+
+
+def check_session(case: Case, seen: SessionObserved) -> None:
+    """Assert what the contract says of ``case`` on what a session's step did."""
+    step = seen.step
+    ran = list(case.completed)
+    if case.failure is None:
+        assert step["status"] == "success", step
+    else:
+        index, kind, ename, _ = case.failure
+        assert step["status"] == "error", step
+        assert (step["error_kind"], step["failed_cell"]["index"]) == (kind, index)
+        assert step["failed_cell"]["ename"] == ename
+        ran.append(index)
+    assert step["cells_run"] == ran
+    for index, count in case.counts.items():
+        assert seen.cells[index].get("execution_count") == count, index
+    for index, expected in case.outputs.items():
+        assert _texts(seen.cells[index]) == expected, index

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     import nbformat
 
     from ._catalog.store import Catalog
-    from ._kernels.forkserver import ForkChannel
-    from ._run.plan import Plan
     from ._session.session import Session
 
 __all__ = ["NotebookExecutor"]
@@ -339,22 +337,15 @@ class NotebookExecutor(ReviewMethods):
         )
         session = open_session(
             lambda: self._plan(input_path, options),
+            self._engine,
             runs_dir=self.runs_dir,
             on_record=self._catalog_call,
             idle_timeout=idle_timeout,
             checkpoint_memory=checkpoint_memory,
             on_close=self._sessions.discard,
-            template=self._session_template,
         )
         self._sessions.add(session)
         return session
-
-    def _session_template(self, plan: Plan) -> ForkChannel | None:
-        """The template a session's kernel forks from: the engine's, as ``execute`` does."""
-        if not isinstance(self._engine, KernelEngine):
-            return None
-        job = plan.job
-        return self._engine.template(job.kernel, job.cwd, job.env)
 
     def execute_many(
         self,

@@ -21,7 +21,9 @@ from typing import Any
 
 __all__ = [
     "NotebookNode",
+    "code_cell_indices",
     "from_dict",
+    "is_blank",
     "new_code_cell",
     "new_markdown_cell",
     "new_notebook",
@@ -29,6 +31,7 @@ __all__ = [
     "notebook_language",
     "output_from_msg",
     "random_cell_id",
+    "skipped",
     "strip_transient",
 ]
 
@@ -222,3 +225,19 @@ def notebook_language(nb: NotebookNode) -> str:
         or metadata.get("jupytext", {}).get("main_language")
         or "python"
     ).lower()
+
+
+def skipped(cell: Mapping[str, Any]) -> bool:
+    """Whether ``cell`` is tagged ``skip-execution`` (nbclient's and nbmake's convention)."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "skip-execution" in tags
+
+
+def is_blank(cell: Mapping[str, Any]) -> bool:
+    """Whether a code cell has nothing to run (never sent to the kernel, as with nbclient)."""
+    return not str(cell.get("source", "")).strip()
+
+
+def code_cell_indices(nb: NotebookNode) -> list[int]:
+    """The code cells a run executes, in order (not those tagged ``skip-execution``)."""
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not skipped(c)]

@@ -1,42 +1,53 @@
 """The engine seam: what an engine is given, what it returns, and the protocol it follows.
 
-An engine runs one notebook on one kernel. :class:`~notebook_executor.NotebookExecutor` uses the
-real one (kernels forked or launched fresh for every run) unless it is handed another object
-that follows :class:`Engine`; tests of everything around the engine do that, so they need no
-kernel. Everything a custom engine needs is importable from here.
+An engine opens kernels; the executor drives them. For a run, :func:`open <Engine.open>` gives
+a kernel for the job and the executor's one cell loop runs the job's code cells on it, one at a
+time (:meth:`EngineKernel.run_cell`), owning everything around the cells: which cells run, the
+time limits, how a cell's end becomes the run's failure, the "output lost" marker, Ctrl-C, the
+widgets' state. A session's steps go through the same loop, on a kernel opened for a job that
+asks for checkpoints (:attr:`RunJob.checkpoints`): an engine whose kernels follow
+:class:`SupportsCheckpoints` gives time travel, any other still serves sessions (a restore then
+replays the cells on a fresh kernel).
 
-A custom engine is any object with the two methods of :class:`Engine`::
+:class:`~notebook_executor.NotebookExecutor` uses the real engine (kernels forked or launched
+fresh for every run) unless it is handed another object that follows :class:`Engine`; tests of
+everything around the engine do that, so they need no kernel. Everything a custom engine needs
+is importable from here. A custom engine::
 
     class EchoEngine:
-        def run(self, job: RunJob) -> EngineOutcome:
-            outcome = EngineOutcome()
-            for index, cell in enumerate(job.nb.cells):
-                if cell.cell_type == "code":
-                    cell.outputs = []  # ... execute the cell, fill its outputs ...
-                    outcome.completed.append(index)
-                    job.cell_done(index)
-            return outcome
+        def open(self, job: RunJob) -> EngineKernel:
+            return EchoKernel()
 
         def close(self) -> None:
             pass
 
-It may also have either optional hook, :meth:`~SupportsPrepare.prepare_kernel` and
+    class EchoKernel:
+        info = {}
+
+        def run_cell(self, nb, index, limit):
+            nb.cells[index].outputs = []  # ... execute the cell, fill its outputs ...
+            return CellEnd("ok")
+
+        def save_widgets(self, nb): pass
+        def stop(self): pass
+        def close(self, *, clean): pass
+
+An engine may also have either optional hook, :meth:`~SupportsPrepare.prepare_kernel` and
 :meth:`~SupportsPrestart.prestart`, to start work early; the executor calls a hook only when the
 engine has it.
 
 :class:`ScriptedEngine` runs no code at all: a function gives each code cell's outputs, as
 httpx's ``MockTransport`` answers requests, so that what surrounds the engine (parameters, the
-result, the run files, a face) can be tested without a kernel.
+result, the run files, sessions, a face) can be tested without a kernel.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ._notebook import NotebookNode
 from ._types import ErrorKind
@@ -45,9 +56,12 @@ if TYPE_CHECKING:
     import threading
 
 __all__ = [
+    "CellEnd",
     "CellFailure",
     "CellReply",
+    "CheckpointError",
     "Engine",
+    "EngineKernel",
     "EngineOutcome",
     "ErrorKind",
     "KernelChoice",
@@ -55,6 +69,7 @@ __all__ = [
     "RunCancelled",
     "RunJob",
     "ScriptedEngine",
+    "SupportsCheckpoints",
     "SupportsPrepare",
     "SupportsPrestart",
 ]
@@ -112,6 +127,10 @@ class RunJob:
     on_cell_start: Callable[[int], None] | None = None
     #: Longest the kernel may take to start and answer (seconds); None: the engine's own limit.
     start_timeout: float | None = None
+    #: True for a session's kernel: checkpoints will be asked for (an engine that cannot take
+    #: them opens its usual kernel). ``checkpoint_memory``: most bytes they may hold.
+    checkpoints: bool = False
+    checkpoint_memory: int | None = None
 
     def cell_starting(self, index: int) -> None:
         """Report that the code cell at ``index`` is about to run; never fails the run."""
@@ -173,25 +192,123 @@ class RunCancelled(KeyboardInterrupt):
     (``error_kind`` ``"cancelled"``).
     """
 
-    def __init__(self, outcome: EngineOutcome) -> None:
-        super().__init__("the run was cancelled")
-        self.outcome = outcome
+    #: How the cell that was running is recorded (a subclass may say otherwise: the run
+    #: server's end records ``interrupted``).
+    kind: ErrorKind = "cancelled"
+    ename = "KeyboardInterrupt"
+    message = "the run was cancelled"
+
+    def __init__(self, outcome: EngineOutcome | None = None) -> None:
+        super().__init__(self.message)
+        self.outcome = EngineOutcome() if outcome is None else outcome
+
+
+@dataclass
+class CellEnd:
+    """How one cell's execution ended, as :meth:`EngineKernel.run_cell` tells it.
+
+    ``how`` is ``"ok"`` (the reply said ok), ``"error"`` (the reply said error: the cell's
+    outputs hold the traceback), ``"timeout"`` (no reply within the limit), ``"dead"`` (the
+    kernel died before replying) or ``"cancelled"`` (the run was cancelled while it waited).
+    ``idle`` tells whether the kernel's idle status for the cell arrived, i.e. whether its
+    output is known to be whole. For a dead kernel, ``exit_status`` (when known) and
+    ``stderr`` (its last lines) say how it died.
+    """
+
+    how: Literal["ok", "error", "timeout", "dead", "cancelled"]
+    reply: Mapping[str, Any] = field(default_factory=dict)
+    idle: bool = False
+    exit_status: int | None = None
+    stderr: list[str] = field(default_factory=list)
+    #: How the cell failed, when the engine knows it exactly (a :class:`ScriptedEngine`'s
+    #: handler says so): taken as it is, instead of what the loop makes of ``how``.
+    failure: CellFailure | None = None
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be taken or restored (or is not held); the message says why."""
+
+
+class EngineKernel(Protocol):
+    """A kernel an engine opened for one job (a run, or a session until it restarts it).
+
+    The executor's cell loop calls :meth:`run_cell` for each code cell, from one thread at a
+    time, and :meth:`close` once (after :meth:`stop` when the kernel is no longer usable).
+    """
+
+    @property
+    def info(self) -> Mapping[str, Any]:
+        """The kernel's ``kernel_info_reply`` content (``language_info`` and so on); may be
+        empty."""
+        ...
+
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        """Run code cell ``index`` of ``nb``: its execution count and outputs go into the cell
+        as they arrive (the job's ``on_output`` is told of each). Wait ``limit`` seconds at most
+        for the reply (None: as long as the kernel lives). Ctrl-C (``KeyboardInterrupt``) or
+        the job's ``cancel`` event ends the wait: this raises ``KeyboardInterrupt``, and the
+        loop then stops the kernel."""
+        ...
+
+    def save_widgets(self, nb: NotebookNode) -> None:
+        """Write the state of the kernel's widget models into ``nb``'s metadata (nothing when
+        there are none)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the kernel now: a cell timed out, the kernel died or the run was cancelled;
+        its state is lost (checkpoints stay)."""
+        ...
+
+    def close(self, *, clean: bool) -> None:
+        """Release the kernel and everything it holds; ``clean``: every cell it was asked to
+        run ended (the kernel may be shut down politely)."""
+        ...
+
+
+@runtime_checkable
+class SupportsCheckpoints(Protocol):
+    """An :class:`EngineKernel` that keeps copies of its state, keyed by the index of the cell
+    after which each was taken (``-1``: the fresh kernel)."""
+
+    def checkpoint_unsupported(self) -> str | None:
+        """Why no checkpoint can be taken of this kernel now, or None."""
+        ...
+
+    def checkpoint(self, key: int) -> None:
+        """Save the current state as ``key`` (replacing it); raises :class:`CheckpointError`."""
+        ...
+
+    def restore(self, key: int) -> None:
+        """Make checkpoint ``key``'s state the kernel's; raises :class:`CheckpointError`."""
+        ...
+
+    def checkpoints(self) -> list[int]:
+        """Keys of the checkpoints held now (some may have been evicted)."""
+        ...
+
+    def lost(self) -> dict[int, str]:
+        """Checkpoints dropped without being asked to: key -> why (evicted, died)."""
+        ...
 
 
 class Engine(Protocol):
-    """Runs one job and reports what happened; never raises for a failure in the notebook.
+    """Opens a kernel for a job; never raises for a failure in the notebook.
 
-    The one exception is Ctrl-C (or the job's ``cancel`` event): the engine stops its kernel
-    and raises :class:`RunCancelled` carrying the partial outcome. ``run`` may be called from
-    several threads at once (:meth:`~notebook_executor.NotebookExecutor.execute_many`).
+    ``open`` may be called from several threads at once
+    (:meth:`~notebook_executor.NotebookExecutor.execute_many`). A kernel that cannot start
+    raises (any exception; its message says why): the run is then recorded as failed on its
+    first code cell (``kernel_died``, or ``timeout`` past the run's deadline), and a session
+    raises :class:`~notebook_executor.KernelStartError`.
 
     Two hooks are optional, each a protocol of its own so that an engine has either, both or
     neither: :class:`SupportsPrepare` (a head start before any run is known) and
     :class:`SupportsPrestart` (start a checked job's kernel while its run records are written).
     """
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job.nb`` in place and return the outcome."""
+    def open(self, job: RunJob) -> EngineKernel:
+        """A started kernel for ``job`` (its kernel, working directory and environment);
+        within ``job.start_timeout`` seconds when given."""
         ...
 
     def close(self) -> None:
@@ -223,7 +340,7 @@ class SupportsPrestart(Protocol):
         """Start the kernel ``job`` will run on; return at once.
 
         Called with a job that passed every input check, before its run records are written
-        and :meth:`Engine.run` is called with the same job; ``run`` then uses that kernel.
+        and :meth:`Engine.open` is called with the same job; ``open`` then gives that kernel.
         ``execute`` calls it just before the run records; ``execute_many`` calls it for every
         run once all the parameter sets are checked, before the first run starts, so an
         engine knows a sweep is coming. A job announced this way may still never run (Ctrl-C).
@@ -239,23 +356,25 @@ CellReply: TypeAlias = "Iterable[Mapping[str, Any]] | CellFailure"
 class ScriptedEngine:
     """An engine that runs no code: ``handler(job, index)`` gives each code cell's outputs.
 
-    The cells of ``job.nb`` are taken in order, as the kernel engine takes them: markdown and
-    raw cells and cells tagged ``skip-execution`` are passed over, a blank code cell completes
-    without running; every other code cell gets the next execution count (from 1) and the
-    outputs the handler returns. An ``error`` output among them fails the run there with a
-    ``cell_error`` (a ``SystemExit`` with no status or 0 ends it early and successfully, as
-    ``sys.exit()`` does on a kernel). The handler may instead return a :class:`CellFailure` (a
-    ``timeout`` or a ``kernel_died``, say), which ends the run at that cell; a failure of kind
-    ``cancelled``, or the job's ``cancel`` event set before a cell, raises
-    :class:`RunCancelled`, as Ctrl-C does. Outputs the handler appends to the cell itself
-    stay before those it returns (what a kernel sent before it timed out or died, say). Each
-    cell's time is the handler's. Every job is kept in :attr:`jobs`.
+    Its kernels (:class:`ScriptedKernel`) are driven by the executor's cell loop, as the real
+    kernels are, so the cells are taken by the same rules: markdown and raw cells and cells
+    tagged ``skip-execution`` are passed over, a blank code cell completes without running;
+    every other code cell gets the kernel's next execution count (from 1) and the outputs the
+    handler returns. An ``error`` output among them fails the run there with a ``cell_error``
+    (a ``SystemExit`` with no status or 0 ends it early and successfully, as ``sys.exit()``
+    does on a kernel). The handler may instead return a :class:`CellFailure` (a ``timeout`` or
+    a ``kernel_died``, say), which ends the run at that cell as it says; one of kind
+    ``cancelled`` is Ctrl-C. Outputs the handler appends to the cell itself stay before those
+    it returns (what a kernel sent before it timed out or died, say). Each cell's time is the
+    handler's. Sessions run on it too: its kernels take checkpoints (of the execution count,
+    and of what :meth:`ScriptedKernel.snapshot` returns). Every job opened is kept in
+    :attr:`jobs`.
 
     Parameters
     ----------
     handler : callable, optional
         ``handler(job, index) -> outputs or CellFailure``; by default each cell produces no
-        output.
+        output. ``job.nb`` is the notebook being run (a session's as it is at that step).
 
     Examples
     --------
@@ -271,83 +390,120 @@ class ScriptedEngine:
 
     def __init__(self, handler: Callable[[RunJob, int], CellReply] | None = None) -> None:
         self.handler = handler
-        #: Every job run, in order.
+        #: Every job opened, in order.
         self.jobs: list[RunJob] = []
         #: How many times :meth:`close` was called.
         self.closed = 0
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        """Give each code cell of ``job.nb`` its scripted outputs; see the class."""
-        from ._notebook import from_dict
-        from ._times import iso, now_utc
-
+    def open(self, job: RunJob) -> ScriptedKernel:
+        """A kernel for ``job`` that answers with the handler; see the class."""
         self.jobs.append(job)
-        outcome = EngineOutcome()
-        count = 0
-        for index, cell in enumerate(job.nb.cells):
-            tags = cell.get("metadata", {}).get("tags", [])
-            if cell.get("cell_type") != "code" or "skip-execution" in tags:
-                continue
-            if job.cancel is not None and job.cancel.is_set():
-                outcome.failure = CellFailure(
-                    index, "cancelled", "KeyboardInterrupt", "the run was cancelled", []
-                )
-                raise RunCancelled(outcome)
-            job.cell_starting(index)
-            outcome.cell_started[index] = iso(now_utc())
-            began = time.monotonic()
-            if str(cell.get("source", "")).strip():
-                count += 1
-                cell["execution_count"] = count
-                cell["outputs"] = []
-                reply = () if self.handler is None else self.handler(job, index)
-                outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
-                if isinstance(reply, CellFailure):
-                    outcome.failure = reply
-                    if reply.kind == "cancelled":
-                        raise RunCancelled(outcome)
-                    return outcome
-                for output in reply:
-                    node = from_dict(dict(output))
-                    cell["outputs"].append(node)
-                    self._report(job, index, node)
-                errors = [o for o in cell["outputs"] if o.get("output_type") == "error"]
-                if errors and not _clean_exit(errors):
-                    last = errors[-1]
-                    outcome.failure = CellFailure(
-                        index,
-                        "cell_error",
-                        str(last.get("ename", "")),
-                        str(last.get("evalue", "")),
-                        [str(line) for line in last.get("traceback", [])],
-                    )
-                    return outcome
-                if errors:
-                    outcome.exited = index
-            else:
-                outcome.cell_seconds[index] = 0.0
-            outcome.completed.append(index)
-            job.cell_done(index)
-            if outcome.exited is not None:
-                break
-        return outcome
+        return ScriptedKernel(job, self.handler)
 
     def close(self) -> None:
         """Nothing to release; counts the calls."""
         self.closed += 1
 
-    @staticmethod
-    def _report(job: RunJob, index: int, output: Mapping[str, Any]) -> None:
-        if job.on_output is None:
-            return
-        try:
-            job.on_output(index, output)
-        except Exception as exc:
-            logger.debug("the output callback failed: %s", exc)
 
+class ScriptedKernel:
+    """A :class:`ScriptedEngine`'s kernel: ``handler(job, index)`` answers each cell.
 
-def _clean_exit(errors: list[Mapping[str, Any]]) -> bool:
-    """Whether every error is a ``SystemExit`` with no status or 0 (``sys.exit()``)."""
-    return all(
-        e.get("ename") == "SystemExit" and str(e.get("evalue", "")) in ("", "0") for e in errors
-    )
+    Follows :class:`EngineKernel` and :class:`SupportsCheckpoints`. A checkpoint keeps the
+    execution count and what :meth:`snapshot` returns (None here: a subclass with state of its
+    own, such as a namespace, returns a copy of it and takes it back in :meth:`reinstate`).
+    """
+
+    info: Mapping[str, Any] = {"language_info": {"name": "python"}}
+
+    def __init__(
+        self, job: RunJob, handler: Callable[[RunJob, int], CellReply] | None = None
+    ) -> None:
+        self.job = job
+        self.handler = handler
+        #: The last execution count given.
+        self.count = 0
+        #: False once stopped or closed: a cell then finds the kernel dead.
+        self.running = True
+        self._saved: dict[int, tuple[int, Any]] = {}
+
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        """Give cell ``index`` its scripted outputs; see :class:`ScriptedEngine`."""
+        from ._notebook import from_dict
+
+        if not self.running:
+            return CellEnd("dead")
+        job = self.job if nb is self.job.nb else replace(self.job, nb=nb)
+        cell = nb.cells[index]
+        self.count += 1
+        cell["execution_count"] = self.count
+        cell["outputs"] = []
+        reply = () if self.handler is None else self.handler(job, index)
+        if isinstance(reply, CellFailure):
+            return self._failed(reply)
+        for output in reply:
+            node = from_dict(dict(output))
+            cell["outputs"].append(node)
+            if job.on_output is not None:
+                try:
+                    job.on_output(index, node)
+                except Exception as exc:
+                    logger.debug("the output callback failed: %s", exc)
+        errors = [o for o in cell["outputs"] if o.get("output_type") == "error"]
+        return CellEnd("error" if errors else "ok", idle=True)
+
+    def _failed(self, failure: CellFailure) -> CellEnd:
+        if failure.kind == "cancelled":
+            raise KeyboardInterrupt
+        how: Literal["error", "timeout", "dead"] = (
+            "error"
+            if failure.kind == "cell_error"
+            else "timeout"
+            if failure.kind == "timeout"
+            else "dead"
+        )
+        if how == "dead":
+            self.running = False
+        return CellEnd(how, idle=True, failure=failure)
+
+    def save_widgets(self, nb: NotebookNode) -> None:
+        """No widgets: nothing to write."""
+
+    def stop(self) -> None:
+        """The kernel's state is lost: later cells find it dead."""
+        self.running = False
+
+    def close(self, *, clean: bool) -> None:
+        """Nothing to release."""
+        self.running = False
+        self._saved.clear()
+
+    # -- checkpoints (SupportsCheckpoints) ---------------------------------------------------
+
+    def snapshot(self) -> Any:
+        """The state a checkpoint keeps beside the execution count (None: none)."""
+        return None
+
+    def reinstate(self, state: Any) -> None:
+        """Make ``state`` (a :meth:`snapshot`) the kernel's."""
+
+    def checkpoint_unsupported(self) -> str | None:
+        return None if self.running else "the kernel is not running"
+
+    def checkpoint(self, key: int) -> None:
+        if not self.running:
+            raise CheckpointError("the kernel is not running")
+        self._saved.pop(key, None)
+        self._saved[key] = (self.count, self.snapshot())
+
+    def restore(self, key: int) -> None:
+        if key not in self._saved:
+            raise CheckpointError(f"there is no checkpoint {key}")
+        self.count, state = self._saved[key]
+        self.reinstate(state)
+        self.running = True
+
+    def checkpoints(self) -> list[int]:
+        return list(self._saved)
+
+    def lost(self) -> dict[int, str]:
+        return {}

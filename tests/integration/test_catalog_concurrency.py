@@ -34,25 +34,24 @@ glue("worker", worker)
 WRITER = r"""
 import json, random, sys, time
 import nbformat
-from notebook_executor import EngineOutcome, NotebookExecutor
+from notebook_executor import NotebookExecutor
+from notebook_executor.engine import ScriptedEngine
 
-class FakeEngine:
-    def run(self, job):
-        outcome, namespace = EngineOutcome(), {}
-        for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type != "code":
-                continue
-            def glue(name, value, cell=cell):
-                payload = {"name": name, "data": value, "encoder": "json", "version": 1}
-                cell.outputs.append(nbformat.v4.new_output(
-                    "display_data", data={"application/scrapbook.scrap.json+json": payload}))
-            namespace["glue"] = glue
-            exec(cell.source, namespace)
-            outcome.completed.append(index)
+namespace = {}
+
+def cell(job, index):
+    cell = job.nb.cells[index]
+    def glue(name, value):
+        payload = {"name": name, "data": value, "encoder": "json", "version": 1}
+        cell.outputs.append(nbformat.v4.new_output(
+            "display_data", data={"application/scrapbook.scrap.json+json": payload}))
+    namespace["glue"] = glue
+    exec(cell.source, namespace)
+    if index == len(job.nb.cells) - 1:
         time.sleep(random.random() * 0.01)
-        return outcome
-    def close(self):
-        pass
+    return ()
+
+FakeEngine = lambda: ScriptedEngine(cell)
 
 runs_dir, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ids = []
@@ -109,15 +108,15 @@ print(json.dumps({"snapshots": snapshots, "largest": largest, "problems": proble
 HANGING = r"""
 import sys, time
 from pathlib import Path
-from notebook_executor import EngineOutcome, NotebookExecutor
+from notebook_executor import NotebookExecutor
+from notebook_executor.engine import ScriptedEngine
 
-class HangingEngine:
-    def run(self, job):
-        Path(sys.argv[2]).write_text("started")
-        time.sleep(3600)
-        return EngineOutcome()
-    def close(self):
-        pass
+def hang(job, index):
+    Path(sys.argv[2]).write_text("started")
+    time.sleep(3600)
+    return ()
+
+HangingEngine = lambda: ScriptedEngine(hang)
 
 with NotebookExecutor(runs_dir=sys.argv[1], engine=HangingEngine()) as ex:
     ex.execute("doubler.py", parameters={"x": 21, "worker": "doomed"})

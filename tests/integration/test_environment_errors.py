@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor import EngineOutcome, NotebookExecutor, RunJob, RunsDirError
+from notebook_executor import NotebookExecutor, RunJob, RunsDirError
 from notebook_executor._kernels.kernel_engine import KernelEngine
+from notebook_executor.engine import EngineKernel
 
 pytestmark = pytest.mark.kernel
 
@@ -190,7 +191,7 @@ def test_the_api_raises_runs_dir_error_before_any_kernel(tmp_path: Path, noteboo
     blocked.write_text("not a folder")
 
     class NoKernel:
-        def run(self, job: RunJob) -> EngineOutcome:
+        def open(self, job: RunJob) -> EngineKernel:
             raise AssertionError("a kernel was asked for")
 
         def close(self) -> None:

@@ -12,8 +12,8 @@ import pytest
 
 from leaks import scan_tree
 from notebook_executor import NotebookExecutor, NotebookExecutorError
+from notebook_executor._kernels.checkpointed import CheckpointedKernel
 from notebook_executor._kernels.kernel_engine import KernelEngine
-from notebook_executor._session.kernel import LoopKernel
 from support import descendants, wait_gone
 
 pytestmark = pytest.mark.kernel
@@ -109,7 +109,7 @@ def test_a_session_kernel_is_forked_from_the_executors_template(tmp_path: Path) 
         pool = engine.pool
         templates = {t.pid for t in (pool._first_template, pool._full_template) if t}
         kernel = session._kernel
-        assert isinstance(kernel, LoopKernel) and kernel._live is not None
+        assert isinstance(kernel, CheckpointedKernel) and kernel._live is not None
         assert parent_pid(kernel._live.pid) in templates
         step = session.run(until=3)
         assert step["status"] == "success" and step["cells_run"] == [0, 2, 3]

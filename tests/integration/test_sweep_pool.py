@@ -21,6 +21,7 @@ from notebook_executor._kernels.launch import kernel_environment
 from notebook_executor._kernels.options import NATIVE_KERNEL_NAME
 from notebook_executor._kernels.pool import PoolState
 from notebook_executor._kernels.workdirs import kernel_root
+from notebook_executor._run.cell_loop import run_job
 from notebook_executor.engine import KernelChoice, RunJob
 from support import alive, descendants
 
@@ -122,9 +123,9 @@ def test_two_runs_announced_together_start_a_sweep(workdir: Path, engine: Kernel
     assert (pool.sweep, pool.state) == (True, PoolState.WARM)
     assert pool._full_template is not None
     # Both announced runs come; then the sweep is over.
-    assert engine.run(job).failure is None
+    assert run_job(engine, job).failure is None
     assert pool.sweep is True
-    assert engine.run(job).failure is None
+    assert run_job(engine, job).failure is None
     assert pool.sweep is False
     assert pool.stats["forked"] >= 2, pool.stats
 

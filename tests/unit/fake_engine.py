@@ -38,6 +38,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import copy
 import io
 import os
 import sys
@@ -53,15 +54,16 @@ import nbformat
 from notebook_executor.engine import (
     CellFailure,
     CellReply,
-    EngineOutcome,
+    CheckpointError,
     ErrorKind,
-    RunCancelled,
     RunJob,
     ScriptedEngine,
+    ScriptedKernel,
 )
 
 __all__ = [
     "FakeEngine",
+    "FakeKernel",
     "SimulatedInterrupt",
     "SimulatedKernelDeath",
     "SimulatedTimeout",
@@ -134,67 +136,151 @@ class _Glue:
 class FakeEngine(ScriptedEngine):
     """Runs a job's code cells with ``exec`` in this process; see the module docstring.
 
-    The cells are taken as :class:`~notebook_executor.engine.ScriptedEngine` takes them (which
-    run, their counts, how an error, an exit or a failure ends the run); what each produces is
-    what ``exec`` of its source gives.
+    Its kernels are :class:`~notebook_executor.engine.ScriptedKernel` objects whose answer is what
+    ``exec`` of the cell's source gives, in a namespace of the kernel's own; driven by the
+    executor's cell loop, as real kernels are. They take checkpoints (a deep copy of the
+    namespace), so sessions run on this engine too.
 
     Parameters
     ----------
     before_cell : callable, optional
         Called with ``(job, index)`` before each code cell runs (to observe or to break things).
+    unsupported : str, optional
+        Every checkpoint is refused with this reason.
+    keep : int, optional
+        Checkpoints beyond this many are evicted, oldest first (as the memory limit does).
+    broken_restores : bool
+        Every restore fails.
     """
 
-    def __init__(self, before_cell: Callable[[RunJob, int], None] | None = None) -> None:
-        super().__init__(self._execute)
-        self.outcomes: list[EngineOutcome] = []
+    def __init__(
+        self,
+        before_cell: Callable[[RunJob, int], None] | None = None,
+        *,
+        unsupported: str | None = None,
+        keep: int | None = None,
+        broken_restores: bool = False,
+    ) -> None:
+        super().__init__()
         #: Calls of :meth:`prepare_kernel`, with the number of jobs run before each.
         self.prepared: list[int] = []
         self.before_cell = before_cell
-        #: Each run's namespace and glue, by job (runs of ``execute_many`` share the engine).
-        self._runs: dict[int, tuple[dict[str, Any], _Glue]] = {}
+        self.unsupported = unsupported
+        self.keep = keep
+        self.broken_restores = broken_restores
+        #: Every kernel opened, in order.
+        self.kernels: list[FakeKernel] = []
 
     def prepare_kernel(self) -> None:
         """Record that the caller asked for a head start (the optional hook of
         :class:`notebook_executor.engine.SupportsPrepare`)."""
         self.prepared.append(len(self.jobs))
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job.nb`` in place and return what happened."""
-        glue = _Glue()
-        namespace: dict[str, Any] = {
+    def open(self, job: RunJob) -> FakeKernel:
+        """A kernel of its own namespace for ``job``."""
+        self.jobs.append(job)
+        kernel = FakeKernel(self, job)
+        self.kernels.append(kernel)
+        return kernel
+
+    @property
+    def kernel(self) -> FakeKernel | None:
+        """The last kernel opened (a session's current one)."""
+        return self.kernels[-1] if self.kernels else None
+
+
+class FakeKernel(ScriptedKernel):
+    """One fake kernel: cells ``exec``-ed in its namespace; every call counted in
+    :attr:`calls`."""
+
+    def __init__(self, engine: FakeEngine, job: RunJob) -> None:
+        super().__init__(job, self._execute)
+        self.engine = engine
+        self.glue = _Glue()
+        self.namespace: dict[str, Any] = self._fresh()
+        self.calls: list[tuple[str, Any]] = [("start", None)]
+        self.dropped: dict[int, str] = {}
+        #: Whether :meth:`close` was called.
+        self.closed = False
+
+    def _fresh(self) -> dict[str, Any]:
+        return {
             "__name__": "__main__",
-            "__builtins__": _builtins_with(glue.module(), _os_view(job.env)),
+            "__builtins__": _builtins_with(self.glue.module(), _os_view(self.job.env)),
             "SimulatedTimeout": SimulatedTimeout,
             "SimulatedKernelDeath": SimulatedKernelDeath,
             "SimulatedInterrupt": SimulatedInterrupt,
         }
-        self._runs[id(job)] = (namespace, glue)
-        try:
-            with _captured():
-                outcome = super().run(job)
-        except RunCancelled as stop:
-            self.outcomes.append(stop.outcome)
-            raise
-        finally:
-            del self._runs[id(job)]
-        self.outcomes.append(outcome)
-        return outcome
+
+    def run_cell(self, nb: Any, index: int, limit: float | None) -> Any:
+        self.calls.append(("execute", index))
+        with _captured():
+            return super().run_cell(nb, index, limit)
 
     def _execute(self, job: RunJob, index: int) -> CellReply:
         """One cell: its outputs go into the cell as they are made (a failure keeps them)."""
-        if self.before_cell is not None:
-            self.before_cell(job, index)
-        namespace, glue = self._runs[id(job)]
+        if self.engine.before_cell is not None:
+            self.engine.before_cell(job, index)
         cell = job.nb.cells[index]
-        glue.cell = cell
+        self.glue.cell = cell
         began = time.monotonic()
-        failure = _run_cell(cell, index, namespace)
+        failure = _run_cell(cell, index, self.namespace)
         elapsed = time.monotonic() - began
         if failure is None and job.cell_timeout is not None and elapsed > job.cell_timeout:
             return _failure(index, "timeout", "TimeoutError", "cell_timeout exceeded")
         if failure is not None and failure.kind != "cell_error":
             return failure
         return ()
+
+    # -- checkpoints: deep copies of the namespace ------------------------------------------
+
+    def snapshot(self) -> Any:
+        return _copy(self.namespace)
+
+    def reinstate(self, state: Any) -> None:
+        self.namespace = _copy(state)
+
+    def checkpoint_unsupported(self) -> str | None:
+        return self.engine.unsupported or super().checkpoint_unsupported()
+
+    def checkpoint(self, key: int) -> None:
+        self.calls.append(("checkpoint", key))
+        if self.engine.unsupported is not None:
+            raise CheckpointError(self.engine.unsupported)
+        super().checkpoint(key)
+        keep = self.engine.keep
+        while keep is not None and len(self._saved) > keep:
+            oldest = next(iter(self._saved))
+            del self._saved[oldest]
+            self.dropped[oldest] = "evicted to stay within checkpoint_memory"
+
+    def restore(self, key: int) -> None:
+        self.calls.append(("restore", key))
+        if self.engine.broken_restores:
+            raise CheckpointError("the new kernel did not start")
+        super().restore(key)
+
+    def lost(self) -> dict[int, str]:
+        return dict(self.dropped)
+
+    def stop(self) -> None:
+        self.calls.append(("stop", None))
+        super().stop()
+
+    def close(self, *, clean: bool) -> None:
+        self.calls.append(("shutdown", None))
+        self.closed = True
+        super().close(clean=clean)
+
+
+def _copy(namespace: dict[str, Any]) -> dict[str, Any]:
+    copied = {}
+    for name, value in namespace.items():
+        try:
+            copied[name] = copy.deepcopy(value)
+        except Exception:
+            copied[name] = value
+    return copied
 
 
 def _run_cell(cell: Any, index: int, namespace: dict[str, Any]) -> CellFailure | None:

@@ -29,7 +29,6 @@ import pytest
 
 from notebook_executor import (
     CatalogError,
-    EngineOutcome,
     NotebookExecutor,
     NotebookExecutorError,
     RunJob,
@@ -42,7 +41,7 @@ from notebook_executor._records import run_files as _records
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._times import iso, now_utc
 from notebook_executor._types import RunResult
-from notebook_executor.engine import CellFailure
+from notebook_executor.engine import CellFailure, CellReply, ScriptedEngine, ScriptedKernel
 from support import failed_cell
 
 ALPHA = """# %% tags=["parameters"]
@@ -79,41 +78,50 @@ def _display(cell: Any, mime: str, payload: dict[str, Any]) -> None:
     )
 
 
-class FakeEngine:
-    """Runs code cells with ``exec`` in one namespace, writing scraps as scrapbook does."""
+class FakeKernel(ScriptedKernel):
+    """Runs code cells with ``exec`` in one namespace, writing scraps as scrapbook does;
+    ``during(job)`` is called as the kernel closes, once its cells ran."""
 
-    def __init__(self, during: Callable[[RunJob], None] | None = None) -> None:
+    def __init__(self, job: RunJob, during: Callable[[RunJob], None] | None) -> None:
+        super().__init__(job, self._cell)
+        self.namespace: dict[str, Any] = {}
         self.during = during
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        outcome = EngineOutcome()
-        namespace: dict[str, Any] = {}
-        for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type != "code":
-                continue
+    def _cell(self, job: RunJob, index: int) -> CellReply:
+        cell = job.nb.cells[index]
 
-            def glue(name: str, value: Any, cell: Any = cell) -> None:
-                payload = {"name": name, "data": value, "encoder": "json", "version": 1}
-                _display(cell, "application/scrapbook.scrap.json+json", payload)
+        def glue(name: str, value: Any) -> None:
+            payload = {"name": name, "data": value, "encoder": "json", "version": 1}
+            _display(cell, "application/scrapbook.scrap.json+json", payload)
 
-            def glue_frame(name: str, columns: dict[str, list[Any]], cell: Any = cell) -> None:
-                data = base64.b64encode(pd.DataFrame(columns).to_parquet()).decode()
-                payload = {"name": name, "data": data, "encoder": "pandas", "version": 1}
-                _display(cell, "application/scrapbook.scrap.pandas+json", payload)
+        def glue_frame(name: str, columns: dict[str, list[Any]]) -> None:
+            data = base64.b64encode(pd.DataFrame(columns).to_parquet()).decode()
+            payload = {"name": name, "data": data, "encoder": "pandas", "version": 1}
+            _display(cell, "application/scrapbook.scrap.pandas+json", payload)
 
-            namespace.update(glue=glue, glue_frame=glue_frame)
-            try:
-                exec(cell.source, namespace)
-            except Exception as exc:
-                outcome.failure = CellFailure(index, "cell_error", type(exc).__name__, str(exc), [])
-                return outcome
-            outcome.completed.append(index)
+        self.namespace.update(glue=glue, glue_frame=glue_frame)
+        try:
+            exec(cell.source, self.namespace)
+        except Exception as exc:
+            return CellFailure(index, "cell_error", type(exc).__name__, str(exc), [])
+        return ()
+
+    def close(self, *, clean: bool) -> None:
+        super().close(clean=clean)
         if self.during is not None:
-            self.during(job)
-        return outcome
+            self.during(self.job)
 
-    def close(self) -> None:
-        """Nothing to release."""
+
+class FakeEngine(ScriptedEngine):
+    """Kernels that run code cells with ``exec`` (:class:`FakeKernel`)."""
+
+    def __init__(self, during: Callable[[RunJob], None] | None = None) -> None:
+        super().__init__()
+        self.during = during
+
+    def open(self, job: RunJob) -> FakeKernel:
+        self.jobs.append(job)
+        return FakeKernel(job, self.during)
 
 
 @pytest.fixture

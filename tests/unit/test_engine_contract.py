@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 import notebook_executor.engine
-from engine_contract import CASES, check, run_case, scripted_handler
+from engine_contract import (
+    CASES,
+    check,
+    check_session,
+    run_case,
+    run_session_case,
+    scripted_handler,
+)
 from notebook_executor.engine import CellFailure, RunJob, ScriptedEngine
 
 
@@ -18,6 +25,16 @@ def test_the_scripted_engine_keeps_the_contract(name: str, tmp_path: Path) -> No
     engine = ScriptedEngine(scripted_handler(case))
     check(case, run_case(engine, case, tmp_path, {}))
     assert len(engine.jobs) == 1
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_session_step_on_the_scripted_engine_keeps_the_contract(
+    name: str, tmp_path: Path
+) -> None:
+    case = CASES[name]
+    engine = ScriptedEngine(scripted_handler(case))
+    check_session(case, run_session_case(engine, case, tmp_path))
+    assert [job.checkpoints for job in engine.jobs] == [True]
 
 
 def test_it_is_public_and_runs_every_cell_silently_by_default(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError
-from notebook_executor.engine import EngineOutcome, RunJob, ScriptedEngine
+from notebook_executor.engine import CellReply, RunJob, ScriptedEngine
 from support import failed_cell
 
 NOTEBOOK = "# %% [markdown]\n# title\n\n# %%\nx = 1\n\n# %%\ny = 2\n"
@@ -17,10 +17,13 @@ SECRET = "hunter2-very-secret-token"
 
 
 class BrokenEngine(ScriptedEngine):
-    """An engine whose machinery fails (not a cell): ``run`` raises."""
+    """An engine whose machinery fails (not a cell): running a cell raises."""
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        self.jobs.append(job)
+    def __init__(self) -> None:
+        super().__init__(self._broken)
+
+    @staticmethod
+    def _broken(job: RunJob, index: int) -> CellReply:
         raise RuntimeError(f"socket closed while sending {SECRET}")
 
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from notebook_executor import NotebookExecutor
+from notebook_executor._run.cell_loop import run_job
 from notebook_executor._sources.formats import load_source
 from notebook_executor.engine import (
-    EngineOutcome,
+    CellEnd,
+    EngineKernel,
     KernelChoice,
+    NotebookNode,
     RunJob,
     SupportsPrepare,
     SupportsPrestart,
@@ -20,22 +24,40 @@ from notebook_executor.engine import (
 NOTEBOOK = "# %%\nx = 1\n\n# %% [markdown]\n# note\n\n# %%\ny = 2\n"
 
 
+class PlainKernel:
+    """The smallest kernel: every cell completes with no output."""
+
+    def __init__(self, calls: list[str]) -> None:
+        self.calls = calls
+        self.count = 0
+        self.info: dict[str, Any] = {}
+
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        self.calls.append(f"cell {index}")
+        self.count += 1
+        nb.cells[index].outputs = []
+        nb.cells[index].execution_count = self.count
+        return CellEnd("ok", idle=True)
+
+    def save_widgets(self, nb: NotebookNode) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def close(self, *, clean: bool) -> None:
+        self.calls.append("close kernel")
+
+
 class PlainEngine:
-    """The smallest engine: ``run`` and ``close``, no optional hook."""
+    """The smallest engine: ``open`` and ``close``, no optional hook."""
 
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        self.calls.append("run")
-        outcome = EngineOutcome()
-        for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type == "code":
-                cell.outputs = []
-                cell.execution_count = len(outcome.completed) + 1
-                outcome.completed.append(index)
-                job.cell_done(index)
-        return outcome
+    def open(self, job: RunJob) -> EngineKernel:
+        self.calls.append("open")
+        return PlainKernel(self.calls)
 
     def close(self) -> None:
         self.calls.append("close")
@@ -56,9 +78,9 @@ class HookedEngine(PlainEngine):
         self.calls.append("prestart")
         self.prestarted.append(job)
 
-    def run(self, job: RunJob) -> EngineOutcome:
+    def open(self, job: RunJob) -> EngineKernel:
         self.ran.append(job)
-        return super().run(job)
+        return super().open(job)
 
 
 @pytest.fixture
@@ -79,7 +101,7 @@ def test_an_engine_without_hooks_runs_and_prepare_kernel_does_nothing(
         result = ex.execute(notebook)
     assert result["status"] == "success"
     assert result["cells_executed"] == 2
-    assert engine.calls == ["run", "close"]
+    assert engine.calls == ["open", "cell 0", "cell 2", "close kernel", "close"]
 
 
 def test_the_optional_hooks_are_called_in_order_with_the_job_that_runs(
@@ -92,7 +114,15 @@ def test_the_optional_hooks_are_called_in_order_with_the_job_that_runs(
         ex.prepare_kernel()
         assert engine.calls == ["prepare_kernel"]
         ex.execute(notebook)
-    assert engine.calls == ["prepare_kernel", "prestart", "run", "close"]
+    assert engine.calls == [
+        "prepare_kernel",
+        "prestart",
+        "open",
+        "cell 0",
+        "cell 2",
+        "close kernel",
+        "close",
+    ]
     assert len(engine.prestarted) == 1
     assert engine.prestarted[0] is engine.ran[0]
 
@@ -114,14 +144,14 @@ def test_cell_done_reports_each_completed_cell_and_survives_a_failing_callback(
     engine = PlainEngine()
     seen: list[int] = []
     job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=seen.append)
-    engine.run(job)
+    run_job(engine, job)
     assert seen == [0, 2]
 
     def broken(index: int) -> None:
         raise RuntimeError(f"display failed at {index}")
 
     job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=broken)
-    assert engine.run(job).completed == [0, 2]
+    assert run_job(engine, job).completed == [0, 2]
 
 
 def test_the_fake_engine_uses_public_names_only() -> None:

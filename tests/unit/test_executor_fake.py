@@ -22,6 +22,7 @@ from notebook_executor import (
     RunNotFoundError,
     read_notebook,
 )
+from notebook_executor._run.cell_loop import run_job
 from support import RESULT_KEYS, failed_cell
 from unit.fake_engine import FakeEngine
 
@@ -666,7 +667,7 @@ def test_the_engine_reports_each_completed_code_cell(workdir: Path, engine: Fake
     assert job.on_cell is None
     seen: list[int] = []
     job.on_cell = seen.append
-    engine.run(job)
+    run_job(engine, job)
     assert seen == [0]
 
 

@@ -22,7 +22,7 @@ from notebook_executor._run.plan import plan_run
 from notebook_executor._session.ledger import FRESH, Ledger, Ran
 from notebook_executor._session.opening import open_session
 from notebook_executor._session.session import Session
-from unit.fake_session_kernel import FakeSessionKernel
+from unit.fake_engine import FakeEngine, FakeKernel
 
 CELLS = [
     "a = 1",
@@ -47,24 +47,26 @@ class Opened:
         write(self.path, cells, self.tagged)
         self.cells = list(cells)
         self.records: list[tuple[str, Any]] = []
-        self.kernel: FakeSessionKernel | None = None
         parameters = options.pop("parameters", None)
         secrets = options.pop("secrets", None)
         idle = options.pop("idle_timeout", None)
-
-        def make(plan: Any, memory: int | None) -> FakeSessionKernel:
-            self.kernel = FakeSessionKernel(plan.job.env, **options)
-            return self.kernel
+        self.engine = FakeEngine(**options)
 
         self.session: Session = open_session(
             lambda: plan_run(self.path, RunOptions(parameters=parameters, secrets=secrets)),
+            self.engine,
             runs_dir=tmp_path / "runs",
             on_record=lambda method, record: self.records.append((method, dict(record))),
             idle_timeout=idle,
             checkpoint_memory=None,
             on_close=lambda session: None,
-            kernel=make,
         )
+
+    @property
+    def kernel(self) -> FakeKernel:
+        """The session's kernel now (a fresh one replaces it after a timeout)."""
+        assert self.engine.kernel is not None
+        return self.engine.kernel
 
     def edit(self, index: int, source: str) -> None:
         self.cells[index] = source
@@ -162,7 +164,7 @@ def test_without_checkpoints_a_fresh_kernel_replays_with_the_reason(opened: Any)
     assert step["restored"] == "replay"
     assert step["restore_reason"] == "checkpoints need Linux"
     assert step["cells_run"] == [0, 1, 2, 3, 4, 5]
-    assert [call for call in o.kernel.calls if call[0] == "start"] == [("start", None)] * 2
+    assert len(o.engine.kernels) == 2
 
 
 def test_an_evicted_checkpoint_restores_from_an_older_one(opened: Any) -> None:
@@ -172,7 +174,7 @@ def test_an_evicted_checkpoint_restores_from_an_older_one(opened: Any) -> None:
     assert o.session.rerun_from(4)["restored"] == "checkpoint"
     # Kept: the four newest, after cells 2 to 5.
     assert o.kernel.checkpoints() == [2, 3, 4, 5]
-    o.kernel.saved.pop(3)
+    o.kernel._saved.pop(3)
     o.kernel.dropped[3] = "evicted to stay within checkpoint_memory"
     step = o.session.rerun_from(4)
     assert step["restored"] == "checkpoint" and step["cells_run"] == [3, 4, 5]
@@ -212,9 +214,9 @@ def test_a_restore_that_fails_falls_back_to_a_replay(opened: Any) -> None:
 def test_a_refused_checkpoint_is_the_reason_of_the_replay(opened: Any) -> None:
     o = opened()
     o.session.run(until=1)
-    o.kernel.unsupported = "the notebook started threads of its own"
+    o.engine.unsupported = "the notebook started threads of its own"
     o.session.run()
-    o.kernel.unsupported = None
+    o.engine.unsupported = None
     o.edit(4, "f = 1")
     step = o.session.rerun_from(4)
     assert step["cells_run"] == [2, 3, 4, 5]
@@ -261,7 +263,7 @@ def test_the_record_logs_steps_evaluations_edits_and_restores_in_order(opened: A
     md = next((o.path.parent / "runs").rglob("*.md")).read_text(encoding="utf-8")
     assert "## Session log" in md and "**restore** by checkpoint" in md
     assert next(method for method, _ in o.records) == "begin"
-    assert o.kernel.shut
+    assert o.kernel.closed
 
 
 def test_secrets_never_reach_a_step_an_evaluation_or_the_log(opened: Any) -> None:
@@ -332,7 +334,7 @@ def test_an_idle_session_closes_itself(opened: Any) -> None:
     ends = time.monotonic() + 5
     while not o.session.closed and time.monotonic() < ends:
         time.sleep(0.02)
-    assert o.session.closed and o.kernel.shut
+    assert o.session.closed and o.kernel.closed
     assert o.record()["session"]["log"][-1]["why"] == "idle for 0.2 s"
 
 

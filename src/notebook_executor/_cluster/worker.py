@@ -34,6 +34,7 @@ from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import kernel_environment
 from .._records.results import redact
 from .._records.scrub import scrub_notebook
+from .._run.cell_loop import run_job
 from .._times import iso, now_utc
 from ..engine import EngineOutcome, KernelChoice, RunJob
 
@@ -235,7 +236,7 @@ def _run(
         worker.log_event(job.topic, {"run": job.run, "cell": index})
 
     nb = nbformat.reads(job.nb_json, as_version=4)
-    run_job = RunJob(
+    task_job = RunJob(
         nb=nb,
         kernel=job.kernel,
         cwd=cwd,
@@ -248,7 +249,7 @@ def _run(
     started = now_utc()
     clock = time.perf_counter()
     try:
-        outcome = plugin.engine().run(run_job)
+        outcome = run_job(plugin.engine(), task_job)
     except Exception as exc:
         # What goes back (to the scheduler, too) must not carry a secret.
         raise RuntimeError(redact(f"{type(exc).__name__}: {exc}", secrets)) from None

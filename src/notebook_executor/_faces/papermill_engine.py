@@ -124,7 +124,9 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
         )
         # Papermill's own engine says so before the first cell, log_output or not.
         _papermill_log.info(f"Executing notebook with kernel: {kernel_name or kernel.name}")
-        outcome = _engine().run(job)
+        from .._run.cell_loop import run_job
+
+        outcome = run_job(_engine(), job)
         manager.finish(outcome)
 
 

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from queue import Empty
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from .._notebook import output_from_msg
+from ..engine import CellEnd
 
 if TYPE_CHECKING:
     from jupyter_client.asynchronous.client import AsyncKernelClient
@@ -34,33 +36,20 @@ if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from .widgets import Widgets
 
-__all__ = ["CellEnd", "Displays", "execute_cell", "is_blank"]
+__all__ = ["IOPUB_DRAIN_SECONDS", "CellEnd", "Displays", "execute_cell", "iopub_seconds"]
 
 logger = logging.getLogger(__name__)
 
 #: How often a cell waiting for its reply checks that its kernel is alive (seconds).
 ALIVE_POLL = 1.0
 
+#: Longest to wait for a cell's output after its reply, when the cell has no time limit.
+IOPUB_DRAIN_SECONDS = 300.0
+
 #: Messages that carry an output, possibly with a ``display_id``.
 _DISPLAY_TYPES = frozenset({"execute_result", "display_data", "update_display_data"})
 
 OutputHook = Callable[[int, Mapping[str, Any]], None]
-
-
-@dataclass
-class CellEnd:
-    """How a cell's execution ended.
-
-    ``how`` is ``"ok"`` (the reply said ok), ``"error"`` (the reply said error: the cell's
-    outputs hold the traceback), ``"timeout"`` (no reply within the limit), ``"dead"`` (the
-    kernel died before replying) or ``"cancelled"`` (the run was cancelled while it waited).
-    ``idle`` tells whether the kernel's idle status for the cell arrived, i.e. whether its
-    output is known to be whole.
-    """
-
-    how: Literal["ok", "error", "timeout", "dead", "cancelled"]
-    reply: Mapping[str, Any] = field(default_factory=dict)
-    idle: bool = False
 
 
 @dataclass
@@ -90,9 +79,10 @@ class Displays:
                 shown["metadata"] = output["metadata"]
 
 
-def is_blank(cell: NotebookNode) -> bool:
-    """Whether a code cell has nothing to run (never sent to the kernel, as with nbclient)."""
-    return not str(cell.get("source", "")).strip()
+def iopub_seconds(limit: float | None) -> int:
+    """How long to wait for a cell's output after its reply: the cell's limit (at least
+    1 s), or :data:`IOPUB_DRAIN_SECONDS` without one."""
+    return math.ceil(max(1.0, limit or IOPUB_DRAIN_SECONDS))
 
 
 def timestamp(msg: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from ..engine import CheckpointError
 from .forkserver import ForkChannel
 from .workdirs import Workdir
 
@@ -23,10 +24,6 @@ __all__ = ["Checkpoint", "CheckpointError", "held_memory", "hello", "smaps_rollu
 
 #: Longest a checkpoint may take to answer a request (it answers a fork at once).
 REPLY_TIMEOUT = 30.0
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint could not be restored (or is not held)."""
 
 
 class Checkpoint(ForkChannel):

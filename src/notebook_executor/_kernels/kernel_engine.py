@@ -1,10 +1,11 @@
-"""How one notebook runs on one kernel: the only module that talks to kernels.
+"""The real engine: Jupyter kernels, forked from a warm template or launched, one per run.
 
-The seam is :mod:`notebook_executor.engine`. :class:`KernelEngine` executes cells (with
-:mod:`.cells`, on jupyter_client) on a fresh kernel per run, with a per-cell timeout, a whole-run
-deadline (each cell gets the smaller of its own limit and what is left of the run), and a truthful
-account of what ran: cells that never ran keep no execution count and no outputs. Tests of
-everything around the engine can hand the executor any object with the same ``run`` method.
+The seam is :mod:`notebook_executor.engine`: :class:`KernelEngine` opens kernels (from its
+:class:`~.pool.KernelPool` for runs; kernels that take checkpoints for sessions, see
+:mod:`.checkpointed`) and runs one cell at a time on request (with :mod:`.cells`, on
+jupyter_client); the executor's cell loop (``_run/cell_loop.py``) drives them. Every kernel
+of an engine lives on the engine's event loop (:mod:`.loop`); the calling thread waits in
+slices, so Ctrl-C reaches it at once.
 """
 
 from __future__ import annotations
@@ -12,15 +13,11 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import math
 import threading
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..engine import CellFailure, EngineOutcome, RunCancelled, RunJob
+from .._errors import KernelStartError
+from ..engine import CellEnd, EngineKernel, RunJob
 from .launch import RunningKernel
 
 if TYPE_CHECKING:
@@ -28,25 +25,19 @@ if TYPE_CHECKING:
 
     from .._notebook import NotebookNode
     from ..engine import KernelChoice
-    from .cells import Displays
     from .forkserver import ForkChannel
     from .loop import KernelLoop
     from .pool import KernelPool
-    from .widgets import Widgets
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "cell_error", "clean_exit", "skipped"]
+__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine"]
 
 logger = logging.getLogger(__name__)
 
 #: Longest a kernel may take to start and answer, when the run itself has no deadline.
 KERNEL_READY_TIMEOUT = 60.0
 
-#: Longest to wait for a cell's output after its reply, when the run has no time limit.
-IOPUB_DRAIN_SECONDS = 300.0
-
-
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+#: Longest a cancelled cell's wait may take to end, once its kernel is told to stop (s).
+CANCEL_WAIT = 10.0
 
 
 class KernelEngine:
@@ -75,59 +66,84 @@ class KernelEngine:
         self._pool: KernelPool | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._running: dict[concurrent.futures.Future[None], _CurrentCell] = {}
+        #: The cells running now (their futures on the loop), for :meth:`cancel`.
+        self._running: set[concurrent.futures.Future[Any]] = set()
 
-    def run(self, job: RunJob) -> EngineOutcome:
-        """Execute ``job`` on a fresh kernel; see :class:`Engine`."""
-        outcome = EngineOutcome()
-        current = _CurrentCell()
-        finished = threading.Event()
-
+    def open(self, job: RunJob) -> EngineKernel:
+        """A fresh kernel for ``job`` (see :class:`~notebook_executor.engine.Engine`): one of
+        the pool's for a run; for a session (``job.checkpoints``), one of its own that takes
+        checkpoints, forked from the pool's template when it can be. Raises
+        :class:`~notebook_executor.KernelStartError` if it does not start in time."""
         from .loop import result_of
 
         loop, pool = self._kernel_loop()
+        if job.checkpoints:
+            from .checkpointed import CheckpointedKernel
 
-        async def guarded() -> None:
-            try:
-                await self._run(pool, job, outcome, current)
-            finally:
-                finished.set()
+            return CheckpointedKernel.start(
+                self.wait, loop, job, template=lambda: self.template(job.kernel, job.cwd, job.env)
+            )
+        ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
+        if job.timeout is not None:
+            ready_timeout = max(0.01, min(ready_timeout, job.timeout))
 
-        future = loop.submit(guarded())
-        with self._lock:
-            self._running[future] = current
+        async def acquire() -> RunningKernel:
+            return await asyncio.wait_for(
+                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout),
+                timeout=ready_timeout + 5,
+            )
+
+        import asyncio
+
+        future = loop.submit(acquire())
         try:
-            result_of(future, job.cancel)
+            kernel = result_of(future, job.cancel)
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
-            # Ctrl-C in this thread, the job's cancel event, or cancel() from another thread.
-            current.cancelled = True
             future.cancel()
-            # Let the run stop its kernel before the caller sees the interrupt.
-            finished.wait(timeout=10)
-            if outcome.failure is None and current.index is not None:
-                outcome.failure = CellFailure(
-                    current.index, "cancelled", "KeyboardInterrupt", CANCELLED, []
-                )
-            raise RunCancelled(outcome) from None
+            raise KeyboardInterrupt from None
+        except (asyncio.TimeoutError, TimeoutError, RuntimeError, OSError) as exc:
+            raise KernelStartError(
+                f"the kernel did not start: {exc or type(exc).__name__}"
+            ) from None
+        return _PoolKernel(self, loop, pool, kernel, job)
+
+    def wait(
+        self, future: concurrent.futures.Future[CellEnd], cancel: threading.Event | None
+    ) -> CellEnd:
+        """The end of a cell running on the loop as ``future``. Ctrl-C in this thread, the
+        job's ``cancel`` event, or :meth:`cancel` from another thread ends the wait: the
+        cell's wait on the loop is cancelled (the loop then stops the kernel) and this raises
+        ``KeyboardInterrupt``."""
+        from .loop import result_of
+
+        with self._lock:
+            self._running.add(future)
+        try:
+            return result_of(future, cancel)
+        except (KeyboardInterrupt, concurrent.futures.CancelledError):
+            future.cancel()
+            with contextlib.suppress(Exception, KeyboardInterrupt):
+                concurrent.futures.wait([future], timeout=CANCEL_WAIT)
+            raise KeyboardInterrupt from None
         finally:
             with self._lock:
-                self._running.pop(future, None)
-        return outcome
+                self._running.discard(future)
 
     def cancel(self) -> None:
-        """Cancel every run in progress, from any thread: each kills its kernel at once and
-        its :meth:`run` raises :class:`RunCancelled` (what Ctrl-C does to a run in the
-        calling thread, for runs in other threads)."""
+        """Cancel every cell running now, from any thread: each run's kernel is stopped at
+        once and its run raises :class:`~notebook_executor.engine.RunCancelled` (what Ctrl-C
+        does to a run in the calling thread, for runs in other threads)."""
         with self._lock:
-            running = list(self._running.items())
-        for future, cell in running:
-            cell.cancelled = True
+            running = list(self._running)
+        for future in running:
             future.cancel()
 
     def prestart(self, job: RunJob) -> None:
         """Start the kernel ``job`` will need now, while the caller still prepares the run
         (see :class:`~notebook_executor.engine.SupportsPrestart`)."""
-        if not any(cell.cell_type == "code" and not skipped(cell) for cell in job.nb.cells):
+        from .._notebook import code_cell_indices
+
+        if not code_cell_indices(job.nb):
             return
         loop, pool = self._kernel_loop()
 
@@ -193,251 +209,74 @@ class KernelEngine:
                 self._pool = KernelPool(self.warm_kernels, fork=self.fork)
             return self._loop, self._pool
 
-    async def _run(
-        self, pool: KernelPool, job: RunJob, outcome: EngineOutcome, current: _CurrentCell
-    ) -> None:
-        import asyncio
 
-        started = time.monotonic()
-        deadline = None if job.timeout is None else started + job.timeout
-        code_cells = [
-            i for i, c in enumerate(job.nb.cells) if c.cell_type == "code" and not skipped(c)
-        ]
-        first = code_cells[0] if code_cells else None
-        if first is None:
-            return
-        ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
-        if deadline is not None:
-            ready_timeout = max(0.01, min(ready_timeout, deadline - time.monotonic()))
-        try:
-            kernel = await asyncio.wait_for(
-                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout),
-                timeout=ready_timeout + 5,
-            )
-        except (asyncio.TimeoutError, TimeoutError, RuntimeError, OSError) as exc:
-            timed_out = deadline is not None and time.monotonic() >= deadline
-            outcome.failure = CellFailure(
-                first,
-                "timeout" if timed_out else "kernel_died",
-                "KernelStartError",
-                f"the kernel did not start: {exc or type(exc).__name__}",
-                [],
-            )
-            return
-        outcome.kernel_seconds = time.monotonic() - started
-        _set_language_info(job.nb, kernel.info)
-        clean = False
-        try:
-            clean = await self._execute_cells(job, kernel, deadline, outcome, current)
-        finally:
-            pool.release(kernel, clean=clean)
+class _PoolKernel:
+    """A run's kernel, taken from the pool; given back (or killed) when the run ends."""
 
-    async def _execute_cells(
+    def __init__(
         self,
-        job: RunJob,
+        engine: KernelEngine,
+        loop: KernelLoop,
+        pool: KernelPool,
         kernel: RunningKernel,
-        deadline: float | None,
-        outcome: EngineOutcome,
-        current: _CurrentCell,
-    ) -> bool:
+        job: RunJob,
+    ) -> None:
         from .cells import Displays
         from .widgets import Widgets
 
-        displays = Displays()
-        widgets = Widgets(kernel.client)
-        try:
-            return await self._execute_code_cells(
-                job, kernel, deadline, outcome, current, displays, widgets
-            )
-        finally:
-            widgets.save(job.nb)
+        self._engine = engine
+        self._loop = loop
+        self._pool = pool
+        self._kernel: RunningKernel | None = kernel
+        self._job = job
+        self.info = kernel.info
+        self._displays = Displays()
+        self._widgets = Widgets(kernel.client)
 
-    async def _execute_code_cells(
-        self,
-        job: RunJob,
-        kernel: RunningKernel,
-        deadline: float | None,
-        outcome: EngineOutcome,
-        current: _CurrentCell,
-        displays: Displays,
-        widgets: Widgets,
-    ) -> bool:
-        from .cells import execute_cell, is_blank
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        from .cells import execute_cell, iopub_seconds
 
-        for index, cell in enumerate(job.nb.cells):
-            if cell.cell_type != "code" or skipped(cell):
-                continue
-            current.index = index
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                outcome.failure = _timeout_failure(index, job, whole_run=True)
-                return False
-            limit = _smaller(job.cell_timeout, remaining)
-            # Output may still be arriving after the reply: wait for it within the run's
-            # limits (or :data:`IOPUB_DRAIN_SECONDS` without any).
-            iopub_timeout = math.ceil(max(1.0, limit or IOPUB_DRAIN_SECONDS))
-            job.cell_starting(index)
-            outcome.cell_started[index] = _now_iso()
-            began = time.monotonic()
-            exited = False
-            end = None
-            if not is_blank(cell):
-                # (A blank cell is never sent, as with nbclient: it keeps what it has.)
-                end = await execute_cell(
+        kernel = self._kernel
+        if kernel is None:
+            return CellEnd("dead")
+        end = self._engine.wait(
+            self._loop.submit(
+                execute_cell(
                     kernel.client,
-                    job.nb,
+                    nb,
                     index,
                     timeout=limit,
-                    iopub_timeout=iopub_timeout,
+                    iopub_timeout=iopub_seconds(limit),
                     alive=kernel.manager.is_alive,
-                    displays=displays,
-                    on_output=job.on_output,
-                    widgets=widgets,
+                    displays=self._displays,
+                    on_output=self._job.on_output,
+                    widgets=self._widgets,
                 )
-            outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
-            if end is None or end.how == "ok":
-                pass
-            elif end.how == "error":
-                exited = clean_exit(cell)
-                if not exited:
-                    outcome.failure = cell_error(index, cell, end.reply)
-            elif end.how == "timeout":
-                whole_run = deadline is not None and (
-                    job.cell_timeout is None or deadline - began < job.cell_timeout
-                )
-                outcome.failure = _timeout_failure(index, job, whole_run=whole_run)
-            elif end.how == "cancelled" or current.cancelled:
-                outcome.failure = CellFailure(
-                    index, "cancelled", "KeyboardInterrupt", CANCELLED, []
-                )
-            else:
-                outcome.failure = _death_failure(index, kernel)
-            if outcome.failure is None and end is not None and not end.idle:
-                _mark_output_lost(cell, index, iopub_timeout, outcome)
-            if outcome.failure is not None:
-                # After a cell error the kernel is healthy: stop it politely.
-                return outcome.failure.kind == "cell_error"
-            outcome.completed.append(index)
-            job.cell_done(index)
-            if exited:
-                # sys.exit(), sys.exit(0), raise SystemExit: the run ends here, successfully.
-                outcome.exited = index
-                break
-        current.index = None
-        return True
+            ),
+            self._job.cancel,
+        )
+        if end.how == "dead":
+            end.exit_status = kernel.exit_status()
+            tail = kernel.stderr_tail()
+            end.stderr = tail.splitlines()[-20:] if tail else []
+        return end
 
+    def save_widgets(self, nb: NotebookNode) -> None:
+        self._widgets.save(nb)
 
-CANCELLED = "the run was cancelled"
+    def stop(self) -> None:
+        self._release(clean=False)
 
+    def close(self, *, clean: bool) -> None:
+        self._release(clean=clean)
 
-def _set_language_info(nb: NotebookNode, info: Mapping[str, Any]) -> None:
-    """The notebook's ``language_info`` as its kernel describes itself, as nbclient sets it
-    (from the ``kernel_info_reply`` the kernel gave when it started: no extra round trip)."""
-    language_info = info.get("language_info")
-    if isinstance(language_info, Mapping) and language_info:
-        from .._notebook import from_dict
+    def _release(self, *, clean: bool) -> None:
+        kernel, self._kernel = self._kernel, None
+        if kernel is None:
+            return
+        pool = self._pool
 
-        nb.metadata["language_info"] = from_dict(dict(language_info))
+        async def release() -> None:
+            pool.release(kernel, clean=clean)
 
-
-#: Marker of a cell's output cut short, at the place of the cut (:func:`_mark_output_lost`).
-OUTPUT_LOST_MARKER = "[notebook-executor: output lost here: {why}]\n"
-
-
-def _mark_output_lost(
-    cell: NotebookNode, index: int, waited: float, outcome: EngineOutcome
-) -> None:
-    """Mark, at its end, a cell whose output was still arriving when the wait for it ended."""
-    from .._notebook import new_output
-
-    why = (
-        f"the cell finished but its output was still arriving {waited:g} s later; "
-        "the rest was not kept"
-    )
-    cell.outputs.append(
-        new_output("stream", name="stderr", text=OUTPUT_LOST_MARKER.format(why=why))
-    )
-    outcome.output_lost.append(index)
-
-
-@dataclass
-class _CurrentCell:
-    """The index of the code cell the kernel is running (None between cells), and whether
-    the run was cancelled from another thread."""
-
-    index: int | None = None
-    cancelled: bool = False
-
-
-def _smaller(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
-def skipped(cell: NotebookNode) -> bool:
-    """Whether ``cell`` is tagged ``skip-execution`` (nbclient's and nbmake's convention)."""
-    tags = cell.get("metadata", {}).get("tags", [])
-    return isinstance(tags, list) and "skip-execution" in tags
-
-
-def clean_exit(cell: NotebookNode) -> bool:
-    """Whether the cell's error is a ``SystemExit`` with status 0 or none, as papermill reads
-    it (IPython reports ``sys.exit(0)`` as an error output ``SystemExit: 0``)."""
-    errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
-    return bool(errors) and all(
-        out.get("ename") == "SystemExit" and str(out.get("evalue", "")) in ("", "0")
-        for out in errors
-    )
-
-
-def cell_error(index: int, cell: NotebookNode, reply: Mapping[str, Any]) -> CellFailure:
-    """How cell ``index`` failed with an error: its last error output, else the reply's."""
-    for output in reversed(cell.get("outputs", [])):
-        if output.get("output_type") == "error":
-            return CellFailure(
-                index,
-                "cell_error",
-                str(output.get("ename", "")),
-                str(output.get("evalue", "")),
-                [str(line) for line in output.get("traceback", [])],
-            )
-    content = reply.get("content", {})
-    return CellFailure(
-        index,
-        "cell_error",
-        str(content.get("ename", "")),
-        str(content.get("evalue", "")),
-        [str(line) for line in content.get("traceback", [])],
-    )
-
-
-def _timeout_failure(index: int, job: RunJob, *, whole_run: bool) -> CellFailure:
-    if whole_run:
-        message = f"the run exceeded its timeout of {job.timeout:g} s while this cell was running"
-    else:
-        message = f"the cell exceeded its cell_timeout of {job.cell_timeout:g} s"
-    return CellFailure(index, "timeout", "TimeoutError", message, [])
-
-
-def _death_failure(index: int, kernel: RunningKernel) -> CellFailure:
-    exit_status = _exit_status(kernel)
-    message = "the kernel died while this cell was running"
-    if exit_status is not None:
-        message += f" (exit status {exit_status})"
-    tail = kernel.stderr_tail()
-    traceback = tail.splitlines()[-20:] if tail else []
-    return CellFailure(index, "kernel_died", "DeadKernelError", message, traceback)
-
-
-def _exit_status(kernel: RunningKernel) -> int | None:
-    provisioner = getattr(kernel.manager, "provisioner", None)
-    process = getattr(provisioner, "process", None)
-    if process is None:
-        return None
-    with contextlib.suppress(Exception):
-        code = process.poll()
-        return None if code is None else int(code)
-    return None
+        self._loop.submit(release())

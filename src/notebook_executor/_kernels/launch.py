@@ -160,6 +160,18 @@ class RunningKernel:
             return ""
         return data.decode("utf-8", errors="replace").strip()
 
+    def exit_status(self) -> int | None:
+        """The kernel process's exit status, once it has exited (else None)."""
+        provisioner = getattr(self.manager, "provisioner", None)
+        process = getattr(provisioner, "process", None)
+        if process is None:
+            return None
+        try:
+            code = process.poll()
+        except Exception:
+            return None
+        return None if code is None else int(code)
+
     async def stop(self, *, now: bool) -> bool:
         """Stop the kernel process and release its sockets and files.
 

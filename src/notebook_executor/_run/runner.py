@@ -38,6 +38,7 @@ from .._sources.remote import is_url
 from .._times import iso, now_utc
 from .._types import RunResult
 from ..engine import CellFailure, Engine, EngineOutcome
+from .cell_loop import run_job
 from .edits import edit_notes
 from .plan import Plan
 
@@ -89,7 +90,7 @@ def run_plan(
     start = begin_run(plan, runs_dir, on_record)
     interrupted: BaseException | None = None
     try:
-        outcome = engine.run(plan.job)
+        outcome = run_job(engine, plan.job)
     except KeyboardInterrupt as exc:
         interrupted = exc
         partial = getattr(exc, "outcome", None)

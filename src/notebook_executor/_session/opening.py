@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,9 +11,8 @@ from .._records.store import RunStore
 from .._run.checks import check_seconds
 
 if TYPE_CHECKING:
-    from .._kernels.forkserver import ForkChannel
     from .._run.plan import Plan
-    from .kernel import SessionKernel
+    from ..engine import Engine
     from .session import Session
 
 __all__ = ["check_memory", "close_sessions", "open_session"]
@@ -34,19 +32,18 @@ def check_memory(value: object) -> int | None:
 
 def open_session(
     plan: Callable[[], Plan],
+    engine: Engine,
     *,
     runs_dir: Path,
     on_record: Callable[[str, Mapping[str, Any]], None],
     idle_timeout: float | None,
     checkpoint_memory: int | None,
     on_close: Callable[[Session], None],
-    kernel: Callable[[Plan, int | None], SessionKernel] | None = None,
-    template: Callable[[Plan], ForkChannel | None] | None = None,
 ) -> Session:
-    """A session on the notebook ``plan()`` reads (it is called again at every step).
+    """A session on the notebook ``plan()`` reads (it is called again at every step), on a
+    kernel ``engine`` opens (for a job that asks for checkpoints).
 
-    Every check (``plan()``'s, the limits) is made before any kernel starts. ``template``
-    gives the template process the real kernel forks from (None: it is launched).
+    Every check (``plan()``'s, the limits) is made before any kernel starts.
     """
     from .session import Session
 
@@ -54,26 +51,16 @@ def open_session(
     memory = check_memory(checkpoint_memory)
     first = plan()
     RunStore(runs_dir).prepare()
-    made = kernel(first, memory) if kernel is not None else _real_kernel(first, memory, template)
     return Session(
         first,
         plan,
-        made,
+        engine,
+        checkpoint_memory=memory,
         runs_dir=runs_dir,
         on_record=on_record,
         idle_timeout=idle,
         on_close=on_close,
     )
-
-
-def _real_kernel(
-    plan: Plan, memory: int | None, template: Callable[[Plan], ForkChannel | None] | None
-) -> SessionKernel:
-    from .kernel import LoopKernel
-
-    job = plan.job
-    server = None if template is None else functools.partial(template, plan)
-    return LoopKernel(job.kernel, job.cwd, job.env, memory, server)
 
 
 def close_sessions(sessions: set[Session]) -> None:

@@ -9,36 +9,43 @@ checkpoint still valid for the cells as they are now and replays only the cells 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from .._errors import ExecutorClosedError, InvalidArgumentError, NotebookExecutorError
+from .._errors import (
+    ExecutorClosedError,
+    InvalidArgumentError,
+    KernelStartError,
+    NotebookExecutorError,
+)
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
+from .._run.cell_loop import CellRan, Limits, run_cells
 from .._sources.bounded import unencodable
-from .._times import iso, now_utc
 from .._types import CellText, EvaluationResult, StepResult
+from ..engine import (
+    CheckpointError,
+    EngineKernel,
+    EngineOutcome,
+    RunCancelled,
+    SupportsCheckpoints,
+)
 from .ledger import FRESH, Ran
 from .record import SessionRecord
-from .steps import (
-    Step,
-    cell_failure,
-    cell_sources,
-    code_cells,
-    evaluation_error,
-    timed_out,
-)
+from .steps import Step, cell_sources, code_cells, evaluation_error
 from .texts import STEP_CHARS, outputs_text
 
 if TYPE_CHECKING:
+    from .._notebook import NotebookNode
     from .._run.plan import Plan
-    from .kernel import SessionKernel
+    from ..engine import Engine
 
 __all__ = ["Session"]
 
@@ -63,6 +70,9 @@ FIRST_START_COST = 0.15
 #: What a cell that has not run yet in this session is taken to cost (seconds).
 UNKNOWN_CELL_COST = 0.01
 
+#: Why no checkpoint is taken on an engine whose kernels keep none.
+NO_CHECKPOINTS = "the engine's kernels keep no checkpoints"
+
 
 class Session:
     """A live kernel stepped through a notebook; made by
@@ -76,8 +86,9 @@ class Session:
         self,
         plan: Plan,
         replan: Callable[[], Plan],
-        kernel: SessionKernel,
+        engine: Engine,
         *,
+        checkpoint_memory: int | None = None,
         runs_dir: Path,
         on_record: Callable[[str, Mapping[str, Any]], None],
         idle_timeout: float | None = None,
@@ -87,7 +98,10 @@ class Session:
 
         self.id = uuid.uuid4().hex[:16]
         self._replan = replan
-        self._kernel = kernel
+        self._engine = engine
+        self._memory = checkpoint_memory
+        self._kernel: EngineKernel | None = None
+        self._ended_kernel: EngineKernel | None = None
         self._ledger = Ledger()
         self._plan = plan
         self._secrets = plan.secrets
@@ -114,15 +128,14 @@ class Session:
         self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
-        self._record.save_widgets = kernel.save_widgets
+        self._record.save_widgets = self._save_widgets
         try:
             self._fresh_kernel()
-            self._record.language_info = kernel.language_info()
             self._record.write(plan)
         except BaseException:
             self._record.add("close", why="the kernel did not start")
             self._record.open = False
-            self._kernel.shutdown()
+            self._end_kernel()
             self._record.write(self._replan_quietly())
             raise
         self._touch()
@@ -136,7 +149,7 @@ class Session:
         with self._lock:
             if self._closed:
                 return []
-            held = set(self._kernel.checkpoints())
+            held = set(self._held())
             current = {cell.index: cell for cell in code_cells(self._plan)}
             found = []
             for key, cells in self._ledger.saved.items():
@@ -151,19 +164,22 @@ class Session:
         (inclusive; all by default), reading the source file as it is now.
 
         A failing cell ends the step (``status`` ``"error"``, ``failed_cell``); the session
-        stays usable. After a timeout or a dead kernel, the state is first rebuilt.
+        stays usable. After a timeout or a dead kernel, the state is first rebuilt. Ctrl-C
+        stops the kernel (the cell does not run on), logs the step, and is raised again; the
+        next step rebuilds the state.
         """
         with self._stepping("run", until=until) as (plan, step):
-            end = self._last(plan, until)
-            start = self._ledger.next_index()
-            if self._broken:
-                wanted = [cell for cell in code_cells(plan) if cell.index < start]
-                if not self._restore(plan, wanted, step):
-                    return self._finish(plan, step, "run", until=until)
-                # The cells run on are new work, checkpointed as in any run step.
-                self._budget = None
-            cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
-            self._execute(plan, cells, step)
+            with self._cancellable(plan, step, "run", until=until):
+                end = self._last(plan, until)
+                start = self._ledger.next_index()
+                if self._broken:
+                    wanted = [cell for cell in code_cells(plan) if cell.index < start]
+                    if not self._restore(plan, wanted, step):
+                        return self._finish(plan, step, "run", until=until)
+                    # The cells run on are new work, checkpointed as in any run step.
+                    self._budget = None
+                cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
+                self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
 
     def rerun_from(self, index: int, until: int | None = None) -> StepResult:
@@ -177,13 +193,25 @@ class Session:
         before ``index``, the state is restored and nothing more runs.
         """
         with self._stepping("rerun_from", index=index, until=until) as (plan, step):
-            target = self._job_index(plan, index, "index")
-            end = self._last(plan, until)
-            wanted = [cell for cell in code_cells(plan) if cell.index < target]
-            if self._restore(plan, wanted, step):
-                cells = [cell for cell in code_cells(plan) if target <= cell.index <= end]
-                self._execute(plan, cells, step)
+            with self._cancellable(plan, step, "rerun_from", index=index, until=until):
+                target = self._job_index(plan, index, "index")
+                end = self._last(plan, until)
+                wanted = [cell for cell in code_cells(plan) if cell.index < target]
+                if self._restore(plan, wanted, step):
+                    cells = [cell for cell in code_cells(plan) if target <= cell.index <= end]
+                    self._execute(plan, cells, step)
             return self._finish(plan, step, "rerun_from", index=index, until=until)
+
+    @contextlib.contextmanager
+    def _cancellable(self, plan: Plan, step: Step, call: str, **arguments: Any) -> Iterator[None]:
+        """Ctrl-C during a step: the loop stopped the kernel; the step is logged, with the
+        cell that was running, and the interrupt raised again."""
+        try:
+            yield
+        except RunCancelled:
+            self._broken = True
+            self._finish(plan, step, call, **arguments)
+            raise
 
     def evaluate(self, code: str) -> EvaluationResult:
         """Run ``code`` in the current state, outside the notebook; returns ``{"status",
@@ -205,13 +233,27 @@ class Session:
                     wanted = [c for c in self._ledger.history if c.completed]
                     self._restore(self._plan, wanted, step)
                 nb = new_notebook(cells=[new_code_cell(code)])
-                end = self._kernel.execute(nb, 0, self._cell_timeout)
+                outcome = EngineOutcome()
                 self._ledger.evaluated = True
-                if end.how in ("timeout", "dead"):
-                    self._lost_kernel()
+                try:
+                    run_cells(
+                        self._live(),
+                        self._plan.job,
+                        nb,
+                        [0],
+                        Limits(self._cell_timeout, None, time.monotonic(), "evaluation"),
+                        outcome,
+                    )
+                except RunCancelled:
+                    self._broken = True
+                    self._record.add("evaluate", code=code, status="cancelled", output="")
+                    self._record.write(self._replan_quietly())
+                    raise
+                if outcome.failure is not None and outcome.failure.kind != "cell_error":
+                    self._broken = True
                 outputs = nb.cells[0].get("outputs", [])
                 text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=-1)
-                error = evaluation_error(outputs, end, self._redactor)
+                error = evaluation_error(outcome.failure, self._redactor)
                 answer: EvaluationResult = {
                     "status": "success" if error is None else "error",
                     "output": text,
@@ -288,9 +330,9 @@ class Session:
         if not self._broken and ledger.history == wanted and not ledger.evaluated:
             self._budget = fresh
             return True
-        ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
-        unsupported = self._kernel.checkpoint_unsupported()
-        restore = ledger.plan(wanted, self._kernel.checkpoints(), unsupported, self._shown)
+        ledger.forget(set(self._held()), self._lost())
+        unsupported = self._unsupported()
+        restore = ledger.plan(wanted, self._held(), unsupported, self._shown)
         began = time.monotonic()
         carried = self._carry_on(wanted)
         if carried is not None and self._cost(carried) <= min(
@@ -317,12 +359,9 @@ class Session:
                 )
                 restore = dataclasses.replace(restore, key=None)
         if restore.key is not None:
-            # Imported here, as the kernel is: it brings asyncio, no work for import time.
-            from .._kernels.checkpoints import CheckpointError
-
             try:
                 clock = time.monotonic()
-                self._kernel.restore(restore.key)
+                self._checkpointing().restore(restore.key)
                 self._restore_cost = _estimate(self._restore_cost, time.monotonic() - clock)
                 ledger.rebuilt(restore.key)
                 self._unsaved = 0.0
@@ -367,12 +406,67 @@ class Session:
         return sum(self._cell_seconds.get(cell.index, UNKNOWN_CELL_COST) for cell in cells)
 
     def _fresh_kernel(self) -> None:
+        """A fresh kernel from the engine (the current one ended, its checkpoints with it);
+        raises :class:`~notebook_executor.KernelStartError` when it does not start."""
         clock = time.monotonic()
-        self._kernel.start()
+        self._end_kernel()
+        job = dataclasses.replace(self._plan.job, checkpoints=True, checkpoint_memory=self._memory)
+        try:
+            self._kernel = self._engine.open(job)
+            self._ended_kernel = None
+        except NotebookExecutorError:
+            raise
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            if not message.startswith("the kernel did not start"):
+                message = f"the kernel did not start: {message}"
+            raise KernelStartError(message) from None
+        language_info = self._kernel.info.get("language_info")
+        if isinstance(language_info, Mapping):
+            self._record.language_info = dict(language_info)
         self._start_cost = _estimate(self._start_cost, time.monotonic() - clock)
         self._ledger.reset()
         self._unsaved = 0.0
         self._save(FRESH, always=True)
+
+    def _live(self) -> EngineKernel:
+        """The kernel now (a step runs only once the state was rebuilt: there is one)."""
+        if self._kernel is None:
+            self._fresh_kernel()
+        assert self._kernel is not None
+        return self._kernel
+
+    def _end_kernel(self) -> None:
+        kernel, self._kernel = self._kernel, None
+        if kernel is not None:
+            # Its widgets' state is the record's until a new kernel has its own.
+            self._ended_kernel = kernel
+            kernel.close(clean=False)
+
+    def _checkpointing(self) -> SupportsCheckpoints:
+        kernel = self._kernel
+        if not isinstance(kernel, SupportsCheckpoints):
+            raise CheckpointError(NO_CHECKPOINTS)
+        return kernel
+
+    def _held(self) -> list[int]:
+        kernel = self._kernel
+        return kernel.checkpoints() if isinstance(kernel, SupportsCheckpoints) else []
+
+    def _lost(self) -> dict[int, str]:
+        kernel = self._kernel
+        return kernel.lost() if isinstance(kernel, SupportsCheckpoints) else {}
+
+    def _unsupported(self) -> str | None:
+        kernel = self._kernel
+        if not isinstance(kernel, SupportsCheckpoints):
+            return NO_CHECKPOINTS
+        return kernel.checkpoint_unsupported()
+
+    def _save_widgets(self, nb: NotebookNode) -> None:
+        kernel = self._kernel or self._ended_kernel
+        if kernel is not None:
+            kernel.save_widgets(nb)
 
     def _save(self, key: int, *, always: bool = False) -> None:
         """Checkpoint the current state as ``key`` when it is exactly its cells' state and
@@ -388,11 +482,9 @@ class Session:
         ):
             self._ledger.quick.add(key)
             return
-        from .._kernels.checkpoints import CheckpointError
-
         began = time.monotonic()
         try:
-            self._kernel.checkpoint(key)
+            self._checkpointing().checkpoint(key)
         except CheckpointError as exc:
             self._ledger.refused[key] = str(exc)
             return
@@ -402,61 +494,62 @@ class Session:
             self._budget -= took
         self._unsaved = 0.0
         self._ledger.saved_as(key)
-        self._ledger.forget(set(self._kernel.checkpoints()), self._kernel.lost())
+        self._ledger.forget(set(self._held()), self._lost())
 
     def _execute(
         self, plan: Plan, cells: list[Ran], step: Step, *, replaying: bool = False
     ) -> bool:
-        """Run ``cells`` in order; False when one failed (the step ends there).
+        """Run ``cells`` in order, through the cell loop of runs; False when one failed (the
+        step ends there).
 
         A cell ending with ``sys.exit(0)`` ends the step there, successfully, as it ends a
         run (SPEC section 9), unless it is replayed to rebuild a state (it ran on before).
+        Ctrl-C raises :class:`~notebook_executor.engine.RunCancelled`, the cell that was
+        running logged as not completed.
         """
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        for ran in cells:
+        sources = {ran.index: ran for ran in cells}
+        outcome = EngineOutcome()
+
+        def after_cell(ran: CellRan) -> None:
             index = ran.index
             cell = plan.nb.cells[index]
-            limit = self._cell_timeout
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                limit = left if limit is None else min(limit, left)
-            started, clock = iso(now_utc()), time.monotonic()
-            if limit is not None and limit <= 0:
-                end = timed_out()
-            else:
-                end = self._kernel.execute(plan.nb, index, limit)
-            failure = cell_failure(index, cell, end, self._cell_timeout, self._timeout, limit)
-            completed = failure is None
-            exited = completed and end.how == "error"
-            self._ledger.ran(Ran(index, ran.source, completed))
-            self._cell_seconds[index] = time.monotonic() - clock
+            completed = ran.failure is None
+            self._ledger.ran(Ran(index, sources[index].source, completed))
+            self._cell_seconds[index] = ran.seconds
             self._record.cell_ran(
                 index,
                 cell,
                 completed=completed,
-                seconds=time.monotonic() - clock,
-                started=started,
-                exited=exited,
+                seconds=ran.seconds,
+                started=ran.started,
+                exited=ran.exited,
             )
-            if not self._injected(ran):
+            if not self._injected(sources[index]):
                 step.cells_run.append(index)
-            if failure is not None:
-                step.failure = self._record.failure = failure
-                if failure.kind != "cell_error":
-                    self._lost_kernel()
-                return False
+            if ran.failure is not None:
+                step.failure = self._record.failure = ran.failure
+                if ran.failure.kind != "cell_error":
+                    # The loop stopped the kernel: the state is gone (checkpoints stay).
+                    self._broken = True
+                return
             if self._record.failure is not None and self._record.failure.index == index:
                 self._record.failure = None
-            self._unsaved += time.monotonic() - clock
+            self._unsaved += ran.seconds
             self._save(index)
-            if exited and not replaying:
-                break
-        return True
 
-    def _lost_kernel(self) -> None:
-        """A cell timed out or the kernel died: the state is gone (checkpoints stay)."""
-        self._broken = True
-        self._kernel.stop()
+        if not cells:
+            return True
+        run_cells(
+            self._live(),
+            plan.job,
+            plan.nb,
+            [ran.index for ran in cells],
+            Limits(self._cell_timeout, self._timeout, time.monotonic(), "step"),
+            outcome,
+            after_cell=after_cell,
+            stop_at_exit=not replaying,
+        )
+        return outcome.failure is None
 
     def _finish(self, plan: Plan, step: Step, call: str, **arguments: Any) -> StepResult:
         stale = sorted(self._shown(i) for i in self._ledger.stale(code_cells(plan)))
@@ -465,7 +558,11 @@ class Session:
             call=call,
             **arguments,
             cells_run=[self._shown(i) for i in step.cells_run],
-            status="error" if step.failure is not None else "success",
+            status="success"
+            if step.failure is None
+            else "cancelled"
+            if step.failure.kind == "cancelled"
+            else "error",
             failed_cell=None if step.failure is None else self._shown(step.failure.index),
             restored=step.restored,
             restore_reason=step.reason,
@@ -554,7 +651,7 @@ class Session:
             self._closed = True
             self._cancel_timer()
             try:
-                self._kernel.shutdown()
+                self._end_kernel()
             finally:
                 text = {
                     "closed": "closed by the caller",

@@ -99,8 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         # The run server's end, during a run, is an error of its own (exit status 2).
-        fail(getattr(exc, "message", "interrupted"))
-        return int(getattr(exc, "exit_status", 130))
+        status = getattr(exc, "exit_status", None)
+        fail(str(exc.message) if status is not None else "interrupted")  # type: ignore[attr-defined]
+        return 130 if status is None else int(status)
     except BrokenPipeError:
         # The reader went away (`| head`); nothing more to say.
         sys.stderr.close()

@@ -15,11 +15,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError
+from ...engine import RunCancelled
 
 if TYPE_CHECKING:
     from types import FrameType
 
-    from ...engine import EngineOutcome, RunJob
+    from ..._notebook import NotebookNode
+    from ...engine import CellEnd, EngineKernel, RunJob
     from .paths import ServerFiles
 
 __all__ = [
@@ -41,19 +43,19 @@ class ServerUnavailableError(NotebookExecutorError):
     """The run server cannot be reached (or sessions were asked for without one)."""
 
 
-class ServerStopped(KeyboardInterrupt):
-    """The run server stopped during a run: the run is recorded as ``interrupted``.
+class ServerStopped(RunCancelled):
+    """The run server stopped during a run: the run is recorded as ``interrupted``, naming
+    the cell that was running.
 
-    A ``KeyboardInterrupt`` with an ``outcome``, so that the run's records are finished as a
-    cancelled run's are; the command line then fails with :attr:`message` (exit status 2).
+    A :class:`~notebook_executor.engine.RunCancelled`, so that the run's records are finished
+    as a cancelled run's are; the command line then fails with :attr:`message` (exit status
+    2).
     """
 
+    kind = "interrupted"
+    ename = "ServerStopped"
     message = "the run server stopped during the run; it is recorded as interrupted"
     exit_status = 2
-
-    def __init__(self, outcome: EngineOutcome) -> None:
-        super().__init__(self.message)
-        self.outcome = outcome
 
 
 def serving() -> bool:
@@ -76,30 +78,42 @@ def executor_engine(options: dict[str, Any]) -> Any:
     from ..._kernels.kernel_engine import KernelEngine
 
     class ServedEngine(KernelEngine):
-        """The kernel engine, with a run cut short by the server's end marked ``interrupted``."""
+        """The kernel engine, with a cell cut short by the server's end (or a kernel start)
+        raising :class:`ServerStopped`."""
 
-        def run(self, job: RunJob) -> EngineOutcome:
-            from ...engine import CellFailure, RunCancelled
-
+        def open(self, job: RunJob) -> EngineKernel:
             try:
-                outcome = super().run(job)
-            except RunCancelled as exc:
-                if not GONE.is_set():
-                    raise
-                outcome = exc.outcome
-            if not GONE.is_set():
-                return outcome
-            from ..._run.runner import first_unfinished_cell
-
-            failure = outcome.failure
-            index = (
-                failure.index
-                if failure is not None
-                else first_unfinished_cell(job.nb, outcome.completed)
-            )
-            outcome.failure = CellFailure(
-                index, "interrupted", "ServerStopped", ServerStopped.message, []
-            )
-            raise ServerStopped(outcome)
+                kernel = super().open(job)
+            except KeyboardInterrupt:
+                if GONE.is_set():
+                    raise ServerStopped from None
+                raise
+            # A session's kernel keeps its checkpoints; its host answers the server's end.
+            return kernel if job.checkpoints else _ServedKernel(kernel)
 
     return ServedEngine(warm_kernels=options.pop("warm_kernels", None) or 0)
+
+
+class _ServedKernel:
+    """A kernel whose cell, cut short by the server's end, raises :class:`ServerStopped`."""
+
+    def __init__(self, kernel: EngineKernel) -> None:
+        self._kernel = kernel
+        self.info = kernel.info
+
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        try:
+            return self._kernel.run_cell(nb, index, limit)
+        except KeyboardInterrupt:
+            if GONE.is_set():
+                raise ServerStopped from None
+            raise
+
+    def save_widgets(self, nb: NotebookNode) -> None:
+        self._kernel.save_widgets(nb)
+
+    def stop(self) -> None:
+        self._kernel.stop()
+
+    def close(self, *, clean: bool) -> None:
+        self._kernel.close(clean=clean)
