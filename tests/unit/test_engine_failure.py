@@ -69,3 +69,19 @@ def test_bad_cancel_or_on_cell_is_refused_before_anything_starts(
         ex.execute(tmp_path / "nb.py", **{name: value})
     assert engine.jobs == []
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_engine_failure_after_some_cells_keeps_what_completed(tmp_path: Path) -> None:
+    def fails_at_the_second(job: RunJob, index: int) -> CellReply:
+        if index == 2:
+            raise RuntimeError("the connection dropped")
+        return []
+
+    (tmp_path / "nb.py").write_text(NOTEBOOK, encoding="utf-8")
+    with NotebookExecutor(
+        runs_dir=tmp_path / "runs", engine=ScriptedEngine(fails_at_the_second)
+    ) as ex:
+        result = ex.execute(tmp_path / "nb.py")
+    assert result["status"] == "error" and result["error_kind"] == "kernel_died"
+    assert failed_cell(result)["index"] == 2
+    assert result["cells_executed"] == 1

@@ -13,6 +13,7 @@ the end, and cancellation: Ctrl-C or the job's ``cancel`` event stops the kernel
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -133,6 +134,12 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
     clean = False
     try:
         clean = run_cells(kernel, job, job.nb, cells, limits, outcome)
+    except Exception as exc:
+        # The engine's machinery failed (not a cell): the caller records what completed.
+        if getattr(exc, "outcome", None) is None:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.outcome = outcome  # type: ignore[attr-defined]
+        raise
     finally:
         try:
             kernel.save_widgets(job.nb)
