@@ -279,4 +279,8 @@ class _PoolKernel:
         async def release() -> None:
             pool.release(kernel, clean=clean)
 
-        self._loop.submit(release())
+        from .loop import result_of
+
+        # Quick (the kernel stops in the background), and done before the run returns: the
+        # pool's state (a sweep's end) is then that of a finished run.
+        result_of(self._loop.submit(release()))
