@@ -835,7 +835,7 @@ def test_the_catalog_is_opened_once_when_threads_race_to_open_it(
                 seen: list[object] = seen,
             ) -> None:
                 barrier.wait()
-                seen.append(ex._open_catalog())
+                seen.append(ex._catalog())
 
             threads = [threading.Thread(target=open_it) for _ in range(16)]
             for thread in threads:
