@@ -1,6 +1,11 @@
 """NotebookExecutor: the facade that composes sources, parameters, engine, results and records.
 
 Data flows one way: source -> parameters -> engine -> results -> run records and catalog.
+
+The executor holds what it works with: its engine and its run records
+(:class:`~._facade.records.RunRecords`: the run store and the catalog). What needs no
+executor (a source's declared parameters, one cell edited) is a function of
+:mod:`._facade.sources`, which the executor exposes as a static method.
 """
 
 from __future__ import annotations

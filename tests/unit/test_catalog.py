@@ -38,7 +38,7 @@ from notebook_executor import (
 from notebook_executor._catalog import store as _catalog
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._faces.cli import main
-from notebook_executor._records import run_files as _records
+from notebook_executor._records import results as _records
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._times import iso, now_utc
 from notebook_executor._types import RunResult

@@ -22,7 +22,7 @@ from .._errors import (
     NotebookSourceError,
     RunNotFoundError,
 )
-from .._records.run_files import RESULT_KEYS
+from .._records.results import RESULT_KEYS
 from .._records.scraps import decode_scrap, find_scraps
 from .._records.store import RunStore, executed_cells
 from .._run.checks import PathLike, check_path
