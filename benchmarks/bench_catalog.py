@@ -38,7 +38,7 @@ from typing import Any
 from notebook_executor import NotebookExecutor
 from notebook_executor._catalog import store as _store
 from notebook_executor._catalog.store import Catalog
-from notebook_executor._records import run_files as _records
+from notebook_executor._records import run_markdown as _records
 from notebook_executor._records.store import RunStore
 from notebook_executor._times import iso
 

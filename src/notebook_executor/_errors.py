@@ -349,3 +349,10 @@ class ExecutorClosedError(NotebookExecutorError, RuntimeError):
 
 def _rebuild(kind: type[InvalidArgumentError], message: str, state: dict[str, Any]) -> Any:
     return kind(message, **state)
+
+
+def install_hint(extra: str) -> str:
+    """How to install the optional part ``extra`` (an extra), as an error about its absence
+    ends: true both from a checkout and once the package is on an index
+    (``notebook-executor`` is the name it will have there)."""
+    return f"pip install '.[{extra}]' in a checkout, or 'notebook-executor[{extra}]' from a wheel"

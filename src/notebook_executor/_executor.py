@@ -1,6 +1,11 @@
 """NotebookExecutor: the facade that composes sources, parameters, engine, results and records.
 
 Data flows one way: source -> parameters -> engine -> results -> run records and catalog.
+
+The executor holds what it works with: its engine and its run records
+(:class:`~._facade.records.RunRecords`: the run store and the catalog). What needs no
+executor (a source's declared parameters, one cell edited) is a function of
+:mod:`._facade.sources`, which the executor exposes as a static method.
 """
 
 from __future__ import annotations
@@ -13,27 +18,41 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
-from ._errors import InvalidArgumentError
-from ._facade.review import ReviewMethods
+from ._errors import ExecutorClosedError, InvalidArgumentError
+from ._facade import sources
+from ._facade.records import RunRecords
 from ._kernels.kernel_engine import KernelEngine
-from ._records.store import RunStore
-from ._run.checks import PathLike, check_count, check_env, check_seconds
+from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
 from ._run.options import RunOptions
-from ._run.runner import prepared_notebook
-from ._sources.formats import write_notebook as _write_notebook
-from ._types import USE_DEFAULT, CellEdit, RunResult, UseDefault
-from .engine import Engine, SupportsPrepare
+from ._run.plan import Plan, plan_run
+from ._run.runner import prepared_notebook, run_plan
+from ._sources.formats import read_notebook, write_notebook
+from ._types import (
+    USE_DEFAULT,
+    CellEdit,
+    NotebookDiff,
+    RunDiff,
+    RunResult,
+    SearchHit,
+    UseDefault,
+    ValidateAnswer,
+)
+from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
     import nbformat
+    import pandas as pd
 
     from ._catalog.store import Catalog
+    from ._review.golden import OutputRules
+    from ._review.validate import Checked
     from ._session.session import Session
+    from ._types import Digest
 
 __all__ = ["NotebookExecutor"]
 
 
-class NotebookExecutor(ReviewMethods):
+class NotebookExecutor:
     """Run notebooks as parameterized tasks and keep every run as an audit record.
 
     Parameters
@@ -99,7 +118,7 @@ class NotebookExecutor(ReviewMethods):
         dotenv_root: PathLike | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
-        self._store = RunStore(self.runs_dir)
+        self._records = RunRecords(self.runs_dir)
         self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
         self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
         self.progress = progress
@@ -113,8 +132,6 @@ class NotebookExecutor(ReviewMethods):
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
-        self._catalog: Catalog | None = None
-        self._catalog_lock = threading.Lock()
         self._closed = False
         self._sessions: set[Session] = set()
 
@@ -136,10 +153,7 @@ class NotebookExecutor(ReviewMethods):
         close_sessions(self._sessions)
         self._closed = True
         self._engine.close()
-        with self._catalog_lock:
-            catalog, self._catalog = self._catalog, None
-        if catalog is not None:
-            catalog.close()
+        self._records.close()
 
     # -- running ---------------------------------------------------------------------------
 
@@ -339,7 +353,7 @@ class NotebookExecutor(ReviewMethods):
             lambda: self._plan(input_path, options),
             self._engine,
             runs_dir=self.runs_dir,
-            on_record=self._catalog_call,
+            on_record=self._records.index,
             idle_timeout=idle_timeout,
             checkpoint_memory=checkpoint_memory,
             on_close=self._sessions.discard,
@@ -422,7 +436,7 @@ class NotebookExecutor(ReviewMethods):
                 client,
                 cwd_given=given.cwd is not None,
                 runs_dir=self.runs_dir,
-                on_record=self._catalog_call,
+                on_record=self._records.index,
                 wanted=self.progress,
                 retries=retries,
             )
@@ -458,6 +472,263 @@ class NotebookExecutor(ReviewMethods):
         plan = self._plan(input_path, given, make_environment=False)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:
-            _write_notebook(prepared, plan.output_path)
+            write_notebook(prepared, plan.output_path)
         nb: nbformat.NotebookNode = nbformat.from_dict(prepared)
         return nb
+
+    # -- past runs -------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunResult:
+        """The result dict of a past run (a run whose process died shows as interrupted)."""
+        self._check_open()
+        return self._records.get_run(run_id)
+
+    def runs(
+        self,
+        notebook: PathLike | None = None,
+        status: str | None = None,
+        since: Any = None,
+        limit: int | None = None,
+    ) -> list[RunResult]:
+        """Past runs as result dicts, newest first, optionally filtered."""
+        return self._catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
+
+    def scraps(
+        self,
+        notebook: PathLike | None = None,
+        status: str | None = None,
+        since: Any = None,
+    ) -> pd.DataFrame:
+        """One row per run (index ``run_id``) with its parameters and JSON scraps as columns."""
+        frame: pd.DataFrame = self._catalog().scraps(notebook=notebook, status=status, since=since)
+        return frame
+
+    def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
+        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
+        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
+
+        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
+        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
+        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
+        """
+        return self._records.scraps(notebook_path_or_run_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        notebook: PathLike | None = None,
+        status: str | None = None,
+        since: Any = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Full-text search over every run record; hits best first, one per run.
+
+        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
+        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
+        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
+        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
+        Filters as in :meth:`runs`.
+
+        Raises
+        ------
+        NotebookExecutorError
+            The query is malformed (an unbalanced quote, a bare ``AND``...).
+        """
+        return self._catalog().search(
+            query, notebook=notebook, status=status, since=since, limit=limit
+        )
+
+    def digest(
+        self,
+        notebook: PathLike | None = None,
+        *,
+        since: Any = None,
+        limit_chars: int = 4000,
+    ) -> Digest:
+        """What earlier runs of a notebook (or of every notebook) found, in one page.
+
+        Computed from the catalog: runs by status with the first and last run times; the
+        parameter values tried, as ranges or sets; the scraps of the latest successful run
+        and how each numeric scrap moved across runs; the errors grouped by cell and name,
+        each with its count and the last run that had it; the requests and edit notes,
+        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
+        accept. Filters as in :meth:`runs`.
+
+        Parameters
+        ----------
+        notebook : path, optional
+            Only runs of this notebook; all runs by default.
+        since : str, date or datetime, optional
+            Only runs started at or after this moment.
+        limit_chars : int, default 4000
+            Longest ``text``; whole items are left out to keep within it, and a last line
+            says how many.
+
+        Returns
+        -------
+        Digest
+            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
+            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
+            ``text`` is the same digest as markdown.
+        """
+        return self._catalog().digest(notebook, since=since, limit_chars=limit_chars)
+
+    def reindex(self) -> int:
+        """Rebuild the catalog from the run records; return the number of runs indexed."""
+        return self._catalog().reindex()
+
+    # -- sources and review ----------------------------------------------------------------
+
+    inspect_parameters = staticmethod(sources.inspect_parameters)
+    inspect_environment = staticmethod(sources.inspect_environment)
+    read_notebook = staticmethod(read_notebook)
+    write_notebook = staticmethod(write_notebook)
+    edit_cell = staticmethod(sources.edit_cell)
+    insert_cell = staticmethod(sources.insert_cell)
+    delete_cell = staticmethod(sources.delete_cell)
+
+    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
+        """Compare two notebooks, each a source path (any format) or a run id.
+
+        Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
+        ``"added"``, ``"removed"`` or ``"modified"`` with ``index_a``, ``index_b`` (indices of
+        ``read_notebook``; a run's injected parameters cell is left out), a unified
+        ``source_diff`` and ``outputs_changed`` (compared only with ``outputs=True``, without
+        execution counts, timings or memory addresses).
+        """
+        from ._review.diff import diff_cells
+
+        return diff_cells(
+            self._records.notebook(a),
+            self._records.notebook(b),
+            outputs=outputs,
+            labels=(os.fspath(a), os.fspath(b)),
+        )
+
+    def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
+        """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
+        [a, b]}, "scraps": {name: [a, b]}, "packages": {name: [a, b]}, "cells": [...]}`` (only
+        differing names; ``packages``: the versions that ran, those of the notebook's own
+        environment when it declares dependencies; ``cells`` as in :meth:`diff_notebooks`
+        with outputs compared)."""
+        from ._review.diff import diff_records
+
+        return diff_records(
+            self.get_run(run_a),
+            self.get_run(run_b),
+            self._records.run_notebook(run_a),
+            self._records.run_notebook(run_b),
+        )
+
+    def validate(
+        self, path: PathLike, *, execute: bool = False, **execute_options: Any
+    ) -> ValidateAnswer:
+        """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
+
+        Checks the nbformat schema, that the parameters cell parses, that code cells compile,
+        one language, an installed kernel and the declared environment variables. With
+        ``execute=True`` it also runs the notebook (options as for :meth:`execute`; the run is
+        not recorded) and honours nbval's markers: ``# NBVAL_SKIP`` / tags ``skip-execution``,
+        ``nbval-skip``; ``raises-exception`` (the cell must raise; the run goes on);
+        ``# NBVAL_CHECK_OUTPUT`` (outputs must equal the stored ones, sanitised). ``cell`` is
+        an index of ``read_notebook(path).cells`` or None; ``severity`` is ``"error"`` or
+        ``"warning"``; the notebook is valid when there is no error.
+        """
+        from ._review.validate import validate_notebook
+
+        self._check_open()
+        check_path("path", path)
+        return validate_notebook(
+            path,
+            execute=execute,
+            plan=self._plan_keywords,
+            engine=self._engine,
+            options=execute_options,
+        )
+
+    def _check_notebook(
+        self,
+        path: PathLike,
+        *,
+        execute: bool,
+        record: bool = False,
+        outputs: OutputRules | None = None,
+        skip_unset: bool = True,
+        **execute_options: Any,
+    ) -> Checked:
+        """The verdict ``check`` and ``pytest --notebooks`` both give (one code, so the two
+        never disagree): :meth:`validate`'s answer, the run's result and output diffs, or the
+        reason the notebook is skipped (with ``skip_unset``: a required parameter or declared
+        environment variable not given). With ``record`` the run is kept under ``runs_dir``
+        and indexed, as any run."""
+        from ._review.validate import check_notebook
+
+        self._check_open()
+        check_path("path", path)
+        return check_notebook(
+            path,
+            execute=execute,
+            plan=self._plan_keywords,
+            engine=self._engine,
+            options=execute_options,
+            run=self._recorded_run if record else None,
+            outputs=outputs,
+            skip_unset=skip_unset,
+        )
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ExecutorClosedError("this NotebookExecutor is closed")
+
+    def _catalog(self) -> Catalog:
+        self._check_open()
+        return self._records.catalog()
+
+    @staticmethod
+    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
+        from ._review.run_edits import check_edits
+
+        check_path("input_path", input_path)
+        return check_edits(input_path, edits)
+
+    def _plan(
+        self, input_path: PathLike, options: RunOptions, *, make_environment: bool = True
+    ) -> Plan:
+        return plan_run(
+            input_path,
+            options,
+            kernel_name=self.kernel_name,
+            default_timeout=self.timeout,
+            default_cell_timeout=self.cell_timeout,
+            base_env=self.base_env,
+            dotenv_root=self.dotenv_root,
+            make_environment=make_environment,
+        )
+
+    def _plan_keywords(
+        self, input_path: PathLike, *, make_environment: bool = True, **given: Any
+    ) -> Plan:
+        """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
+        return self._plan(
+            input_path,
+            RunOptions.from_keywords("validate", given),
+            make_environment=make_environment,
+        )
+
+    def _announce(self, plans: list[Plan]) -> None:
+        """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
+        engine can) while its run records are written."""
+        self._records.store.prepare()
+        if isinstance(self._engine, SupportsPrestart):
+            for plan in plans:
+                self._engine.prestart(plan.job)
+
+    def _run(self, plan: Plan) -> RunResult:
+        return run_plan(plan, self._engine, self.runs_dir, self._records.index)
+
+    def _recorded_run(self, plan: Plan) -> RunResult:
+        self._announce([plan])
+        return self._run(plan)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor
-from notebook_executor._records.run_files import RESULT_KEYS
+from notebook_executor._records.results import RESULT_KEYS
 from notebook_executor._records.store import RunStore, read_run_file
 
 NOTEBOOK = """# %% tags=["parameters"]

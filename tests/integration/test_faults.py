@@ -102,7 +102,7 @@ FAULT_CASES: list[str] = []
 
 #: A result dict never holds cell outputs: with a 20 MB output it stays this small.
 RESULT_LIMIT = 40_000
-#: The marker :mod:`notebook_executor._records.run_files` leaves where it cut a stream.
+#: The marker :mod:`notebook_executor._records.streams` leaves where it cut a stream.
 MARKER = "[notebook-executor: output truncated,"
 
 

@@ -168,7 +168,7 @@ def test_a_plugin_importing_pyplot_leaves_forked_kernels_their_figures(
         engine = ex._engine
         assert isinstance(engine, KernelEngine) and engine.pool is not None
         assert engine.pool.stats["forked"] >= 3, engine.pool.stats
-        assert engine.pool._full_template is not None
+        assert engine.pool.starts.full is not None
     assert step["status"] == "success"
     results = {"first": first, "second": second, "many 0": many[0], "many 1": many[1]}
     for label, result in results.items():

@@ -367,7 +367,7 @@ def test_sessions_sweeps_and_check_run_in_the_environment(
     # full template (pandas and the rest) was never spawned for them.
     engine = executor._engine
     assert isinstance(engine, KernelEngine) and engine.pool is not None
-    assert engine.pool._full_template is None
+    assert engine.pool.starts.full is None
     # environment="current": the executor's own interpreter (where nbx_probe is not).
     current = executor.execute(notebook, environment="current")
     assert probe_of(current)["executable"] == sys.executable

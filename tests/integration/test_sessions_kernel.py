@@ -107,7 +107,7 @@ def test_a_session_kernel_is_forked_from_the_executors_template(tmp_path: Path) 
         engine = ex._engine
         assert isinstance(engine, KernelEngine) and engine.pool is not None
         pool = engine.pool
-        templates = {t.pid for t in (pool._first_template, pool._full_template) if t}
+        templates = {t.pid for t in (pool.starts.first, pool.starts.full) if t}
         kernel = session._kernel
         assert isinstance(kernel, CheckpointedKernel) and kernel._live is not None
         assert parent_pid(kernel._live.pid) in templates

@@ -316,7 +316,7 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
         scraps = ex.collect_outputs(first["run_id"])
         assert (scraps["leaked"], scraps["env"]) == (False, "e")
         assert scraps["cwd"] == str(workdir.resolve())
-        assert pool._first_template is not None and scraps["pid"] != pool._first_template.pid
+        assert pool.starts.first is not None and scraps["pid"] != pool.starts.first.pid
         # The forked kernel of the first run exits like any other; so does a later one.
         second = ex.collect_outputs(ex.execute(workdir / "probe.py")["run_id"])
         assert second["leaked"] is False and second["pid"] != scraps["pid"]
@@ -337,12 +337,12 @@ def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) ->
         assert pool is not None
         assert pool.state is PoolState.WARM
         assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 1)
-        assert pool._first_template is None and pool._full_template is None
+        assert pool.starts.first is None and pool.starts.full is None
         time.sleep(1.0)  # the pool fills after the first run
         assert ex.execute(workdir / "probe.py")["status"] == "success"
         assert pool.state is PoolState.WARM
         assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 2)
-        assert pool._full_template is not None or not sys.platform.startswith("linux")
+        assert pool.starts.full is not None or not sys.platform.startswith("linux")
     assert pool.state is PoolState.CLOSED
     assert pool._idle == {}
 

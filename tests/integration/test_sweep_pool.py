@@ -87,7 +87,7 @@ def test_a_sweep_from_a_new_executor_forks_every_kernel_and_launches_none(
         assert pool is not None
         stats = dict(pool.stats)
         assert pool.state is PoolState.WARM
-        assert pool._first_template is None and pool._full_template is not None
+        assert pool.starts.first is None and pool.starts.full is not None
         # The sweep is over: the pool is back to keeping its usual warm kernels.
         assert pool.sweep is False
         during = set(descendants(os.getpid())) - before
@@ -121,7 +121,7 @@ def test_two_runs_announced_together_start_a_sweep(workdir: Path, engine: Kernel
     engine.prestart(job)
     engine._kernel_loop()[0].submit(_noop()).result(timeout=30)
     assert (pool.sweep, pool.state) == (True, PoolState.WARM)
-    assert pool._full_template is not None
+    assert pool.starts.full is not None
     # Both announced runs come; then the sweep is over.
     assert run_job(engine, job).failure is None
     assert pool.sweep is True

@@ -32,7 +32,7 @@ def _kill_templates(pool: KernelPool) -> set[int]:
     """SIGKILL every template process of ``pool``; return their pids, once gone."""
     pids = {
         t.server.pid
-        for t in (pool._first_template, pool._full_template)
+        for t in (pool.starts.first, pool.starts.full)
         if t is not None and t.server.pid is not None
     }
     assert pids
@@ -65,7 +65,7 @@ def test_a_killed_template_is_replaced_for_runs_and_sessions(tmp_path: Path) -> 
         for result in ex.execute_many(path, [None, None]):
             assert result["status"] == "success", result["failed_cell"]
         assert pool.stats["templates_renewed"] >= 1
-        live = {t.server.pid for t in (pool._first_template, pool._full_template) if t}
+        live = {t.server.pid for t in (pool.starts.first, pool.starts.full) if t}
         assert not live & killed
 
         killed = _kill_templates(pool)
@@ -74,5 +74,5 @@ def test_a_killed_template_is_replaced_for_runs_and_sessions(tmp_path: Path) -> 
         assert step["status"] == "success", step["failed_cell"]
         assert step["outputs"] == [{"index": 0, "text": "42\n"}]
         assert ex.execute(path)["status"] == "success"
-        live = {t.server.pid for t in (pool._first_template, pool._full_template) if t}
+        live = {t.server.pid for t in (pool.starts.first, pool.starts.full) if t}
         assert live and not live & killed

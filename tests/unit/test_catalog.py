@@ -37,7 +37,7 @@ from notebook_executor import (
 from notebook_executor._catalog import store as _catalog
 from notebook_executor._catalog.store import Catalog
 from notebook_executor._faces.cli import main
-from notebook_executor._records import run_files as _records
+from notebook_executor._records import results as _records
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._times import iso, now_utc
 from notebook_executor._types import RunResult
@@ -843,7 +843,7 @@ def test_the_catalog_is_opened_once_when_threads_race_to_open_it(
                 seen: list[object] = seen,
             ) -> None:
                 barrier.wait()
-                seen.append(ex._open_catalog())
+                seen.append(ex._catalog())
 
             threads = [threading.Thread(target=open_it) for _ in range(16)]
             for thread in threads:

@@ -17,7 +17,7 @@ from notebook_executor._kernels import live
 from notebook_executor._kernels.launch import choose_kernel
 from notebook_executor.engine import KernelChoice
 
-KERNELS = Path(live.__file__).parent
+KERNELS = Path(live.__file__).parent / "inside"
 
 
 def _load(name: str) -> ModuleType:

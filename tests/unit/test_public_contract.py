@@ -37,7 +37,7 @@ from notebook_executor import (
     read_notebook,
     write_notebook,
 )
-from notebook_executor._records.run_files import RESULT_KEYS
+from notebook_executor._records.results import RESULT_KEYS
 from unit.fake_engine import FakeEngine
 
 NOTEBOOK = """\

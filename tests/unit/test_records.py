@@ -21,7 +21,7 @@ from notebook_executor._records import provenance
 from notebook_executor._records import streams as _streams
 from notebook_executor._records.ids import new_run_id
 from notebook_executor._records.provenance import display_path
-from notebook_executor._records.run_files import render_markdown
+from notebook_executor._records.run_markdown import render_markdown
 from notebook_executor._records.store import RunStore, read_run_file
 from notebook_executor._records.streams import cap_streams
 from unit.fake_engine import scrap_output

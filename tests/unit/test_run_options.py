@@ -50,7 +50,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[RunOptions]:
         planned.append(options)
         return real(input_path, options, **settings)
 
-    monkeypatch.setattr("notebook_executor._facade.base.plan_run", spy)
+    monkeypatch.setattr("notebook_executor._executor.plan_run", spy)
     return planned
 
 

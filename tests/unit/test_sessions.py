@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor._kernels import sessions
+from notebook_executor._kernels.inside import sessions
 from notebook_executor._kernels.workdirs import Workdir, make_workdir, sweep_stale
 from support import alive, wait_gone
 

@@ -215,7 +215,7 @@ def test_retries_apply_to_cluster_runs_only(engine: FakeEngine) -> None:
 
 def test_the_markdown_record_lists_the_attempts_of_a_cluster_run() -> None:
     from notebook_executor._cluster.dask import _ended, _provenance
-    from notebook_executor._records.run_files import render_markdown
+    from notebook_executor._records.run_markdown import render_markdown
 
     lost = {"worker": "tcp://10.0.0.1:4001", "started": "2026-01-01T00:00:00.000Z"}
     again = {"worker": "tcp://10.0.0.2:4002", "started": "2026-01-01T00:00:09.000Z"}

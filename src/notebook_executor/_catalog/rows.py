@@ -15,7 +15,7 @@ from datetime import timezone
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from .._records.run_files import RESULT_KEYS
+from .._records.results import RESULT_KEYS
 from .._records.scraps import JSON_ENCODERS
 from .._times import iso, parse_time
 from .._types import RunResult

@@ -22,7 +22,7 @@ from typing import Any
 from .._errors import CatalogError, InvalidArgumentError
 from .._records.identity import notebook_identity
 from .._records.provenance import display_path
-from .._records.run_files import RESULT_KEYS
+from .._records.results import RESULT_KEYS
 from .._run.checks import check_path
 from .._times import iso, parse_time
 from . import search as _search

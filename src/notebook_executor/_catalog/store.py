@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.identity import project_folder, project_notebooks, repaired_identity
 from .._records.ids import DAY_FOLDER, is_run_id
-from .._records.run_files import RESULT_KEYS
+from .._records.results import RESULT_KEYS
 from .._records.store import NOTEBOOK_SUFFIX, RunFile, RunStore, unwritable
 from .._types import Digest, RunResult, SearchHit
 from .digest_page import digest_page

@@ -55,8 +55,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import ClusterError, InvalidArgumentError
-from .._extras import install_hint
+from .._errors import ClusterError, InvalidArgumentError, install_hint
 from .._records.store import RunStore
 from .._run.plan import Plan
 from .._run.runner import begin_run, finish_run, first_unfinished_cell

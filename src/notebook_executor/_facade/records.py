@@ -1,42 +1,111 @@
-"""The facade's record queries: past runs, their scraps, search and digest, as the catalog
-and the run store answer them."""
+"""The run records as the facade reaches them: the run store, and the catalog opened once.
+
+:class:`RunRecords` is what :class:`~notebook_executor._executor.NotebookExecutor` holds of
+``runs_dir``: the files (the truth) and the catalog derived from them, with the answers that
+need both (a run shown from its files when the catalog cannot be used, a notebook named by a
+path or a run id).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .._errors import CatalogError, NotebookSourceError, RunNotFoundError
-from .._records.run_files import RESULT_KEYS
+from .._errors import (
+    CatalogError,
+    ExecutorClosedError,
+    NotebookExecutorError,
+    NotebookSourceError,
+    RunNotFoundError,
+)
+from .._records.results import RESULT_KEYS
 from .._records.scraps import decode_scrap, find_scraps
-from .._records.store import executed_cells
+from .._records.store import RunStore, executed_cells
 from .._run.checks import PathLike, check_path
 from .._sources.formats import find_format, load_source
-from .._types import RunResult, SearchHit
-from .base import ExecutorBase
+from .._types import RunResult
 
 if TYPE_CHECKING:
-    import pandas as pd
-
+    from .._catalog.store import Catalog
     from .._notebook import NotebookNode
-    from .._types import Digest
 
-__all__ = ["RecordQueries"]
+__all__ = ["RunRecords"]
+
+logger = logging.getLogger("notebook_executor._executor")
 
 
-class RecordQueries(ExecutorBase):
-    """Queries over the run records: :meth:`get_run`, :meth:`runs`, :meth:`scraps`,
-    :meth:`search`, :meth:`digest`, :meth:`collect_outputs`, :meth:`reindex`."""
+class RunRecords:
+    """The run records under ``runs_dir`` and their catalog, opened when first asked for.
 
-    def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
-        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
-        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
+    Parameters
+    ----------
+    runs_dir : Path
+        Where the run records are.
+    """
 
-        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
-        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
-        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
+    def __init__(self, runs_dir: Path) -> None:
+        self.runs_dir = runs_dir
+        self.store = RunStore(runs_dir)
+        self._catalog: Catalog | None = None
+        # execute_many's threads may all reach for the catalog at once: it is opened once.
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def catalog(self) -> Catalog:
+        """The catalog, opened on the first call.
+
+        Raises
+        ------
+        ExecutorClosedError
+            After :meth:`close`.
         """
+        with self._lock:
+            if self._closed:
+                raise ExecutorClosedError("this NotebookExecutor is closed")
+            if self._catalog is None:
+                from .._catalog.store import Catalog
+
+                self._catalog = Catalog(self.runs_dir)
+            return self._catalog
+
+    def index(self, method: str, record: Mapping[str, Any]) -> None:
+        """Hand ``record`` to the catalog's ``method`` (``begin``, ``finish``...): the runs'
+        ``on_record`` hook. A catalog that cannot be written is logged, not raised: the files
+        are the truth, and reindex rebuilds the catalog from them."""
+        try:
+            getattr(self.catalog(), method)(record)
+        except NotebookExecutorError as exc:
+            logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+
+    def close(self) -> None:
+        """Release the catalog; the records stay. Safe to call more than once."""
+        with self._lock:
+            self._closed = True
+            catalog, self._catalog = self._catalog, None
+        if catalog is not None:
+            catalog.close()
+
+    def get_run(self, run_id: str) -> RunResult:
+        """The result dict of a past run, from the catalog, else from its files."""
+        if not isinstance(run_id, str):
+            raise RunNotFoundError(
+                repr(run_id), f"a run id is a string, not {type(run_id).__name__}"
+            )
+        try:
+            return self.catalog().get_run(run_id)
+        except CatalogError:
+            # The files are the truth: an unusable catalog does not hide a run.
+            record = self.store.record(run_id)
+            found = {key: record.get(key) for key in RESULT_KEYS}
+            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
+            return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
+
+    def scraps(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
+        """The decoded scraps of an executed notebook (a path) or of a past run (a run id)."""
         check_path("notebook_path_or_run_id", notebook_path_or_run_id)
         candidate = Path(notebook_path_or_run_id)
         fmt = find_format(candidate)
@@ -45,127 +114,27 @@ class RecordQueries(ExecutorBase):
             cells = executed_cells(candidate)
         else:
             run_id = os.fspath(notebook_path_or_run_id)
-            if not self._store.exists(run_id):
+            if not self.store.exists(run_id):
                 raise RunNotFoundError(run_id)
-            cells = self._store.read(run_id).cells
+            cells = self.store.read(run_id).cells
         return {name: decode_scrap(raw) for name, raw in find_scraps(cells).items()}
 
-    def get_run(self, run_id: str) -> RunResult:
-        """The result dict of a past run (a run whose process died shows as interrupted)."""
-        if not isinstance(run_id, str):
-            raise RunNotFoundError(
-                repr(run_id), f"a run id is a string, not {type(run_id).__name__}"
-            )
-        try:
-            return self._open_catalog().get_run(run_id)
-        except CatalogError:
-            # The files are the truth: an unusable catalog does not hide a run.
-            record = self._store.record(run_id)
-            found = {key: record.get(key) for key in RESULT_KEYS}
-            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
-            return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
-
-    def runs(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int | None = None,
-    ) -> list[RunResult]:
-        """Past runs as result dicts, newest first, optionally filtered."""
-        return self._open_catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
-
-    def scraps(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-    ) -> pd.DataFrame:
-        """One row per run (index ``run_id``) with its parameters and JSON scraps as columns."""
-        frame: pd.DataFrame = self._open_catalog().scraps(
-            notebook=notebook, status=status, since=since
-        )
-        return frame
-
-    def search(
-        self,
-        query: str,
-        *,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """Full-text search over every run record; hits best first, one per run.
-
-        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
-        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
-        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
-        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
-        Filters as in :meth:`runs`.
-
-        Raises
-        ------
-        NotebookExecutorError
-            The query is malformed (an unbalanced quote, a bare ``AND``...).
-        """
-        return self._open_catalog().search(
-            query, notebook=notebook, status=status, since=since, limit=limit
-        )
-
-    def digest(
-        self,
-        notebook: PathLike | None = None,
-        *,
-        since: Any = None,
-        limit_chars: int = 4000,
-    ) -> Digest:
-        """What earlier runs of a notebook (or of every notebook) found, in one page.
-
-        Computed from the catalog: runs by status with the first and last run times; the
-        parameter values tried, as ranges or sets; the scraps of the latest successful run
-        and how each numeric scrap moved across runs; the errors grouped by cell and name,
-        each with its count and the last run that had it; the requests and edit notes,
-        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
-        accept. Filters as in :meth:`runs`.
-
-        Parameters
-        ----------
-        notebook : path, optional
-            Only runs of this notebook; all runs by default.
-        since : str, date or datetime, optional
-            Only runs started at or after this moment.
-        limit_chars : int, default 4000
-            Longest ``text``; whole items are left out to keep within it, and a last line
-            says how many.
-
-        Returns
-        -------
-        Digest
-            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
-            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
-            ``text`` is the same digest as markdown.
-        """
-        return self._open_catalog().digest(notebook, since=since, limit_chars=limit_chars)
-
-    def reindex(self) -> int:
-        """Rebuild the catalog from the run records; return the number of runs indexed."""
-        return self._open_catalog().reindex()
-
-    def _notebook_or_run(self, reference: PathLike) -> NotebookNode:
+    def notebook(self, reference: PathLike) -> NotebookNode:
+        """The notebook a source path or a run id names (the path first)."""
         check_path("notebook", reference)
         candidate = Path(reference)
         if candidate.is_file():
             return load_source(candidate).nb
         try:
-            return self._run_notebook(os.fspath(reference))
+            return self.run_notebook(os.fspath(reference))
         except RunNotFoundError:
             if find_format(candidate) is not None:
                 raise NotebookSourceError(os.fspath(reference), "no such file") from None
             raise
 
-    def _run_notebook(self, run_id: str) -> NotebookNode:
-        if not isinstance(run_id, str) or not self._store.exists(run_id):
+    def run_notebook(self, run_id: str) -> NotebookNode:
+        """The executed notebook of a past run."""
+        if not isinstance(run_id, str) or not self.store.exists(run_id):
             raise RunNotFoundError(str(run_id))
         # nbformat's node, as nbformat.read gives it; it is a dict like the package's own.
-        return cast("NotebookNode", self._store.read(run_id).notebook())
+        return cast("NotebookNode", self.store.read(run_id).notebook())

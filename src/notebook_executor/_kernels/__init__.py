@@ -1,1 +1,2 @@
-"""Kernels: the real engine, warm pool, fork server, kernel-side script, work folders."""
+"""Kernels: the real engine, warm pool, fork server, work folders, and (``inside/``) the
+programs that run inside kernels."""

@@ -1,6 +1,6 @@
 """A checkpoint process seen from the host, and the memory checkpoints hold.
 
-The host side of checkpoints (the kernel side is ``checkpoint_server.py``): a
+The host side of checkpoints (the kernel side is ``inside/checkpoint_server.py``): a
 :class:`Checkpoint` is the connection to one copy of a kernel, which forks kernels with its
 state on request (a :class:`~.forkserver.ForkChannel`, as the template is).
 """

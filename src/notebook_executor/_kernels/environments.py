@@ -2,8 +2,8 @@
 
 A notebook that declares dependencies (SPEC section 19) runs on a kernel in a virtual
 environment made for them: ``uv venv`` then ``uv pip install`` of the declared requirements plus
-:data:`KERNEL_REQUIREMENT` (the kernel-side programs, ``kernel_main.py`` and
-``template_server.py``, run by path and import nothing else of this package). Nothing here
+:data:`KERNEL_REQUIREMENT` (the kernel-side programs of ``inside/``, ``kernel_main.py``
+and ``template_server.py``, run by path and import nothing else of this package). Nothing here
 resolves or installs anything itself: uv does, the binary the ``uv`` package ships (or the
 one on ``PATH``). uv reads its own settings from the environment as usual: ``UV_OFFLINE``,
 ``UV_FIND_LINKS``, ``UV_INDEX_URL``, ``UV_CACHE_DIR``...

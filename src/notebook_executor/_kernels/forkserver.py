@@ -2,9 +2,10 @@
 
 Starting ``python -m ipykernel_launcher`` costs about a second of CPU, nearly all of it imports
 (IPython, ipykernel, zmq, tornado; pandas and scrapbook once the notebook runs). A
-:class:`ForkServer` starts, once, a template interpreter (:mod:`.template_server`) that imports
-those modules and then forks one child per kernel; each child is still a separate, fresh kernel
-process (its own pid, session, sockets, cwd and environment), it just skips the imports.
+:class:`ForkServer` starts, once, a template interpreter (:mod:`.inside.template_server`) that
+imports those modules and then forks one child per kernel; each child is still a separate,
+fresh kernel process (its own pid, session, sockets, cwd and environment), it just skips the
+imports.
 
 Robustness:
 
@@ -41,8 +42,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .inside.sessions import KERNEL_ID
 from .options import KERNEL_OPTIONS, script_command
-from .sessions import KERNEL_ID
 
 __all__ = [
     "ForkChannel",
@@ -120,12 +121,12 @@ class ForkServerError(RuntimeError):
 class ForkChannel:
     """A process that forks kernels on request, over a Unix socket; thread-safe.
 
-    Speaks ``kernel_main.serve``'s protocol. Subclasses: :class:`ForkServer` (the template);
-    checkpoints (:mod:`.live`).
+    Speaks ``fork_serving.serve``'s protocol (``inside/kernel_main.py`` describes it).
+    Subclasses: :class:`ForkServer` (the template); checkpoints (:mod:`.live`).
     """
 
     def __init__(self, kernel_ids: list[str]) -> None:
-        #: The :data:`~.sessions.KERNEL_ID` values its kernels' processes may carry in the
+        #: The :data:`~.inside.sessions.KERNEL_ID` values its kernels' processes may carry in the
         #: environment they started with (the template's, or the first kernel's).
         self.kernel_ids = kernel_ids
         self._lock = threading.Lock()
@@ -218,7 +219,7 @@ class ForkServer(ForkChannel):
     def __init__(
         self, env: dict[str, str], *, data_modules: bool = True, interpreter: str | None = None
     ) -> None:
-        #: The template's :data:`~.sessions.KERNEL_ID`: forked kernels, and what they fork
+        #: The template's :data:`~.inside.sessions.KERNEL_ID`: forked kernels, and what they fork
         #: without a new program, carry it in the environment they started with.
         self.kernel_id = uuid.uuid4().hex
         super().__init__([self.kernel_id])

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError
 from ..engine import KernelChoice
+from .inside.sessions import KERNEL_ID, kill_sessions
 from .options import KERNEL_OPTIONS, NATIVE_KERNEL_NAME, script_command
-from .sessions import KERNEL_ID, kill_sessions
 from .workdirs import Workdir, make_workdir
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class RunningKernel:
     _stderr: Any = field(repr=False, default=None)
     #: The content of the kernel's ``kernel_info_reply`` (its ``language_info`` above all).
     info: dict[str, Any] = field(default_factory=dict)
-    #: The :data:`~.sessions.KERNEL_ID` values recorded for the kernel's session.
+    #: The :data:`~.inside.sessions.KERNEL_ID` values recorded for the kernel's session.
     session_ids: list[str] = field(default_factory=list)
 
     def stderr_tail(self, limit: int = 2000) -> str:
@@ -245,7 +245,8 @@ async def start_kernel(
 
         manager.kernel_id = str(uuid.uuid4())
         manager.provisioner = make_fork_provisioner(manager, forkserver, str(stderr_path))
-    # Inherited by whatever the kernel starts: how a sweep tells its processes (see .sessions).
+    # Inherited by whatever the kernel starts: how a sweep tells its processes (see
+    # .inside.sessions).
     kernel_id = uuid.uuid4().hex
     env = {**env, KERNEL_ID: kernel_id}
     ids = [kernel_id] if forkserver is None else [kernel_id, *forkserver.kernel_ids]

@@ -62,7 +62,7 @@ context=None)``
     End the kernel and every checkpoint, and everything they started.
 
 How it works: the host asks the kernel with a shell message of its own, which no cell sees
-(``kernel_main.CHECKPOINT_REQUEST``; ``checkpoint_server.py`` is the kernel side). The copy
+(``kernel_main.CHECKPOINT_REQUEST``; ``inside/checkpoint_server.py`` is the kernel side). The copy
 connects to this object's Unix socket (in a private kernel folder) and serves the fork
 server's protocol there (:class:`Checkpoint`, a :class:`~.forkserver.ForkChannel`): a restore
 is :func:`~.launch.start_kernel` forking from it, exactly as from the template.
@@ -115,7 +115,7 @@ logger = logging.getLogger(__name__)
 #: Longest a kernel may take to answer a checkpoint request, and its copy to say hello.
 CHECKPOINT_TIMEOUT = 30.0
 
-#: The shell message that asks the kernel for a checkpoint (see ``kernel_main.py``).
+#: The shell message that asks the kernel for a checkpoint (see ``inside/kernel_main.py``).
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"
 
 

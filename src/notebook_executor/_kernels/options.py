@@ -23,12 +23,12 @@ NATIVE_KERNEL_NAME = "python3"
 KERNEL_OPTIONS = ("--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0")
 
 
-#: The kernel-side programs, by role: native kernels run ``kernel_main.py``
-#: (:mod:`.kernel_main`), the fork server's template ``template_server.py``
-#: (:mod:`.template_server`). Each runs by path and imports nothing of the package.
+#: The kernel-side programs, by role: native kernels run ``inside/kernel_main.py``
+#: (:mod:`.inside.kernel_main`), the fork server's template ``inside/template_server.py``
+#: (:mod:`.inside.template_server`). Each runs by path and imports nothing of the package.
 KERNEL_SCRIPTS = {
-    "__nbx_kernel__": Path(__file__).with_name("kernel_main.py"),
-    "__nbx_template__": Path(__file__).with_name("template_server.py"),
+    "__nbx_kernel__": Path(__file__).with_name("inside") / "kernel_main.py",
+    "__nbx_template__": Path(__file__).with_name("inside") / "template_server.py",
 }
 
 

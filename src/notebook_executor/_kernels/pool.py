@@ -42,7 +42,6 @@ from ..engine import KernelChoice
 from .launch import RunningKernel
 from .options import is_own_interpreter
 from .pool_starts import KernelStarts, PoolState
-from .templates import Template
 from .workdirs import sweep_stale
 
 if TYPE_CHECKING:
@@ -82,7 +81,7 @@ def _key(choice: KernelChoice, cwd: Path, env: dict[str, str]) -> _Key:
     )
 
 
-class KernelPool(KernelStarts):
+class KernelPool:
     """Ready kernels keyed by what a run needs; every method runs on the engine's loop.
 
     Its state (:class:`PoolState`) changes only by these transitions:
@@ -144,7 +143,6 @@ class KernelPool(KernelStarts):
     def __init__(self, size: int, *, fork: bool) -> None:
         self.size = size
         self.state = PoolState.IDLE
-        self._fork = fork
         self._idle: OrderedDict[_Key, deque[asyncio.Task[RunningKernel]]] = OrderedDict()
         self._recent: tuple[_Key, KernelChoice, Path, dict[str, str]] | None = None
         #: Runs announced by :meth:`prestart` that have not acquired their kernel yet.
@@ -153,15 +151,7 @@ class KernelPool(KernelStarts):
         self.sweep = False
         #: Runs between acquire() and release().
         self._running = 0
-        #: Pool tasks that are launching a kernel (not forking one), to drop in a sweep.
-        self._launching: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        #: ipykernel alone, spawned by :meth:`prepare` for the kernels before WARM.
-        self._first_template: Template | None = None
-        #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
-        self._full_template: Template | None = None
-        self._environment_templates: dict[str, Template] = {}
-        self._context: Any = None
         self._swept = False
         #: How the kernels of this pool were started, for tests and benchmarks.
         #: Counts: kernels taken warm or started for a waiting run, forked or launched; and of
@@ -176,6 +166,8 @@ class KernelPool(KernelStarts):
             "killed": 0,
             "templates_renewed": 0,
         }
+        #: How kernels start: the templates they fork from, or a launch.
+        self.starts = KernelStarts(self, fork=fork, stats=self.stats)
 
     # -- transitions -----------------------------------------------------------------------
 
@@ -189,8 +181,8 @@ class KernelPool(KernelStarts):
         if self.state is not PoolState.IDLE:
             return
         self._sweep_stale()
-        self._first_template = self._spawn_template(data_modules=False)
-        if self._first_template is not None:
+        self.starts.first = self.starts.spawn_template(data_modules=False)
+        if self.starts.first is not None:
             self.state = PoolState.PREPARED
 
     async def acquire(
@@ -221,7 +213,9 @@ class KernelPool(KernelStarts):
                 # After the first run, filling waits for the end of this run, not to slow it.
                 self._fill()
             self.stats["started_cold"] += 1
-            kernel = await self._start(choice, cwd, env, ready_timeout, warm_up=False, wait=False)
+            kernel = await self.starts.start(
+                choice, cwd, env, ready_timeout, warm_up=False, wait=False
+            )
         self._running += 1
         return kernel
 
@@ -259,20 +253,21 @@ class KernelPool(KernelStarts):
         else the first one. For another ``interpreter`` (a notebook's own environment), that
         environment's template. The pool's state and kernels stay as they are.
         """
-        if not self._fork or self.state is PoolState.CLOSED:
+        starts = self.starts
+        if not starts.fork or self.state is PoolState.CLOSED:
             return None
-        self._renew_dead()
+        starts.renew_dead()
         if not is_own_interpreter(interpreter):
-            return await self._environment_template(str(interpreter), env, cwd)
+            return await starts.environment_template(str(interpreter), env, cwd)
         if self.state is PoolState.IDLE:
             self.prepare()
         if self.state is PoolState.WARM:
-            server = await self._template_for(env, cwd, wait=self._first_template is None)
+            server = await starts.template_for(env, cwd, wait=starts.first is None)
             if server is not None:
                 return server
-        if self._first_template is None:
+        if starts.first is None:
             return None
-        return await self._usable(self._first_template, env, cwd, wait=True)
+        return await starts.usable(starts.first, env, cwd, wait=True)
 
     async def close(self) -> None:
         """-> CLOSED: stop every kernel, pending start and template; wait until they are gone."""
@@ -283,19 +278,10 @@ class KernelPool(KernelStarts):
         self._idle.clear()
         for task in idle:
             self._discard(task)
-        templates = [t for t in (self._full_template, self._first_template) if t is not None]
-        templates += list(self._environment_templates.values())
-        self._environment_templates.clear()
-        for template in templates:
-            template.ready.cancel()
+        self.starts.cancel_templates()
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        for template in templates:
-            await asyncio.get_running_loop().run_in_executor(None, template.server.close)
-        self._full_template = self._first_template = None
-        if self._context is not None:
-            self._context.destroy(linger=0)
-            self._context = None
+        await self.starts.close()
         try:
             swept = await sweep
         except Exception as exc:
@@ -320,7 +306,7 @@ class KernelPool(KernelStarts):
         if entries:
             return
         task = asyncio.get_running_loop().create_task(
-            self._start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=False)
+            self.starts.start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=False)
         )
         task.add_done_callback(_ignore_result)
         entries.append(task)
@@ -331,14 +317,15 @@ class KernelPool(KernelStarts):
         self.state = PoolState.WARM
         self._recent = (key, choice, cwd, env)
         own = is_own_interpreter(choice.interpreter)
-        if self._fork and self._full_template is None and own:
-            # (A notebook's own environment has its template: see _environment_template.)
-            self._full_template = self._spawn_template(data_modules=True)
-        if self._fork:
+        starts = self.starts
+        if starts.fork and starts.full is None and own:
+            # (A notebook's own environment has its template: see environment_template.)
+            starts.full = starts.spawn_template(data_modules=True)
+        if starts.fork:
             # A kernel being launched for a run that has not taken it yet costs more CPU than
             # the template, which every later kernel now shares: drop it.
             entries = self._idle.get(key, deque())
-            for task in [t for t in entries if t in self._launching and not t.done()]:
+            for task in [t for t in entries if t in starts.launching and not t.done()]:
                 entries.remove(task)
                 self._discard(task)
         self._fill()
@@ -358,7 +345,9 @@ class KernelPool(KernelStarts):
             # The first kernel does not wait for the full template to be ready (it is launched
             # meanwhile); the next ones do.
             task = asyncio.get_running_loop().create_task(
-                self._start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=bool(entries))
+                self.starts.start(
+                    choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=bool(entries)
+                )
             )
             # A start nobody takes is still reaped: retrieve its exception.
             task.add_done_callback(_ignore_result)

@@ -1,5 +1,9 @@
 """How a :class:`~notebook_executor._kernels.pool.KernelPool` starts one kernel: forked from
-the template its state calls for, or launched; and the states that choose."""
+the template its state calls for, or launched; and the states that choose.
+
+The pool holds a :class:`KernelStarts`, which owns the templates, and asks it for each kernel;
+the starts ask the pool only for its state (:class:`PoolPhase`).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import asyncio
 import enum
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..engine import KernelChoice
 from .launch import RunningKernel, client_context, start_kernel
@@ -17,7 +21,7 @@ from .templates import Template, TemplateUnavailable, spawn_template
 if TYPE_CHECKING:
     from .forkserver import ForkServer
 
-__all__ = ["MAX_ENVIRONMENT_TEMPLATES", "KernelStarts", "PoolState"]
+__all__ = ["MAX_ENVIRONMENT_TEMPLATES", "KernelStarts", "PoolPhase", "PoolState"]
 
 logger = logging.getLogger("notebook_executor._kernels.pool")
 
@@ -42,22 +46,69 @@ class PoolState(enum.Enum):
     CLOSED = "closed"
 
 
+class PoolPhase(Protocol):
+    """What a start asks of its pool, each time (it changes while a start waits)."""
+
+    @property
+    def state(self) -> PoolState:
+        """Where the pool is in its life."""
+
+    @property
+    def sweep(self) -> bool:
+        """Whether several runs were announced at once: kernels wait for the full template."""
+
+
 class KernelStarts:
-    """The kernel starts of a :class:`~notebook_executor._kernels.pool.KernelPool`, which
-    sets this state."""
+    """How a :class:`~notebook_executor._kernels.pool.KernelPool` starts its kernels: forked
+    from the template its state calls for, or launched. Owns the templates and the zmq
+    context of the kernels' clients.
 
-    state: PoolState
-    sweep: bool
-    stats: dict[str, int]
-    _fork: bool
-    _launching: set[asyncio.Task[Any]]
-    _first_template: Template | None
-    _full_template: Template | None
-    #: Templates running the interpreters of notebooks' own environments, least recent first.
-    _environment_templates: dict[str, Template]
-    _context: Any
+    Parameters
+    ----------
+    pool : PoolPhase
+        The pool it starts kernels for, asked for its state.
+    fork : bool
+        Fork kernels from a template process where possible.
+    stats : dict of str to int
+        The pool's counts, to which it adds: ``forked``, ``launched``, ``templates_renewed``.
+    """
 
-    async def _start(
+    def __init__(self, pool: PoolPhase, *, fork: bool, stats: dict[str, int]) -> None:
+        self._pool = pool
+        #: False once a template could not be spawned or failed: kernels are launched.
+        self.fork = fork
+        self._stats = stats
+        #: ipykernel alone, spawned by :meth:`KernelPool.prepare` for the kernels before WARM.
+        self.first: Template | None = None
+        #: ipykernel and the data modules, spawned in WARM when a kernel is first started.
+        self.full: Template | None = None
+        #: Templates running the interpreters of notebooks' own environments, least recent first.
+        self.environments: dict[str, Template] = {}
+        #: Tasks that are launching a kernel (not forking one), to drop in a sweep.
+        self.launching: set[asyncio.Task[Any]] = set()
+        self._context: Any = None
+
+    def cancel_templates(self) -> None:
+        """Stop waiting for any template to be ready (the pool is closing)."""
+        for template in self._templates():
+            template.ready.cancel()
+
+    async def close(self) -> None:
+        """Stop every template, waiting until each is gone, and the clients' zmq context."""
+        templates = self._templates()
+        self.first = self.full = None
+        self.environments.clear()
+        for template in templates:
+            await asyncio.get_running_loop().run_in_executor(None, template.server.close)
+        if self._context is not None:
+            self._context.destroy(linger=0)
+            self._context = None
+
+    def _templates(self) -> list[Template]:
+        templates = [t for t in (self.full, self.first) if t is not None]
+        return templates + list(self.environments.values())
+
+    async def start(
         self,
         choice: KernelChoice,
         cwd: Path,
@@ -81,14 +132,14 @@ class KernelStarts:
             server = None
             if choice.native and attempts >= 0:
                 if is_own_interpreter(choice.interpreter):
-                    server = await self._template_for(env, cwd, wait=wait)
+                    server = await self.template_for(env, cwd, wait=wait)
                 else:
                     interpreter = str(choice.interpreter)
-                    server = await self._environment_template(interpreter, env, cwd)
+                    server = await self.environment_template(interpreter, env, cwd)
             task = asyncio.current_task()
             if server is None and task is not None:
-                self._launching.add(task)
-                task.add_done_callback(self._launching.discard)
+                self.launching.add(task)
+                task.add_done_callback(self.launching.discard)
             if self._context is None:
                 self._context = client_context()
             try:
@@ -107,30 +158,30 @@ class KernelStarts:
                 logger.warning("the kernel template could not fork: %s", exc)
                 self._renew(server)
                 continue
-            self.stats["forked" if server is not None else "launched"] += 1
+            self._stats["forked" if server is not None else "launched"] += 1
             return kernel
 
-    async def _template_for(
+    async def template_for(
         self, env: dict[str, str], cwd: Path, *, wait: bool
     ) -> ForkServer | None:
         """The template to fork a kernel for ``env`` from, or None to launch it."""
-        if not self._fork or self.state is PoolState.CLOSED:
+        if not self.fork or self._pool.state is PoolState.CLOSED:
             return None
-        self._renew_dead()
-        if self.state is not PoolState.WARM:
+        self.renew_dead()
+        if self._pool.state is not PoolState.WARM:
             # Before WARM: the first template, which started earlier than any launch could be,
             # so wait for it; without one, launch. The full template comes after.
-            if self._first_template is None:
+            if self.first is None:
                 return None
-            return await self._usable(self._first_template, env, cwd, wait=True)
-        if self._full_template is None:
-            self._full_template = self._spawn_template(data_modules=True)
-            if self._full_template is None:
+            return await self.usable(self.first, env, cwd, wait=True)
+        if self.full is None:
+            self.full = self.spawn_template(data_modules=True)
+            if self.full is None:
                 return None
         # In a sweep, nothing is launched meanwhile: the template serves every run.
-        return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
+        return await self.usable(self.full, env, cwd, wait=wait or self._pool.sweep)
 
-    async def _environment_template(
+    async def environment_template(
         self, interpreter: str, env: dict[str, str], cwd: Path
     ) -> ForkServer | None:
         """The template running ``interpreter`` (a notebook's own environment), spawned when
@@ -138,9 +189,9 @@ class KernelStarts:
         pool's other templates are not given up)."""
         from .forkserver import fork_supported
 
-        if not self._fork or self.state is PoolState.CLOSED or not fork_supported():
+        if not self.fork or self._pool.state is PoolState.CLOSED or not fork_supported():
             return None
-        templates = self._environment_templates
+        templates = self.environments
         template = templates.pop(interpreter, None)
         if template is None:
             try:
@@ -160,9 +211,9 @@ class KernelStarts:
             _close_template(template)
             return None
 
-    def _renew_dead(self) -> None:
+    def renew_dead(self) -> None:
         """Replace each template whose process has died (killed, crashed) by a new one."""
-        for template in (self._first_template, self._full_template):
+        for template in (self.first, self.full):
             if template is not None and template.dead:
                 self._renew(template.server)
 
@@ -170,40 +221,40 @@ class KernelStarts:
         """Replace the template of ``server``, which failed to fork, by a new one of its kind
         (the full one is spawned again when next needed); the old one is closed (it went with
         its kernels: those the pool holds are found dead and dropped when taken)."""
-        for attribute in ("_first_template", "_full_template"):
+        for attribute in ("first", "full"):
             template: Template | None = getattr(self, attribute)
             if template is None or template.server is not server:
                 continue
             logger.warning("the kernel template (pid %s) is gone: starting a new one", template.pid)
-            self.stats["templates_renewed"] += 1
+            self._stats["templates_renewed"] += 1
             renewed = None
-            if attribute == "_first_template" and self.state is not PoolState.WARM:
+            if attribute == "first" and self._pool.state is not PoolState.WARM:
                 # (In WARM the full template serves: it is spawned again when next needed.)
-                renewed = self._spawn_template(data_modules=server.data_modules)
+                renewed = self.spawn_template(data_modules=server.data_modules)
             setattr(self, attribute, renewed)
             asyncio.get_running_loop().run_in_executor(None, server.close)
-        for interpreter, template in list(self._environment_templates.items()):
+        for interpreter, template in list(self.environments.items()):
             if template.server is server:
                 # A notebook environment's template: spawned again when next needed.
                 logger.warning("the kernel template of %s is gone: starting a new one", interpreter)
-                self.stats["templates_renewed"] += 1
-                del self._environment_templates[interpreter]
+                self._stats["templates_renewed"] += 1
+                del self.environments[interpreter]
                 _close_template(template)
 
-    def _spawn_template(self, *, data_modules: bool) -> Template | None:
+    def spawn_template(self, *, data_modules: bool) -> Template | None:
         """A spawned template, or None where kernels cannot be forked."""
         from .forkserver import fork_supported
 
-        if not self._fork or not fork_supported():
+        if not self.fork or not fork_supported():
             return None
         try:
             return spawn_template(data_modules=data_modules)
         except TemplateUnavailable as exc:
             logger.info("kernels will be launched, not forked: %s", exc)
-            self._fork = False
+            self.fork = False
             return None
 
-    async def _usable(
+    async def usable(
         self, template: Template, env: dict[str, str], cwd: Path, *, wait: bool
     ) -> ForkServer | None:
         """``template``'s server if it is ready (after waiting, with ``wait``) and can fork for
@@ -211,9 +262,9 @@ class KernelStarts:
         try:
             return await template.usable(env, cwd, wait=wait)
         except TemplateUnavailable as exc:
-            if self._fork:
+            if self.fork:
                 logger.info("kernels will be launched, not forked: %s", exc)
-            self._fork = False
+            self.fork = False
             return None
 
 

@@ -20,7 +20,7 @@ that, so processes in other pid namespaces sharing the folder are safe.
 The owner also records its kernel's session in the folder (:meth:`Workdir.record_session`),
 while it holds the lock: a folder whose lock is free but which holds that record was left by a
 dead owner, whatever its age, and :func:`sweep_stale` first kills what is left of that session
-(:func:`.sessions.sweep`, which checks that the processes are the kernel's own).
+(:func:`.inside.sessions.sweep`, which checks that the processes are the kernel's own).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import sessions
+from .inside import sessions
 
 __all__ = [
     "PREFIX",
@@ -72,7 +72,7 @@ SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 #: their owner may not hold its lock yet.
 STALE_AFTER = 60.0
 
-#: The file in a kernel's folder recording the kernel's session (see :mod:`.sessions`).
+#: The file in a kernel's folder recording the kernel's session (see :mod:`.inside.sessions`).
 SESSION_RECORD = "session.json"
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class Workdir:
 
     def record_session(self, pid: int, ids: list[str]) -> None:
         """Record kernel ``pid`` (the leader of its session), its start time and its
-        :data:`~.sessions.KERNEL_ID` values, for a sweep after its owner dies. Only while
+        :data:`~.inside.sessions.KERNEL_ID` values, for a sweep after its owner dies. Only while
         the folder's lock is held: a record in an unlocked folder means its owner is gone."""
         started = sessions.start_time(pid)
         if self._lock_fd is None or started is None:

@@ -21,7 +21,18 @@ from .text import strip_ansi
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["EDIT_KEYS", "CellMap", "annotate_cells", "build_result", "redact", "skip_tagged"]
+__all__ = [
+    "EDIT_KEYS",
+    "RESULT_KEYS",
+    "CellMap",
+    "annotate_cells",
+    "build_result",
+    "redact",
+    "skip_tagged",
+]
+
+#: Keys of the result dict, in order (SPEC section 4): those of :class:`RunResult`.
+RESULT_KEYS = tuple(RunResult.__annotations__)
 
 #: The keys of a code cell's run metadata that a modified run's edited cell keeps: the
 #: template's text (after substitution) and the note saying why it was changed.

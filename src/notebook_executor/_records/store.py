@@ -2,7 +2,7 @@
 
 A run leaves ``<runs_dir>/YYYY-MM-DD/<run_id>.ipynb`` (the truth: the executed notebook, with
 the run's record in ``metadata["notebook_executor"]``) and ``<run_id>.md`` beside it (the same
-run for people, :func:`.run_files.render_markdown`). Everything else (the executor, the
+run for people, :func:`.run_markdown.render_markdown`). Everything else (the executor, the
 catalog, the report, the Dask client, the MCP server) goes through a :class:`RunStore`: no
 other module builds a run record's path or parses one.
 
@@ -29,7 +29,7 @@ from .._sources.files import atomic_write_text
 from .._sources.regular import read_regular_text
 from .ids import DAY_FOLDER, is_run_id, run_day
 from .layout import run_json, split_lines
-from .run_files import RECORD_KEY, render_markdown
+from .run_markdown import RECORD_KEY, render_markdown
 
 if TYPE_CHECKING:
     import nbformat

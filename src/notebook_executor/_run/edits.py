@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._parameters.placeholders import substitute_source
 from .._records.results import EDIT_KEYS
-from .._records.run_files import RECORD_KEY
+from .._records.run_markdown import RECORD_KEY
 from .._types import CellEdit
 
 if TYPE_CHECKING:

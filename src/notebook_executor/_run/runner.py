@@ -29,7 +29,7 @@ from .._records.provenance import (
     without_home,
 )
 from .._records.results import annotate_cells, build_result
-from .._records.run_files import RECORD_KEY
+from .._records.run_markdown import RECORD_KEY
 from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
 from .._records.store import RunStore
 from .._records.streams import cap_streams, drop_outputs

@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._errors import NotebookSourceError
-from .._extras import install_hint
+from .._errors import NotebookSourceError, install_hint
 
 __all__ = ["is_url", "read_url", "write_url"]
 

@@ -27,8 +27,6 @@ COMMAND_MODULES = (
     "run",
     "sweep",
     "catalog",
-    "search",
-    "digest",
     "review",
     "edit",
     "report",

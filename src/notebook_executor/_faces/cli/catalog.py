@@ -1,4 +1,5 @@
-"""``runs``, ``scraps``, ``show`` and ``reindex``: the catalog of past runs."""
+"""``runs``, ``scraps``, ``show``, ``reindex``, ``search`` and ``digest``: the catalog of past
+runs, listed, searched and summed up (``digest``: a page, markdown or JSON with ``--json``)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,14 @@ __all__ = ["register"]
 def register(commands: Any) -> None:
     """Add this module's commands to the ``commands`` subparsers."""
     runs = commands.add_parser("runs", help="list past runs, newest first")
-    runs.add_argument("--notebook", metavar="N", help="only runs of this notebook")
-    runs.add_argument("--status", choices=("success", "error", "running"), help="only this status")
-    runs.add_argument("--since", metavar="WHEN", help="only runs started at or after (ISO date)")
+    _add_filters(runs)
     runs.add_argument("--limit", type=common.positive_int, metavar="N", help="at most N runs")
     common.add_runs_dir(runs)
     common.add_table_format(runs)
     runs.set_defaults(handler=_cmd_runs)
 
     scraps = commands.add_parser("scraps", help="parameters and scraps of past runs, as a table")
-    scraps.add_argument("--notebook", metavar="N", help="only runs of this notebook")
-    scraps.add_argument(
-        "--status", choices=("success", "error", "running"), help="only this status"
-    )
-    scraps.add_argument("--since", metavar="WHEN", help="only runs started at or after (ISO date)")
+    _add_filters(scraps)
     common.add_runs_dir(scraps)
     common.add_table_format(scraps)
     scraps.set_defaults(handler=_cmd_scraps)
@@ -45,6 +40,49 @@ def register(commands: Any) -> None:
     reindex = commands.add_parser("reindex", help="rebuild the run catalog from the run records")
     common.add_runs_dir(reindex)
     reindex.set_defaults(handler=_cmd_reindex)
+
+    search = commands.add_parser(
+        "search",
+        help="full-text search across past runs (request, parameters, code, outputs, errors...)",
+        description='Query syntax: words (all must match), "exact phrase", prefix*, '
+        "OR, NOT, AND, parentheses.",
+    )
+    search.add_argument("query", metavar="QUERY", help="what to look for")
+    _add_filters(search)
+    search.add_argument(
+        "--limit", type=common.positive_int, default=20, metavar="N", help="at most N hits (20)"
+    )
+    common.add_runs_dir(search)
+    search.add_argument("--json", action="store_true", help="print the hits as JSON")
+    search.set_defaults(handler=_cmd_search)
+
+    digest = commands.add_parser(
+        "digest",
+        help="what earlier runs found: statuses, parameters tried, scraps, errors, notes",
+        description="A page summarising past runs of a notebook (or of every notebook); "
+        "each item names run ids that 'show' and 'search' take.",
+    )
+    _add_filters(digest, status=False)
+    digest.add_argument(
+        "--limit-chars",
+        type=common.positive_int,
+        default=4000,
+        metavar="N",
+        help="longest page, in characters (4000)",
+    )
+    common.add_runs_dir(digest)
+    digest.add_argument("--json", action="store_true", help="print the digest as JSON")
+    digest.set_defaults(handler=_cmd_digest)
+
+
+def _add_filters(parser: argparse.ArgumentParser, *, status: bool = True) -> None:
+    """The filters of every query over past runs: a notebook, a status, a first day."""
+    parser.add_argument("--notebook", metavar="N", help="only runs of this notebook")
+    if status:
+        parser.add_argument(
+            "--status", choices=("success", "error", "running"), help="only this status"
+        )
+    parser.add_argument("--since", metavar="WHEN", help="only runs started at or after (ISO date)")
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -100,4 +138,32 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
     with common.executor(args) as ex:
         count = ex.reindex()
     print(f"indexed {count} runs in {Path(args.runs_dir) / 'catalog.sqlite'}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    with common.executor(args) as ex:
+        hits = ex.search(
+            args.query,
+            notebook=args.notebook,
+            status=args.status,
+            since=args.since,
+            limit=args.limit,
+        )
+    if args.json:
+        print_json(hits)
+        return EXIT_OK
+    for hit in hits:
+        print(f"{hit['run_id']}  {hit['status']}  {hit['notebook']}  [{hit['where']}]")
+        print(f"    {hit['snippet']}")
+    return EXIT_OK
+
+
+def _cmd_digest(args: argparse.Namespace) -> int:
+    with common.executor(args) as ex:
+        found = ex.digest(args.notebook, since=args.since, limit_chars=args.limit_chars)
+    if args.json:
+        print_json(found)
+    else:
+        sys.stdout.write(found["text"])
     return EXIT_OK

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..._extras import install_hint
+from ..._errors import install_hint
 from .common import EXIT_OK, UsageError
 
 __all__ = ["register"]

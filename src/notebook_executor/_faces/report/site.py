@@ -32,7 +32,8 @@ from ..._errors import (
     ReportError,
     RunNotFoundError,
 )
-from ..._records.run_files import RECORD_KEY, RESULT_KEYS
+from ..._records.results import RESULT_KEYS
+from ..._records.run_markdown import RECORD_KEY
 from ..._records.scraps import SCRAP_PREFIX
 from ..._records.store import RunStore
 from ..._records.text import hide_paths, trim_traceback

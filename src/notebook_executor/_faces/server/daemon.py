@@ -57,7 +57,7 @@ _PRELOAD = (
     "notebook_executor._faces.cli.session",
     "notebook_executor._run.plan",
     "notebook_executor._run.runner",
-    "notebook_executor._records.run_files",
+    "notebook_executor._records.results",
     "notebook_executor._records.run_markdown",
     "notebook_executor._catalog.store",
     "notebook_executor._review.check",
