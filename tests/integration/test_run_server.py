@@ -400,8 +400,14 @@ def test_ctrl_c_in_the_client_interrupts_a_session_step(shell: Shell) -> None:
     _out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert err.strip() == "notebook-executor: error: interrupted"
-    # The session is still there. (As in-process, Ctrl-C ends the wait for the step; the
-    # kernel is not interrupted, and finishes its cell before it answers again.)
+    # The session is still there, and its cell stopped: as in-process, Ctrl-C stops the
+    # kernel, and the next step (here an evaluation) rebuilds the state without the cell.
     code, _out, err = shell.run("session", "show", sid, "--json")
     assert code == 0, err
+    began = time.monotonic()
+    code, out, err = shell.run("session", "eval", sid, "x", "--json")
+    assert code == 0, err
+    assert json.loads(out)["output"] == "6\n"
+    assert time.monotonic() - began < 50, "the evaluation waited for the cell"
+    assert not (shell.folder / "finished").exists()
     assert shell.run("session", "close", sid)[0] == 0
