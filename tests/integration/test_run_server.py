@@ -405,3 +405,41 @@ def test_ctrl_c_in_the_client_interrupts_a_session_step(shell: Shell) -> None:
     code, _out, err = shell.run("session", "show", sid, "--json")
     assert code == 0, err
     assert shell.run("session", "close", sid)[0] == 0
+
+
+def test_a_tmpdir_too_long_for_a_socket_still_uses_the_server(
+    shell: Shell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A socket's path holds 107 bytes: below a long $TMPDIR (and no runtime folder set) the
+    # server's folder goes in a short temporary folder, as private as ever. The command used to
+    # run in-process, and said nothing of it.
+    from notebook_executor._faces.server.paths import server_files
+
+    long = tmp_path.joinpath(*(["t" * 50] * 2))
+    long.mkdir(parents=True)
+    for name in ("NOTEBOOK_EXECUTOR_RUNTIME_DIR", "XDG_RUNTIME_DIR"):
+        shell.env.pop(name, None)
+        monkeypatch.delenv(name, raising=False)
+    shell.env["TMPDIR"] = str(long)
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    folder = Path(server_files().folder)  # where this test's server goes: removed after
+    try:
+        code, out, err = shell.run("-v", "run", "hello.py", "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "success"
+        assert "no run server" not in err
+        status = shell.status()
+        assert Path(status["socket"]).parent == folder
+        assert not folder.is_relative_to(long)
+        info = folder.lstat()
+        assert (info.st_mode & 0o777, info.st_uid) == (0o700, os.getuid())
+        code, out, err = shell.run("session", "open", "hello.py", "--json")  # its socket too
+        assert code == 0, err
+        session_id = json.loads(out)["session_id"]
+        code, out, err = shell.run("session", "run", session_id, "--json")
+        assert code == 0, err
+        assert shell.run("session", "close", session_id)[0] == 0
+    finally:
+        shell.run("server", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
