@@ -76,10 +76,10 @@ def serve_command(
         sys.stdout.flush()
         sys.stderr.flush()
     session = served.PENDING_SESSION[0] if served.PENDING_SESSION else None
-    if session is not None:
-        _release_streams()
+    _release_streams()  # a reader of the client's output sees its end with the client's
     _answer(conn, {"exit": code})
     conn.close()
+    served.after_answer()
     if session is not None:
         from .session_host import hold
 
@@ -126,7 +126,8 @@ def _take_streams(fds: list[int]) -> None:
 
 
 def _release_streams() -> None:
-    """Let go of the client's streams (a session host outlives its command)."""
+    """Let go of the client's streams (the child outlives its answer: kernels stop, a session
+    is held)."""
     null = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(null, target)
