@@ -443,3 +443,65 @@ def test_a_tmpdir_too_long_for_a_socket_still_uses_the_server(
     finally:
         shell.run("server", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+KERNEL_START_NOTEBOOK = """# %%
+import os
+import scrapbook as sb
+with open("/proc/self/stat") as stat:
+    ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+sb.glue("started", ticks / os.sysconf("SC_CLK_TCK"))
+sb.glue("seen", os.environ.get("NBX_CLIENT_ONLY", "unset"))
+"""
+
+
+def _since_boot() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def _children_started(parent: int) -> list[float]:
+    """When the living children of ``parent`` started (seconds since boot)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent and fields[0] != "Z":
+                found.append(int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    return found
+
+
+def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shell) -> None:
+    # Between commands the server forks the next command's child, which starts a kernel like
+    # the last run's: a run in the same folder and environment takes it, started before the
+    # command was; a run in another environment never does.
+    (shell.folder / "start.py").write_text(KERNEL_START_NOTEBOOK)
+
+    ended = [0.0]
+
+    def run(value: str) -> tuple[float, dict[str, Any]]:
+        # Once a command has ended, the next one's child starts a kernel (on a loaded machine
+        # it may take a while): the template's child started since.
+        template = shell.status()["template_pid"]
+        deadline = time.monotonic() + 60
+        while not any(start > ended[0] for start in _children_started(template)):
+            assert time.monotonic() < deadline, "no kernel was started ahead"
+            time.sleep(0.1)
+        before = _since_boot()
+        code, out, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": value})
+        assert code == 0, err
+        ended[0] = _since_boot()
+        return before, json.loads(out)["scraps"]
+
+    code, _, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": "a"})
+    assert code == 0, err
+    ended[0] = _since_boot()
+    for _ in range(2):
+        before, scraps = run("a")
+        assert scraps["seen"] == "a"
+        assert scraps["started"] < before  # started ahead
+    before, scraps = run("b")
+    assert scraps["seen"] == "b"
+    assert scraps["started"] > before  # its own, started for it
+    before, scraps = run("b")
+    assert scraps["seen"] == "b"
+    assert scraps["started"] < before

@@ -8,13 +8,20 @@ that run notebooks their engine there: kernels forked from the server's template
 recorded as ``interrupted``, naming the cell that was running. The engine's kernels stop once
 the client has its answer (:func:`after_answer`): the command's records, catalog rows and output
 are complete by then, and the child lets go of the client's streams before it answers.
+
+The server forks each child before its command comes (a spare, see :mod:`.daemon`); the spare
+starts a kernel like the one of the run before (:func:`speculate`), which the command's run
+takes when its kernel is the same (same name, folder and whole environment: a loop of runs in
+one shell), as a warm executor's run takes a warm kernel.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError
@@ -29,8 +36,11 @@ if TYPE_CHECKING:
 __all__ = [
     "ServerStopped",
     "ServerUnavailableError",
+    "after_answer",
+    "drop_speculation",
     "executor_engine",
     "serving",
+    "speculate",
 ]
 
 #: The server's files, in a child of the server (None elsewhere).
@@ -43,6 +53,11 @@ PENDING_SESSION: list[Any] = []
 AFTER_ANSWER: list[Callable[[], object]] = []
 #: Set once the child answered its client.
 ANSWERED = threading.Event()
+#: The kernel of the child's first run (its choice, folder and environment), told to the
+#: server: its next child starts one like it before its command comes (:func:`speculate`).
+RAN_KERNEL: list[dict[str, Any]] = []
+#: The engine on which a child started a kernel before its command came.
+SPARE_ENGINE: list[Any] = []
 
 
 class ServerUnavailableError(NotebookExecutorError):
@@ -95,9 +110,52 @@ def after_answer() -> None:
 
 def executor_engine(options: dict[str, Any]) -> Any:
     """The engine for an executor opened with ``options`` by a served command (``options``'
-    ``warm_kernels`` taken out: the engine takes it), or None outside the server."""
+    ``warm_kernels`` taken out: the engine takes it), or None outside the server. The first
+    one of a command is the engine its child started a kernel on before the command came
+    (:func:`speculate`), if any."""
     if not serving():
         return None
+    warm = options.pop("warm_kernels", None) or 0
+    if SPARE_ENGINE and not warm:
+        return SPARE_ENGINE.pop()
+    return _served_engine_class()(warm_kernels=warm)
+
+
+def speculate(kernel: dict[str, Any]) -> None:
+    """In a child waiting for its command: start a kernel like the last run's (``kernel``, as
+    :data:`RAN_KERNEL` holds it), on the engine the command's first executor will get.
+
+    Its run takes it if its kernel matches exactly (name, folder, whole environment: see
+    :meth:`KernelPool.speculate <notebook_executor._kernels.pool.KernelPool.speculate>`); else
+    the engine stops it when it closes. The kernel comes from the server's template, as every
+    kernel of a served command does.
+    """
+    from pathlib import Path
+
+    from ...engine import KernelChoice
+
+    choice = KernelChoice(**kernel["choice"])
+    cwd, env = Path(kernel["cwd"]), dict(kernel["env"])
+    engine = _served_engine_class()(warm_kernels=0)
+    loop, pool = engine._kernel_loop()
+
+    async def start() -> None:
+        pool.prepare()
+        await pool.speculate(choice, cwd, env)
+
+    loop.submit(start())
+    SPARE_ENGINE.append(engine)
+
+
+def drop_speculation() -> None:
+    """Stop the kernel started for a command that did not take its engine."""
+    while SPARE_ENGINE:
+        with contextlib.suppress(Exception):
+            SPARE_ENGINE.pop().close()
+
+
+@functools.cache
+def _served_engine_class() -> Any:
     from ..._kernels.kernel_engine import KernelEngine
 
     class ServedEngine(KernelEngine):
@@ -106,6 +164,10 @@ def executor_engine(options: dict[str, Any]) -> Any:
         def run(self, job: RunJob) -> EngineOutcome:
             from ...engine import CellFailure, RunCancelled
 
+            if not RAN_KERNEL:
+                RAN_KERNEL.append(
+                    {"choice": asdict(job.kernel), "cwd": str(job.cwd), "env": dict(job.env)}
+                )
             try:
                 outcome = super().run(job)
             except RunCancelled as exc:
@@ -135,4 +197,4 @@ def executor_engine(options: dict[str, Any]) -> Any:
             else:
                 AFTER_ANSWER.append(super().close)
 
-    return ServedEngine(warm_kernels=options.pop("warm_kernels", None) or 0)
+    return ServedEngine
