@@ -38,6 +38,7 @@ __all__ = [
     "ServerUnavailableError",
     "after_answer",
     "drop_speculation",
+    "executor_class",
     "executor_engine",
     "serving",
     "speculate",
@@ -152,6 +153,23 @@ def drop_speculation() -> None:
     while SPARE_ENGINE:
         with contextlib.suppress(Exception):
             SPARE_ENGINE.pop().close()
+
+
+@functools.cache
+def executor_class() -> Any:
+    """The executor of a served command: closed once its client has the answer (its runs'
+    records and catalog rows are written and committed by then; closing stops the kernels and
+    lets go of the catalog, whose last close also checkpoints the database)."""
+    from ..._executor import NotebookExecutor
+
+    class ServedExecutor(NotebookExecutor):
+        def close(self) -> None:
+            if ANSWERED.is_set():
+                super().close()
+            else:
+                AFTER_ANSWER.append(super().close)
+
+    return ServedExecutor
 
 
 @functools.cache
