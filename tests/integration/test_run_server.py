@@ -505,3 +505,16 @@ def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shel
     before, scraps = run("b")
     assert scraps["seen"] == "b"
     assert scraps["started"] < before
+
+
+def test_a_session_answers_the_command_right_after_its_open(shell: Shell) -> None:
+    # Its socket listens before `session open` answers (it used to be bound after: a command
+    # run at once could find no session).
+    for _ in range(3):
+        code, out, err = shell.run("session", "open", "hello.py")
+        assert code == 0, err
+        session_id = out.strip()
+        code, out, err = shell.run("session", "show", session_id, "--json")
+        assert code == 0, err
+        assert json.loads(out)["session_id"] == session_id
+        assert shell.run("session", "close", session_id)[0] == 0

@@ -112,6 +112,11 @@ def serve_command(
         sys.stdout.flush()
         sys.stderr.flush()
     session = served.PENDING_SESSION[0] if served.PENDING_SESSION else None
+    listening = None
+    if session is not None:
+        from .session_host import listen
+
+        listening = listen(session[1])  # before the answer: the next command finds it
     _release_streams()  # a reader of the client's output sees its end with the client's
     _answer(conn, {"exit": code})
     conn.close()
@@ -119,10 +124,11 @@ def serve_command(
         _report(report, argv)
     served.drop_speculation()  # a command that took no engine: its kernel stops
     served.after_answer()
-    if session is not None:
+    if session is not None and listening is not None:
         from .session_host import hold
 
-        hold(*session)
+        ex, held = session
+        hold(ex, held, listening)
     os._exit(0)
 
 
