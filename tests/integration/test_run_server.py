@@ -411,3 +411,116 @@ def test_ctrl_c_in_the_client_interrupts_a_session_step(shell: Shell) -> None:
     assert time.monotonic() - began < 50, "the evaluation waited for the cell"
     assert not (shell.folder / "finished").exists()
     assert shell.run("session", "close", sid)[0] == 0
+
+
+def test_a_tmpdir_too_long_for_a_socket_still_uses_the_server(
+    shell: Shell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A socket's path holds 107 bytes: below a long $TMPDIR (and no runtime folder set) the
+    # server's folder goes in a short temporary folder, as private as ever. The command used to
+    # run in-process, and said nothing of it.
+    from notebook_executor._faces.server.paths import server_files
+
+    long = tmp_path.joinpath(*(["t" * 50] * 2))
+    long.mkdir(parents=True)
+    for name in ("NOTEBOOK_EXECUTOR_RUNTIME_DIR", "XDG_RUNTIME_DIR"):
+        shell.env.pop(name, None)
+        monkeypatch.delenv(name, raising=False)
+    shell.env["TMPDIR"] = str(long)
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    folder = Path(server_files().folder)  # where this test's server goes: removed after
+    try:
+        code, out, err = shell.run("-v", "run", "hello.py", "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "success"
+        assert "no run server" not in err
+        status = shell.status()
+        assert Path(status["socket"]).parent == folder
+        assert not folder.is_relative_to(long)
+        info = folder.lstat()
+        assert (info.st_mode & 0o777, info.st_uid) == (0o700, os.getuid())
+        code, out, err = shell.run("session", "open", "hello.py", "--json")  # its socket too
+        assert code == 0, err
+        session_id = json.loads(out)["session_id"]
+        code, out, err = shell.run("session", "run", session_id, "--json")
+        assert code == 0, err
+        assert shell.run("session", "close", session_id)[0] == 0
+    finally:
+        shell.run("server", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+KERNEL_START_NOTEBOOK = """# %%
+import os
+import scrapbook as sb
+with open("/proc/self/stat") as stat:
+    ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+sb.glue("started", ticks / os.sysconf("SC_CLK_TCK"))
+sb.glue("seen", os.environ.get("NBX_CLIENT_ONLY", "unset"))
+"""
+
+
+def _since_boot() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def _children_started(parent: int) -> list[float]:
+    """When the living children of ``parent`` started (seconds since boot)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent and fields[0] != "Z":
+                found.append(int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    return found
+
+
+def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shell) -> None:
+    # Between commands the server forks the next command's child, which starts a kernel like
+    # the last run's: a run in the same folder and environment takes it, started before the
+    # command was; a run in another environment never does.
+    (shell.folder / "start.py").write_text(KERNEL_START_NOTEBOOK)
+
+    ended = [0.0]
+
+    def run(value: str) -> tuple[float, dict[str, Any]]:
+        # Once a command has ended, the next one's child starts a kernel (on a loaded machine
+        # it may take a while): the template's child started since.
+        template = shell.status()["template_pid"]
+        deadline = time.monotonic() + 60
+        while not any(start > ended[0] for start in _children_started(template)):
+            assert time.monotonic() < deadline, "no kernel was started ahead"
+            time.sleep(0.1)
+        before = _since_boot()
+        code, out, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": value})
+        assert code == 0, err
+        ended[0] = _since_boot()
+        return before, json.loads(out)["scraps"]
+
+    code, _, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": "a"})
+    assert code == 0, err
+    ended[0] = _since_boot()
+    for _ in range(2):
+        before, scraps = run("a")
+        assert scraps["seen"] == "a"
+        assert scraps["started"] < before  # started ahead
+    before, scraps = run("b")
+    assert scraps["seen"] == "b"
+    assert scraps["started"] > before  # its own, started for it
+    before, scraps = run("b")
+    assert scraps["seen"] == "b"
+    assert scraps["started"] < before
+
+
+def test_a_session_answers_the_command_right_after_its_open(shell: Shell) -> None:
+    # Its socket listens before `session open` answers (it used to be bound after: a command
+    # run at once could find no session).
+    for _ in range(3):
+        code, out, err = shell.run("session", "open", "hello.py")
+        assert code == 0, err
+        session_id = out.strip()
+        code, out, err = shell.run("session", "show", session_id, "--json")
+        assert code == 0, err
+        assert json.loads(out)["session_id"] == session_id
+        assert shell.run("session", "close", session_id)[0] == 0

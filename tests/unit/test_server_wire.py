@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor._faces.server import wire
+from notebook_executor._faces.server import paths, wire
 from notebook_executor._faces.server.client import served_command
 from notebook_executor._faces.server.paths import RuntimeFolderError, private_folder, server_key
 
@@ -97,3 +97,49 @@ def test_which_commands_go_to_the_server(
     assert served_command(argv) == served
     monkeypatch.setenv("NOTEBOOK_EXECUTOR_NO_SERVER", "1")
     assert served_command(argv) == ("session" if served == "session" else None)
+
+
+def test_a_folder_too_long_for_a_socket_gives_way_to_a_short_private_one(
+    tmp_path: Path, short_tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path.joinpath(*(["t" * 50] * 2))
+    long.mkdir(parents=True)
+    monkeypatch.setenv(paths.RUNTIME_ENV, str(long))
+    monkeypatch.setattr(paths, "SHORT_TEMP_DIRS", (str(tmp_path / "missing"), str(short_tmp_path)))
+    files = paths.server_files()
+    folder = Path(files.folder)
+    assert folder.parent == short_tmp_path
+    for socket_path in (files.socket, files.session_socket("0" * 16)):
+        assert len(os.fsencode(socket_path)) <= paths.MAX_SOCKET_PATH
+    info = folder.lstat()
+    assert (info.st_mode & 0o777, info.st_uid) == (0o700, os.getuid())
+    # Another long folder, another server (as two folders that fit have two).
+    other = tmp_path.joinpath(*(["u" * 50] * 2))
+    other.mkdir(parents=True)
+    monkeypatch.setenv(paths.RUNTIME_ENV, str(other))
+    assert Path(paths.server_files().folder) not in (folder, long)
+
+
+def test_the_short_folder_is_refused_when_not_private(
+    tmp_path: Path, short_tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path.joinpath(*(["t" * 50] * 2))
+    long.mkdir(parents=True)
+    monkeypatch.setenv(paths.RUNTIME_ENV, str(long))
+    monkeypatch.setattr(paths, "SHORT_TEMP_DIRS", (str(short_tmp_path),))
+    folder = Path(paths.server_files().folder)
+    folder.chmod(0o755)
+    with pytest.raises(RuntimeFolderError, match="open to other users"):
+        paths.server_files()
+    assert folder.stat().st_mode & 0o777 == 0o755
+
+
+def test_no_folder_short_enough_for_a_socket_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long = tmp_path.joinpath(*(["t" * 50] * 2))
+    long.mkdir(parents=True)
+    monkeypatch.setenv(paths.RUNTIME_ENV, str(long))
+    monkeypatch.setattr(paths, "SHORT_TEMP_DIRS", (str(long),))
+    with pytest.raises(RuntimeFolderError, match="too long for a socket"):
+        paths.server_files()

@@ -22,6 +22,8 @@ in :class:`KernelPool`):
   The pool fills only once the engine has run something (a one-shot command pays for nothing it
   does not use), from the *full template* (ipykernel and the common data modules, spawned when
   first needed) where the platform allows forking, which costs a small fraction of a launch.
+- **speculate**: start a kernel, once prepared, for a run that may come (the run server's next
+  child, for the environment of the run before it); taken only by a run it matches exactly.
 - **warm up**: a kernel started before any run waits for it also runs a silent ``pass``.
 - **sweep stale**: at the pool's first action and at its close, in the background, what killed
   hosts left (kernel folders, and what is left of their kernels' sessions) is removed.
@@ -304,6 +306,29 @@ class KernelPool:
             return
         entries = self._idle.setdefault(key, deque())
         if entries:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.starts.start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=False)
+        )
+        task.add_done_callback(_ignore_result)
+        entries.append(task)
+
+    async def speculate(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
+        """PREPARED: start a kernel for a run that may come, no run announced yet.
+
+        The run server's next child does, for the kernel of the run before it: a run whose
+        kernel matches exactly (name, folder, whole environment) takes it, as it would take a
+        warm kernel; any other leaves it to :meth:`close`. Only a kernel forked from the
+        template is worth the guess: none is launched for it.
+        """
+        if self.state is not PoolState.PREPARED or not choice.native:
+            return
+        if not is_own_interpreter(choice.interpreter):
+            return
+        if await self.starts.template_for(env, cwd, wait=True) is None:
+            return
+        entries = self._idle.setdefault(_key(choice, cwd, env), deque())
+        if entries or self.state is not PoolState.PREPARED:
             return
         task = asyncio.get_running_loop().create_task(
             self.starts.start(choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=False)

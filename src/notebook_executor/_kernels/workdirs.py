@@ -9,7 +9,8 @@ may write to. Anything else in the temporary directory is never looked at, let a
 A kernel's IPC sockets live in its folder, and a socket's path is limited (107 bytes on Linux,
 103 on macOS). When ``$TMPDIR`` is too long to hold them (a long ``$TMPDIR`` made every kernel
 die at start), the parent goes in the first of :data:`SHORT_TEMP_DIRS` that is a writable
-folder instead (:func:`kernel_base`), with the same ownership rules.
+folder instead (:func:`kernel_base`, through :func:`.socket_paths.socket_base`), with the same
+ownership rules.
 
 A host killed outright (``SIGKILL``) cannot remove its kernels' folders, so the owner holds an
 exclusive ``flock`` on each folder for as long as it uses it: the OS drops the lock when the
@@ -32,12 +33,12 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from .inside import sessions
+from .socket_paths import MAX_SOCKET_PATH, SHORT_TEMP_DIRS, socket_base
 
 __all__ = [
     "PREFIX",
@@ -58,15 +59,8 @@ ROOT_PREFIX = "notebook-executor-"
 #: A kernel folder's full name, as :func:`tempfile.mkdtemp` makes it with :data:`PREFIX`.
 _KERNEL_FOLDER = re.compile(r"k-[A-Za-z0-9_]{8}")
 
-#: Longest socket path in bytes, without the final NUL: ``sun_path`` holds 108 bytes on Linux,
-#: 104 on macOS and the BSDs.
-MAX_SOCKET_PATH = 107 if sys.platform.startswith("linux") else 103
-
 #: What a kernel adds below the kernel root: its folder, then a socket named after a port.
 _SOCKET_TAIL = len("/k-XXXXXXXX/k-65535")
-
-#: Temporary folders tried, in order, when ``$TMPDIR`` is too long for socket paths.
-SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 
 #: Folders younger than this (seconds) are never swept, unless they hold a session record:
 #: their owner may not hold its lock yet.
@@ -129,11 +123,6 @@ def _uid() -> int:
     return os.getuid() if hasattr(os, "getuid") else 0
 
 
-def _fits(base: Path) -> bool:
-    root = base / f"{ROOT_PREFIX}{_uid()}"
-    return len(os.fsencode(root)) + _SOCKET_TAIL <= MAX_SOCKET_PATH
-
-
 def kernel_base() -> Path:
     """The temporary folder kernel roots go in: ``tempfile.gettempdir()`` when a socket path
     in it fits, else the first of :data:`SHORT_TEMP_DIRS` that fits and can be written.
@@ -141,11 +130,11 @@ def kernel_base() -> Path:
     Raises :class:`KernelRootError` when none can hold a kernel's sockets.
     """
     preferred = Path(tempfile.gettempdir())
-    if _fits(preferred):
-        return preferred
-    for candidate in map(Path, SHORT_TEMP_DIRS):
-        if _fits(candidate) and candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK):
-            return candidate
+    base = socket_base(
+        os.fspath(preferred), f"{ROOT_PREFIX}{_uid()}", _SOCKET_TAIL, SHORT_TEMP_DIRS
+    )
+    if base is not None:
+        return Path(base)
     raise KernelRootError(
         f"the temporary folder {os.fspath(preferred)!r} is too long to hold kernel sockets "
         f"(a socket path holds at most {MAX_SOCKET_PATH} bytes) and none of "

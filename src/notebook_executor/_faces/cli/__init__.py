@@ -40,6 +40,16 @@ COMMAND_MODULES = (
 SERVED_COMMANDS = ("run", "sweep", "check")
 
 
+#: The parser built once by the run server, for the children it forks (see :func:`prebuild`).
+_PREBUILT: list[argparse.ArgumentParser] = []
+
+
+def prebuild() -> None:
+    """Build the parser once, for every later :func:`main` of this process and of the
+    children it forks: the run server does, so a served command pays for none."""
+    _PREBUILT[:] = [_build_parser()]
+
+
 def _build_parser() -> argparse.ArgumentParser:
     import importlib
 
@@ -82,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..._errors import NotebookExecutorError
     from .common import EXIT_OK, EXIT_USAGE, UsageError, configure_logging, fail
 
-    parser = _build_parser()
+    parser = _PREBUILT[0] if _PREBUILT else _build_parser()
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:

@@ -127,12 +127,12 @@ def configure_logging(verbosity: int) -> None:
 def executor(args: argparse.Namespace, **options: Any) -> Any:
     """The executor of a command: in the run server's child, on the server's kernels."""
     from ..._executor import NotebookExecutor
-    from ..server.served import executor_engine
+    from ..server.served import executor_class, executor_engine
 
     engine = executor_engine(options)
-    if engine is not None:
-        options["engine"] = engine
-    return NotebookExecutor(runs_dir=args.runs_dir, **options)
+    if engine is None:
+        return NotebookExecutor(runs_dir=args.runs_dir, **options)
+    return executor_class()(runs_dir=args.runs_dir, engine=engine, **options)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:

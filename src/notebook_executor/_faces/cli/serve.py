@@ -6,8 +6,8 @@ The server (``..server.daemon``) forks a child per command, which runs :func:`ma
 import sys
 
 from ..server.daemon import main as serve
-from . import _build_parser, main
+from . import main, prebuild
 
 if __name__ == "__main__":
     # Building the parser once imports every command's module, for every child.
-    sys.exit(serve(main, _build_parser))
+    sys.exit(serve(main, prebuild))

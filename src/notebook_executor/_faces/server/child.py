@@ -35,9 +35,41 @@ from typing import Any, NoReturn
 from . import client, served, wire
 from .paths import ServerFiles
 
-__all__ = ["serve_command"]
+__all__ = ["serve_command", "serve_next"]
 
 _PR_SET_PDEATHSIG = 1
+
+
+def serve_next(
+    channel: socket.socket,
+    files: ServerFiles,
+    server_pid: int,
+    command: Callable[[list[str]], int],
+    last_kernel: dict[str, Any] | None,
+) -> NoReturn:
+    """A spare child: wait for the server's next command on ``channel``, then serve it.
+
+    Meanwhile a kernel like the last run's (``last_kernel``) is started (see
+    :func:`.served.speculate`). The server sends the command's request with the client's
+    connection and standard streams (four descriptors); it closes ``channel`` to end a spare
+    it no longer needs. Never returns.
+    """
+    _die_with(server_pid)
+    signal.signal(signal.SIGTERM, served.on_server_gone)
+    served.FILES = files
+    client.IN_SERVER = True
+    if last_kernel is not None:
+        with contextlib.suppress(Exception):  # a guess: never a reason not to serve
+            served.speculate(last_kernel)
+    try:
+        request, fds = wire.receive_with_fds(channel, max_fds=4)
+        argv, cwd, env = request["argv"], request["cwd"], request["env"]
+        conn = socket.socket(fileno=fds[0])
+    except (OSError, KeyError, IndexError, KeyboardInterrupt):
+        served.drop_speculation()
+        served.after_answer()
+        os._exit(0)
+    serve_command(conn, argv, cwd, env, fds[1:], files, server_pid, command, channel)
 
 
 def serve_command(
@@ -49,8 +81,10 @@ def serve_command(
     files: ServerFiles,
     server_pid: int,
     command: Callable[[list[str]], int],
+    report: socket.socket | None = None,
 ) -> NoReturn:
-    """Run one command for the client at the other end of ``conn``; never returns."""
+    """Run one command for the client at the other end of ``conn``; never returns. The kernel
+    its run took is told on ``report`` (a spare's channel to the server) once it answered."""
     _die_with(server_pid)
     signal.signal(signal.SIGTERM, served.on_server_gone)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -70,21 +104,43 @@ def serve_command(
     logging.root.handlers.clear()  # the command configures logging to the client's stderr
     finished = threading.Event()
     threading.Thread(target=_watch, args=(conn, finished), daemon=True).start()
+    if client.served_command(argv) != "run":
+        served.drop_speculation()  # the kernel started ahead is a run's
     code = _run_main(command, argv)
     finished.set()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
     session = served.PENDING_SESSION[0] if served.PENDING_SESSION else None
+    listening = None
     if session is not None:
-        _release_streams()
+        from .session_host import listen
+
+        listening = listen(session[1])  # before the answer: the next command finds it
+    _release_streams()  # a reader of the client's output sees its end with the client's
     _answer(conn, {"exit": code})
     conn.close()
-    if session is not None:
+    if report is not None:
+        _report(report, argv)
+    served.drop_speculation()  # a command that took no engine: its kernel stops
+    served.after_answer()
+    if session is not None and listening is not None:
         from .session_host import hold
 
-        hold(*session)
+        ex, held = session
+        hold(ex, held, listening)
     os._exit(0)
+
+
+def _report(channel: socket.socket, argv: list[str]) -> None:
+    """Tell the server the kernel this command's run took (none for a run given secrets: their
+    values stay in this process and its kernel)."""
+    secrets = any(word.startswith("--sec") for word in argv)
+    kernel = served.RAN_KERNEL[0] if served.RAN_KERNEL and not secrets else None
+    with contextlib.suppress(OSError):
+        channel.settimeout(5)
+        wire.send(channel, {"kernel": kernel})
+    channel.close()
 
 
 def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:
@@ -126,7 +182,8 @@ def _take_streams(fds: list[int]) -> None:
 
 
 def _release_streams() -> None:
-    """Let go of the client's streams (a session host outlives its command)."""
+    """Let go of the client's streams (the child outlives its answer: kernels stop, a session
+    is held)."""
     null = os.open(os.devnull, os.O_RDWR)
     for target in (0, 1, 2):
         os.dup2(null, target)

@@ -16,19 +16,19 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import socket
 import sys
 import time
 
 from . import wire
 from .paths import NO_SERVER_ENV, RuntimeFolderError, ServerFiles, server_files
 
-# No pathlib, contextlib or typing at run time (nor argparse, logging): this module is the
-# whole of a served command's client, and every import is paid at every command.
+# No pathlib, contextlib or typing at run time (nor argparse, logging, socket: see .wire): this
+# module is the whole of a served command's client, and every import is paid at every command.
 # ruff: noqa: PTH108, PTH109, SIM105
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from _socket import socket
     from collections.abc import Sequence
     from typing import Any
 
@@ -93,11 +93,13 @@ def forward(argv: Sequence[str]) -> int | None:
         if verbose:
             print(f"{PROG}: INFO: no run server ({reason}): running in-process", file=sys.stderr)
         return None
-    with sock:
+    try:
         return _command(sock, list(argv), cwd)
+    finally:
+        sock.close()
 
 
-def _command(sock: socket.socket, argv: list[str], cwd: str) -> int:
+def _command(sock: socket, argv: list[str], cwd: str) -> int:
     message = {"op": "command", "argv": argv, "cwd": cwd, "env": dict(os.environ)}
     try:
         wire.send_with_fds(sock, message, [0, 1, 2])
@@ -127,17 +129,19 @@ def _command(sock: socket.socket, argv: list[str], cwd: str) -> int:
             return EXIT_USAGE
 
 
-def connect(files: ServerFiles) -> socket.socket | None:
+def connect(files: ServerFiles) -> socket | None:
     """A connection to the running server, or None when none listens (a stale socket file and
     pid file are then removed)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(files.socket))
-        wire.check_peer(sock)
+        sock = wire.connect(files.socket)
     except OSError as exc:
-        sock.close()
         if exc.errno == errno.ECONNREFUSED:
             _clean_stale(files)
+        return None
+    try:
+        wire.check_peer(sock)
+    except OSError:
+        sock.close()
         return None
     return sock
 
@@ -147,12 +151,14 @@ def request(files: ServerFiles, message: dict[str, Any]) -> dict[str, Any] | Non
     sock = connect(files)
     if sock is None:
         return None
-    with sock:
+    try:
         wire.send_with_fds(sock, message, [])
         return wire.receive(sock, limit=1 << 24)
+    finally:
+        sock.close()
 
 
-def start_server(files: ServerFiles) -> socket.socket | None:
+def start_server(files: ServerFiles) -> socket | None:
     """Start this user's server (one client at a time starts it) and connect to it."""
     import subprocess
 

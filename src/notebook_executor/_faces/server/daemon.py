@@ -10,7 +10,10 @@ single-threaded so that forking is safe, it answers on its Unix socket:
 - ``command``: a command line (``argv``) with its client's working directory and environment,
   and the client's standard streams (as descriptors). A forked child becomes the client's
   stand-in (:mod:`.child`): the command runs exactly as it would in the client's process,
-  only warm.
+  only warm. The child is forked ahead, between commands (a *spare*, waiting on a channel of
+  its own), and starts a kernel like the last run's meanwhile: the run of a shell's next
+  command, in the same folder and environment, takes it ready (see ``.served.speculate``). A
+  child tells the kernel its run took on that channel, once it answered its client.
 
 It exits after :data:`~.paths.IDLE_ENV` seconds (default 300) with no child (no command being
 served, no open session), on SIGTERM, and when its socket file is taken away.
@@ -94,6 +97,12 @@ class _Server:
         self.template: Any = None
         self.listener: socket.socket | None = None
         self.socket_id: tuple[int, int] | None = None
+        #: The child forked ahead for the next command (its pid, the server's end of its channel).
+        self.spare: tuple[int, socket.socket] | None = None
+        #: The kernel the last run took, as its child told it: the next spare starts one like it.
+        self.last_kernel: dict[str, Any] | None = None
+        #: The channels of the children serving a command, until they tell their run's kernel.
+        self.reports: dict[socket.socket, int] = {}
 
     # -- life ------------------------------------------------------------------------------
 
@@ -170,8 +179,17 @@ class _Server:
             if not self._socket_is_ours():
                 logger.info("socket file gone: stopping")
                 break
-            ready, _, _ = select.select([self.listener], [], [], 0.5)
-            if ready:
+            if self.spare is None and not self.reports:
+                # Between commands (none waiting, the last one's kernel known): the next
+                # command's child, forked ahead.
+                with contextlib.suppress(OSError):
+                    if not select.select([self.listener], [], [], 0)[0]:
+                        self.fork_spare()
+            ready, _, _ = select.select([self.listener, *self.reports], [], [], 0.5)
+            for ready_socket in ready:
+                if ready_socket is not self.listener:
+                    self.read_report(ready_socket)
+                    continue
                 with contextlib.suppress(OSError):
                     conn, _ = self.listener.accept()
                     self.handle(conn)
@@ -180,6 +198,14 @@ class _Server:
         self.stopping = True
         if self.listener is not None:
             self.listener.close()
+        for channel in self.reports:
+            channel.close()
+        self.reports.clear()
+        if self.spare is not None:
+            pid, channel = self.spare
+            self.spare = None
+            channel.close()  # the spare ends (stopping the kernel it started)
+            self.children[pid] = "spare"
         with contextlib.suppress(OSError):
             if self._socket_is_ours():
                 Path(self.files.socket).unlink()
@@ -217,6 +243,9 @@ class _Server:
                 return
             if pid == 0:
                 return
+            if self.spare is not None and pid == self.spare[0]:
+                self.spare[1].close()
+                self.spare = None
             if self.children.pop(pid, None) is not None:
                 self.last_busy = time.monotonic()
 
@@ -263,19 +292,25 @@ class _Server:
             "sessions": open_sessions(self.files, set(self.children)),
         }
 
-    def refresh_versions(self) -> None:
+    def refresh_versions(self) -> bool:
         """Read the versions run records name again when a folder of ``sys.path`` changed (a
-        package installed or upgraded since): the children inherit them already read."""
+        package installed or upgraded since): the children inherit them already read. True
+        when they were read again."""
         from ..._records.provenance import package_versions
 
         site = []
+        own = Path(self.files.folder).resolve()
         for folder in sys.path:
+            if folder and Path(folder).resolve() == own:
+                continue  # where it runs (``python -m``): its own files come and go there
             with contextlib.suppress(OSError):
                 site.append((folder, Path(folder).stat().st_mtime_ns))
-        if site != self.site:
-            self.site = site
-            package_versions.cache_clear()
-            package_versions()
+        if site == self.site:
+            return False
+        self.site = site
+        package_versions.cache_clear()
+        package_versions()
+        return True
 
     def fork_command(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
@@ -288,19 +323,70 @@ class _Server:
             and len(fds) == 3
         ):
             raise ValueError("malformed command: needs argv, cwd, env and three streams")
-        self.refresh_versions()
+        if self.refresh_versions() and self.spare is not None:
+            self.drop_spare()  # forked before the versions changed
+        if self.spare is None:
+            self.fork_spare(inherited=[conn.fileno(), *fds])
+        assert self.spare is not None
+        pid, channel = self.spare
+        self.spare = None
+        try:
+            wire.send_with_fds(
+                channel, {"argv": argv, "cwd": cwd, "env": env}, [conn.fileno(), *fds]
+            )
+        except OSError:
+            channel.close()  # the spare died: reaped as any child
+            raise
+        self.children[pid] = argv[0] if argv else ""
+        self.reports[channel] = pid
+        self.last_busy = time.monotonic()
+
+    def fork_spare(self, inherited: list[int] | None = None) -> None:
+        """Fork the child of the next command (:func:`.child.serve_next`): it waits on a
+        channel of its own for the command, with a kernel like the last run's started.
+        ``inherited``: descriptors of the request being handled, closed in the child (a
+        client's output stays open only as long as its command's child holds it)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
-            from .child import serve_command
+            from .child import serve_next
 
             try:
                 assert self.listener is not None
                 self.listener.close()
-                serve_command(conn, argv, cwd, env, fds, self.files, os.getppid(), self.command)
+                ours.close()
+                for channel in self.reports:
+                    channel.close()
+                for fd in inherited or []:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                serve_next(theirs, self.files, os.getppid(), self.command, self.last_kernel)
             finally:
                 os._exit(70)
-        self.children[pid] = argv[0] if argv else ""
-        self.last_busy = time.monotonic()
+        theirs.close()
+        self.spare = (pid, ours)
+
+    def drop_spare(self) -> None:
+        """End the spare child (closing its channel ends it); reaped as any child."""
+        if self.spare is not None:
+            pid, channel = self.spare
+            self.spare = None
+            channel.close()
+            self.children[pid] = "spare"
+
+    def read_report(self, channel: socket.socket) -> None:
+        """A child tells the kernel its run took (or closed its channel)."""
+        self.reports.pop(channel, None)
+        try:
+            channel.settimeout(5)
+            report = wire.receive(channel, limit=wire.MAX_REQUEST_BYTES)
+        except OSError:
+            report = {}
+        finally:
+            channel.close()
+        # A command that ran nothing (a session's step, say): the next is no run's repeat.
+        kernel = report.get("kernel")
+        self.last_kernel = kernel if isinstance(kernel, dict) else None
 
 
 def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:

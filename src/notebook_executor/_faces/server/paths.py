@@ -3,7 +3,10 @@
 The folder is ``notebook-executor-<uid>`` under ``$NOTEBOOK_EXECUTOR_RUNTIME_DIR`` (tests give
 their own), else ``$XDG_RUNTIME_DIR``, else the temporary folder. It is made with mode 0700;
 one that exists must belong to the user, be a real folder (no symlink) and be closed to others,
-or no server is used. Inside, each server's files carry a key made of the interpreter's path
+or no server is used. When that folder's sockets would not fit in a socket's path (107 bytes),
+the folder goes in a short temporary folder instead (see
+:func:`notebook_executor._kernels.socket_paths.socket_base`), named after the one it stands
+for, with the same rules. Inside, each server's files carry a key made of the interpreter's path
 and this package's version, so a client of another venv, or of another version, never talks
 to a server that would run its kernels on the wrong Python.
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+
+from ..._kernels.socket_paths import MAX_SOCKET_PATH, SHORT_TEMP_DIRS, socket_base
 
 # Paths are strings here, joined with os.path: pathlib (and the re module it brings) would
 # add to every served command's start-up.
@@ -36,6 +41,9 @@ NO_SERVER_ENV = "NOTEBOOK_EXECUTOR_NO_SERVER"
 RUNTIME_ENV = "NOTEBOOK_EXECUTOR_RUNTIME_DIR"
 #: Seconds a server with no open session and no request waits before it exits.
 IDLE_ENV = "NOTEBOOK_EXECUTOR_SERVER_IDLE"
+#: The longest socket path below the folder: a session's (``/<key>-s/<session id>.sock``),
+#: with room for a longer id.
+_SOCKET_TAIL = len("/0123456789ab-s/") + 32 + len(".sock")
 
 
 class RuntimeFolderError(OSError):
@@ -84,7 +92,19 @@ def server_files() -> ServerFiles:
         import tempfile
 
         base = tempfile.gettempdir()
-    folder = _join(base, f"notebook-executor-{os.getuid()}")
+    name = f"notebook-executor-{os.getuid()}"
+    short = socket_base(base, name, _SOCKET_TAIL, SHORT_TEMP_DIRS)
+    if short is None:
+        raise RuntimeFolderError(
+            f"{base} is too long for a socket's path (at most {MAX_SOCKET_PATH} bytes), and "
+            f"none of {', '.join(SHORT_TEMP_DIRS)} can be written"
+        )
+    if short != base:
+        # Named after the folder it stands for: a server per folder, as when it fits.
+        import hashlib
+
+        name += "-" + hashlib.sha256(os.fsencode(base)).hexdigest()[:8]
+    folder = _join(short, name)
     private_folder(folder)
     from ... import __version__
 

@@ -5,19 +5,30 @@ The server forks one child per command (:mod:`.daemon`). The child runs the comm
 own code, in its client's folder and environment; :func:`executor_engine` gives the commands
 that run notebooks their engine there: kernels forked from the server's template
 (:mod:`notebook_executor._kernels.shared_template`), and a run that the server's end cuts short
-recorded as ``interrupted``, naming the cell that was running.
+recorded as ``interrupted``, naming the cell that was running. The engine's kernels stop once
+the client has its answer (:func:`after_answer`): the command's records, catalog rows and output
+are complete by then, and the child lets go of the client's streams before it answers.
+
+The server forks each child before its command comes (a spare, see :mod:`.daemon`); the spare
+starts a kernel like the one of the run before (:func:`speculate`), which the command's run
+takes when its kernel is the same (same name, folder and whole environment: a loop of runs in
+one shell), as a warm executor's run takes a warm kernel.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import signal
 import threading
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..._errors import NotebookExecutorError
 from ...engine import RunCancelled
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import FrameType
 
     from ..._notebook import NotebookNode
@@ -27,8 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ServerStopped",
     "ServerUnavailableError",
+    "after_answer",
+    "drop_speculation",
+    "executor_class",
     "executor_engine",
     "serving",
+    "speculate",
 ]
 
 #: The server's files, in a child of the server (None elsewhere).
@@ -37,6 +52,15 @@ FILES: ServerFiles | None = None
 GONE = threading.Event()
 #: A session opened by this child, which it goes on to hold once its command is answered.
 PENDING_SESSION: list[Any] = []
+#: What the child puts off until its client has the answer: stopping the run's kernels.
+AFTER_ANSWER: list[Callable[[], object]] = []
+#: Set once the child answered its client.
+ANSWERED = threading.Event()
+#: The kernel of the child's first run (its choice, folder and environment), told to the
+#: server: its next child starts one like it before its command comes (:func:`speculate`).
+RAN_KERNEL: list[dict[str, Any]] = []
+#: The engine on which a child started a kernel before its command came.
+SPARE_ENGINE: list[Any] = []
 
 
 class ServerUnavailableError(NotebookExecutorError):
@@ -70,11 +94,88 @@ def on_server_gone(signum: int, frame: FrameType | None) -> None:
     signal.default_int_handler(signum, frame)
 
 
+def after_answer() -> None:
+    """Once the client has its answer: do what was put off for it (:data:`AFTER_ANSWER`).
+
+    A SIGTERM meanwhile (the server stops, or died) waits until that is done, so that the
+    kernels still stop cleanly; it is then handled as always (:func:`on_server_gone`).
+    """
+    ANSWERED.set()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        while AFTER_ANSWER:
+            with contextlib.suppress(Exception):
+                AFTER_ANSWER.pop(0)()
+    finally:
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def executor_engine(options: dict[str, Any]) -> Any:
     """The engine for an executor opened with ``options`` by a served command (``options``'
-    ``warm_kernels`` taken out: the engine takes it), or None outside the server."""
+    ``warm_kernels`` taken out: the engine takes it), or None outside the server. The first
+    one of a command is the engine its child started a kernel on before the command came
+    (:func:`speculate`), if any."""
     if not serving():
         return None
+    warm = options.pop("warm_kernels", None) or 0
+    if SPARE_ENGINE and not warm:
+        return SPARE_ENGINE.pop()
+    return _served_engine_class()(warm_kernels=warm)
+
+
+def speculate(kernel: dict[str, Any]) -> None:
+    """In a child waiting for its command: start a kernel like the last run's (``kernel``, as
+    :data:`RAN_KERNEL` holds it), on the engine the command's first executor will get.
+
+    Its run takes it if its kernel matches exactly (name, folder, whole environment: see
+    :meth:`KernelPool.speculate <notebook_executor._kernels.pool.KernelPool.speculate>`); else
+    the engine stops it when it closes. The kernel comes from the server's template, as every
+    kernel of a served command does.
+    """
+    from pathlib import Path
+
+    from ...engine import KernelChoice
+
+    choice = KernelChoice(**kernel["choice"])
+    cwd, env = Path(kernel["cwd"]), dict(kernel["env"])
+    engine = _served_engine_class()(warm_kernels=0)
+    loop, pool = engine._kernel_loop()
+
+    async def start() -> None:
+        pool.prepare()
+        await pool.speculate(choice, cwd, env)
+
+    loop.submit(start())
+    SPARE_ENGINE.append(engine)
+
+
+def drop_speculation() -> None:
+    """Stop the kernel started for a command that did not take its engine."""
+    while SPARE_ENGINE:
+        with contextlib.suppress(Exception):
+            SPARE_ENGINE.pop().close()
+
+
+@functools.cache
+def executor_class() -> Any:
+    """The executor of a served command: closed once its client has the answer (its runs'
+    records and catalog rows are written and committed by then; closing stops the kernels and
+    lets go of the catalog, whose last close also checkpoints the database)."""
+    from ..._executor import NotebookExecutor
+
+    class ServedExecutor(NotebookExecutor):
+        def close(self) -> None:
+            if ANSWERED.is_set():
+                super().close()
+            else:
+                AFTER_ANSWER.append(super().close)
+
+    return ServedExecutor
+
+
+@functools.cache
+def _served_engine_class() -> Any:
     from ..._kernels.kernel_engine import KernelEngine
 
     class ServedEngine(KernelEngine):
@@ -82,6 +183,10 @@ def executor_engine(options: dict[str, Any]) -> Any:
         raising :class:`ServerStopped`."""
 
         def open(self, job: RunJob) -> EngineKernel:
+            if not RAN_KERNEL and not job.checkpoints:
+                RAN_KERNEL.append(
+                    {"choice": asdict(job.kernel), "cwd": str(job.cwd), "env": dict(job.env)}
+                )
             try:
                 kernel = super().open(job)
             except KeyboardInterrupt:
@@ -91,7 +196,15 @@ def executor_engine(options: dict[str, Any]) -> Any:
             # A session's kernel keeps its checkpoints; its host answers the server's end.
             return kernel if job.checkpoints else _ServedKernel(kernel)
 
-    return ServedEngine(warm_kernels=options.pop("warm_kernels", None) or 0)
+        def close(self) -> None:
+            # The command's records and catalog rows are written, its output printed: its
+            # client need not wait for the kernels to stop (a tenth of a second).
+            if ANSWERED.is_set():
+                super().close()
+            else:
+                AFTER_ANSWER.append(super().close)
+
+    return ServedEngine
 
 
 class _ServedKernel:

@@ -22,18 +22,18 @@ from typing import Any
 
 from . import served, wire
 
-__all__ = ["hold"]
+__all__ = ["hold", "listen"]
 
 #: Seconds between two looks at whether the session closed by itself (idle).
 _POLL_SECONDS = 0.5
 
 
-def hold(ex: Any, session: Any) -> None:
-    """Answer the session's requests until it closes; then close ``ex`` (finishing the record)."""
+def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
+    """The session's socket, listening, and its description (written beside it): done before
+    ``session open`` answers, so that the client's next command finds the session."""
     files = served.FILES
     assert files is not None
     path = Path(files.session_socket(session.id))
-    info = path.with_suffix(".json")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
@@ -49,7 +49,18 @@ def hold(ex: Any, session: Any) -> None:
         "cwd": str(Path.cwd()),
         "pid": os.getpid(),
     }
-    info.write_text(json.dumps(entry))
+    path.with_suffix(".json").write_text(json.dumps(entry))
+    return listener, entry
+
+
+def hold(ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]]) -> None:
+    """Answer the session's requests on ``listening`` (see :func:`listen`) until it closes;
+    then close ``ex`` (finishing the record)."""
+    files = served.FILES
+    assert files is not None
+    path = Path(files.session_socket(session.id))
+    info = path.with_suffix(".json")
+    listener, entry = listening
     signal.signal(signal.SIGTERM, served.on_server_gone)
     try:
         while not session.closed and not served.GONE.is_set():
