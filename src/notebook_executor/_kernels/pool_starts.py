@@ -127,8 +127,18 @@ class KernelStarts:
             self._full_template = self._spawn_template(data_modules=True)
             if self._full_template is None:
                 return None
+        # Until the full template is ready, the first one, when ready, forks the kernels that
+        # would be launched or wait (outside a sweep): a fork from it costs a small fraction of
+        # a launch, and no run waits for imports it may not need.
+        first = self._first_template
+        if first is not None and not _started(first):
+            first = None
         # In a sweep, nothing is launched meanwhile: the template serves every run.
-        return await self._usable(self._full_template, env, cwd, wait=wait or self.sweep)
+        wait = self.sweep or (wait and first is None)
+        server = await self._usable(self._full_template, env, cwd, wait=wait)
+        if server is None and first is not None and not self._full_template.ready.done():
+            server = await self._usable(first, env, cwd, wait=False)
+        return server
 
     async def _environment_template(
         self, interpreter: str, env: dict[str, str], cwd: Path
@@ -215,6 +225,12 @@ class KernelStarts:
                 logger.info("kernels will be launched, not forked: %s", exc)
             self._fork = False
             return None
+
+
+def _started(template: Template) -> bool:
+    """Whether ``template`` has imported its modules (and not failed to)."""
+    ready = template.ready
+    return ready.done() and not ready.cancelled() and ready.exception() is None
 
 
 def _close_template(template: Template) -> None:
