@@ -433,8 +433,10 @@ def test_each_process_prepares_while_collecting_and_later_notebooks_take_warm_ke
     stats = found["controller"]["stats"]
     assert isinstance(stats, dict)
     assert stats["launched"] == 0, stats
-    assert stats["forked"] >= 6, stats
-    assert stats["taken_warm"] >= 3, stats
+    # One kernel per notebook, and the pool's two warm ones left at the end (and perhaps one
+    # on its way): none thrown away for an environment that did not match the next item's.
+    assert 6 <= stats["forked"] <= 6 + 3, stats
+    assert stats["taken_warm"] + stats["started_cold"] == 6, stats
 
     done = _pytest(tmp_path, "--notebooks", "-n", "2", "notebooks")
     assert done.returncode == 0, done.stdout + done.stderr
