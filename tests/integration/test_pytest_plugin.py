@@ -359,6 +359,99 @@ def test_xdist_workers_each_with_warm_kernels_share_one_runs_folder(tmp_path: Pa
         assert len(ex.runs()) == 7
 
 
+#: Records, per pytest process, what its executor did: whether its kernel template was asked
+#: to start by the end of the collection, and its pool's counts at the end (before it closes).
+PROBE_CONFTEST = """\
+import json
+
+import pytest
+
+from notebook_executor._faces.pytest_plugin import _STATE
+
+
+def _write(config, key, value):
+    name = getattr(config, "workerinput", {}).get("workerid", "controller")
+    path = config.rootpath / f"probe-{name}.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = value
+    path.write_text(json.dumps(data))
+
+
+def pytest_collection_finish(session):
+    state = session.config.stash.get(_STATE, None)
+    made = state is not None and state._executor is not None
+    _write(session.config, "prepared", made and state.prepared)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    state = config.stash.get(_STATE, None)
+    executor = None if state is None else state._executor
+    pool = None if executor is None else executor._engine.pool
+    _write(config, "stats", None if pool is None else pool.stats)
+"""
+
+ENVIRONMENT_PROBE = """\
+# %%
+import os
+
+assert "PYTEST_CURRENT_TEST" not in os.environ, os.environ["PYTEST_CURRENT_TEST"]
+print(os.getpid())
+"""
+
+
+def test_each_process_prepares_while_collecting_and_later_notebooks_take_warm_kernels(
+    tmp_path: Path,
+) -> None:
+    """The kernel template starts during the collection (in each process that runs notebooks,
+    not in pytest-xdist's controller, nor with --collect-only); no kernel is launched, and
+    notebooks after the first take warm kernels: the kernels' environment is the same for
+    every item (PYTEST_CURRENT_TEST, which names the item, is not passed on)."""
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    for number in range(6):
+        (nbs / f"nb_{number}.py").write_text(ENVIRONMENT_PROBE, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(PROBE_CONFTEST, encoding="utf-8")
+
+    def probes() -> dict[str, dict[str, object]]:
+        found = {
+            path.name[len("probe-") : -len(".json")]: json.loads(path.read_text())
+            for path in tmp_path.glob("probe-*.json")
+        }
+        for path in tmp_path.glob("probe-*.json"):
+            path.unlink()
+        return found
+
+    done = _pytest(tmp_path, "--notebooks", "--collect-only", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert probes() == {"controller": {"prepared": False, "stats": None}}
+
+    done = _pytest(tmp_path, "--notebooks", "notebooks")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = probes()
+    assert found["controller"]["prepared"] is True
+    stats = found["controller"]["stats"]
+    assert isinstance(stats, dict)
+    assert stats["launched"] == 0, stats
+    # One kernel per notebook, and the pool's two warm ones left at the end (and perhaps one
+    # on its way): none thrown away for an environment that did not match the next item's.
+    assert 6 <= stats["forked"] <= 6 + 3, stats
+    assert stats["taken_warm"] + stats["started_cold"] == 6, stats
+
+    done = _pytest(tmp_path, "--notebooks", "-n", "2", "notebooks")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = probes()
+    # (pytest-xdist's controller collects nothing: its probe may hold no "prepared".)
+    controller = found.pop("controller")
+    assert controller["stats"] is None and not controller.get("prepared"), controller
+    assert sorted(found) == ["gw0", "gw1"]
+    for worker in found.values():
+        assert worker["prepared"] is True
+        stats = worker["stats"]
+        assert isinstance(stats, dict)
+        assert stats["launched"] == 0, stats
+
+
 def test_the_docs_ci_example_passes_on_the_repository_notebooks(tmp_path: Path) -> None:
     """The GitHub Actions step of docs/how-to/review.md, its commands as written, in a copy of
     the repository's notebooks/ (no secret set, as on a pull request from a fork)."""

@@ -324,6 +324,32 @@ def test_a_prepared_first_kernel_is_forked_from_a_kernel_only_template(
     assert {pid for pid in during if alive(pid)} == set()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
+def test_runs_right_after_a_prepared_first_one_are_forked_while_the_full_template_starts(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    """What ``pytest --notebooks`` does: a prepared executor runs notebooks one after the
+    other, at once. While the full template (ipykernel and the data modules) is starting, the
+    kernel-only template forks the kernels that would otherwise be launched: none is, and
+    every run still gets a fresh kernel."""
+    runs = 4
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        ex.prepare_kernel()
+        pids = []
+        for i in range(runs):
+            result = ex.execute(workdir / "probe.py", parameters={"mark": str(i)})
+            assert result["status"] == "success"
+            scraps = ex.collect_outputs(result["run_id"])
+            assert scraps["leaked"] is False
+            pids.append(scraps["pid"])
+        pool = engine.pool
+        assert pool is not None
+        stats = dict(pool.stats)
+    assert stats["launched"] == 0, stats
+    assert stats["forked"] >= runs, stats
+    assert len(set(pids)) == runs
+
+
 def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) -> None:
     """No pool until something runs; WARM once the first run (its kernel prestarted) has
     ended, the pool then filled from the full template; CLOSED after close(), with nothing

@@ -12,8 +12,13 @@ installed; it does nothing unless ``--notebooks`` is given (importing it imports
   (``NotebookExecutor._check_notebook``), so the two never disagree: nbval's and nbmake's
   markers honoured, a notebook whose required parameters or declared environment variables are
   not given skipped with the reason. One executor per pytest process (each pytest-xdist worker
-  has its own warm kernels), closed when the session ends. Runs are recorded under the runs
-  folder (``runs`` by default) as any run, unless ``--notebook-no-record``.
+  has its own warm kernels), closed when the session ends: its kernel template starts when the
+  first notebook is collected, so that it imports ipykernel while pytest collects the rest (not
+  in pytest-xdist's controller, which runs nothing, nor with ``--collect-only``). A kernel
+  starts from this process's environment without ``PYTEST_CURRENT_TEST`` (pytest's name of
+  the item running here, different for every item, would make every warm kernel unfit for
+  the next). Runs are recorded under the runs folder (``runs`` by default) as any run, unless
+  ``--notebook-no-record``.
 - **Failures** name the cell (``cell N``, the index of ``failed_cell.index``), its code and its
   traceback with library frames collapsed, and for outputs that changed a diff against the
   golden ones (see :mod:`notebook_executor._review.golden` for where those live).
@@ -43,7 +48,6 @@ __all__ = [
     "NotebookItem",
     "pytest_addoption",
     "pytest_collect_file",
-    "pytest_collection_finish",
     "pytest_configure",
     "pytest_ignore_collect",
     "pytest_unconfigure",
@@ -79,6 +83,8 @@ class _State:
         self.runs_dir = config.getoption("notebook_runs_dir") or config.getini("notebook_runs_dir")
         self.timeout = _timeout(config)
         self._executor: NotebookExecutor | None = None
+        #: Whether the kernel's template was asked to start (at the first notebook collected).
+        self.prepared = False
 
     def executor(self) -> NotebookExecutor:
         if self._executor is None:
@@ -197,6 +203,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_NotModules(), "notebook_executor_not_modules")
 
 
+def _runs_tests(config: pytest.Config) -> bool:
+    """Whether this pytest process runs tests: not with ``--collect-only``, nor as
+    pytest-xdist's controller (its workers run them)."""
+    if config.getoption("collectonly", False):
+        return False
+    if hasattr(config, "workerinput"):
+        return True
+    workers = config.getoption("numprocesses", None)
+    return not workers or config.getoption("dist", "no") == "no"
+
+
 class _NotModules:
     """A notebook named on the command line is a notebook, not a Python module to import.
 
@@ -215,13 +232,6 @@ class _NotModules:
         if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
             return
         outcome.force_result([n for n in found if not isinstance(n, pytest.Module)])
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """With notebooks to run, the kernel's template starts while pytest gets ready."""
-    state = session.config.stash.get(_STATE, None)
-    if state is not None and any(isinstance(item, NotebookItem) for item in session.items):
-        state.executor().prepare_kernel()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -248,6 +258,13 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> NotebookFi
 
     if not is_notebook(file_path):
         return None
+    state = parent.config.stash[_STATE]
+    if not state.prepared:
+        # The first notebook found: in a process that will run it, the kernel's template
+        # starts now, and imports ipykernel while pytest collects the others.
+        state.prepared = True
+        if _runs_tests(parent.config):
+            state.executor().prepare_kernel()
     file: NotebookFile = NotebookFile.from_parent(parent, path=file_path)
     return file
 
@@ -295,7 +312,9 @@ class NotebookItem(pytest.Item):
         options: dict[str, Any] = {"parameters": self.parameter_set.parameters}
         if state.timeout is not None:
             options["timeout"] = state.timeout
-        checked = state.executor()._check_notebook(
+        executor = state.executor()
+        executor.base_env = _kernel_base_env()
+        checked = executor._check_notebook(
             _shown_path(self.path),
             execute=True,
             record=state.record,
@@ -329,6 +348,13 @@ class NotebookItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"notebook {self.nodeid}"
+
+
+def _kernel_base_env() -> dict[str, str]:
+    """The environment a notebook's kernel starts from: this process's, as it is now, without
+    pytest's name of the test running in this process (a kernel is not that process, and a
+    variable that differs for every item would make every warm kernel unfit for the next)."""
+    return {name: value for name, value in os.environ.items() if name != "PYTEST_CURRENT_TEST"}
 
 
 def _shown_path(path: Path) -> str:

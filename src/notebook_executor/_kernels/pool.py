@@ -110,8 +110,10 @@ class KernelPool:
     - ``acquire()`` takes a matching kernel that is ready or on its way (prestarted or warm),
       else starts one for the waiting run. Before WARM, kernels fork from the first template
       once it is ready (waiting for it: it started earlier than any launch could), else launch;
-      in WARM, from the full template. In WARM a run that finds no kernel ready also fills the
-      pool at once: runs come faster than the pool fills.
+      in WARM, from the full template, and until it is ready (outside a sweep) from the first
+      one, when there is one and it is ready, instead of launching or waiting. In WARM a run
+      that finds no kernel ready also fills the pool at once: runs come faster than the pool
+      fills.
     - ``release()`` stops the run's kernel in the background (at once if it was left running a
       cell) and fills the pool after a pause. Leaving FIRST_RUN, the kernel is asked to stop at
       once and the fill waits :data:`FIRST_FILL_DELAY`: a one-shot caller (the command line)
@@ -367,8 +369,9 @@ class KernelPool:
         while len(entries) < wanted:
             if sum(len(e) for e in self._idle.values()) >= self.size and not self._evict(key):
                 break
-            # The first kernel does not wait for the full template to be ready (it is launched
-            # meanwhile); the next ones do.
+            # The first kernel does not wait for the full template to be ready (it is forked
+            # from the first template meanwhile, else launched); the next ones do, unless the
+            # first template is ready to fork them.
             task = asyncio.get_running_loop().create_task(
                 self.starts.start(
                     choice, cwd, env, POOL_READY_TIMEOUT, warm_up=True, wait=bool(entries)

@@ -178,8 +178,18 @@ class KernelStarts:
             self.full = self.spawn_template(data_modules=True)
             if self.full is None:
                 return None
+        # Until the full template is ready, the first one, when ready, forks the kernels that
+        # would be launched or wait (outside a sweep): a fork from it costs a small fraction of
+        # a launch, and no run waits for imports it may not need.
+        first = self.first
+        if first is not None and not _started(first):
+            first = None
         # In a sweep, nothing is launched meanwhile: the template serves every run.
-        return await self.usable(self.full, env, cwd, wait=wait or self._pool.sweep)
+        wait = self._pool.sweep or (wait and first is None)
+        server = await self.usable(self.full, env, cwd, wait=wait)
+        if server is None and first is not None and not self.full.ready.done():
+            server = await self.usable(first, env, cwd, wait=False)
+        return server
 
     async def environment_template(
         self, interpreter: str, env: dict[str, str], cwd: Path
@@ -266,6 +276,12 @@ class KernelStarts:
                 logger.info("kernels will be launched, not forked: %s", exc)
             self.fork = False
             return None
+
+
+def _started(template: Template) -> bool:
+    """Whether ``template`` has imported its modules (and not failed to)."""
+    ready = template.ready
+    return ready.done() and not ready.cancelled() and ready.exception() is None
 
 
 def _close_template(template: Template) -> None:
