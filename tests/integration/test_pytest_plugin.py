@@ -383,12 +383,14 @@ def pytest_collection_finish(session):
     _write(session.config, "prepared", made and state.prepared)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_unconfigure(config):
-    state = config.stash.get(_STATE, None)
+# At the session's end, not at unconfigure: pytest-xdist's controller may end a worker once it
+# reported its session finished, before the worker's own unconfigure hooks have all run.
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    state = session.config.stash.get(_STATE, None)
     executor = None if state is None else state._executor
     pool = None if executor is None else executor._engine.pool
-    _write(config, "stats", None if pool is None else pool.stats)
+    _write(session.config, "stats", None if pool is None else pool.stats)
 """
 
 ENVIRONMENT_PROBE = """\
