@@ -119,6 +119,7 @@ class NotebookExecutor(ReviewMethods):
         self._catalog_lock = threading.Lock()
         self._closed = False
         self._sessions: set[Session] = set()
+        self._prepare_once_read = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -145,7 +146,7 @@ class NotebookExecutor(ReviewMethods):
 
     # -- running ---------------------------------------------------------------------------
 
-    def prepare_kernel(self) -> None:
+    def prepare_kernel(self, *, once_read: bool = False) -> None:
         """Give the engine a head start on the first run, before that run is known.
 
         For a caller that runs one notebook and has work to do before :meth:`execute`: the
@@ -154,9 +155,17 @@ class NotebookExecutor(ReviewMethods):
         the first kernel from it once :meth:`execute` asks for one. No kernel starts here, so
         bad input still starts none. Does nothing with an engine that has no
         :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook.
+
+        With ``once_read``, the head start waits until the next run's source is read, and is
+        given only when that run is on this interpreter's Python kernel (not on another
+        kernelspec, nor in the environment made for the notebook's declared dependencies,
+        whose kernels start from elsewhere): for a caller that cannot tell beforehand without
+        reading the source itself (the command line).
         """
         self._check_open()
-        if isinstance(self._engine, SupportsPrepare):
+        if once_read:
+            self._prepare_once_read = True
+        elif isinstance(self._engine, SupportsPrepare):
             self._engine.prepare_kernel()
 
     def execute(
@@ -270,7 +279,6 @@ class NotebookExecutor(ReviewMethods):
             raise InvalidArgumentError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
-        checked = None if edits is None else self._checked_edits(input_path, edits)
         plan = self._plan(
             input_path,
             RunOptions(
@@ -282,7 +290,7 @@ class NotebookExecutor(ReviewMethods):
                 cwd=cwd,
                 env=env,
                 secrets=secrets,
-                edits=checked,
+                edits=edits,
                 environment=environment,
             ),
         )
@@ -402,9 +410,6 @@ class NotebookExecutor(ReviewMethods):
         if given.parameters is not None:
             raise InvalidArgumentError("execute_many takes its parameters from parameter_sets")
         check_count("max_workers", max_workers, minimum=1)
-        if given.edits is not None:
-            # The same modified notebook for every set: checked once, as execute checks it.
-            given = given.replace(edits=self._checked_edits(input_path, given.edits))
         if client is not None and max_workers is not None:
             raise InvalidArgumentError("max_workers applies to local runs, not with client")
         check_count("retries", retries, minimum=0)
@@ -462,8 +467,6 @@ class NotebookExecutor(ReviewMethods):
 
         self._check_open()
         given = RunOptions.from_keywords("prepare", {"output_path": output_path, **options})
-        if given.edits is not None:
-            given = given.replace(edits=self._checked_edits(input_path, given.edits))
         plan = self._plan(input_path, given, make_environment=False)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:

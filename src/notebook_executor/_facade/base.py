@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ExecutorClosedError, NotebookExecutorError
 from .._records.store import RunStore
-from .._run.checks import PathLike, check_path
+from .._run.checks import PathLike
 from .._run.options import RunOptions
 from .._run.plan import Plan, plan_run
 from .._run.runner import run_plan
-from .._types import CellEdit, RunResult
-from ..engine import Engine, SupportsPrestart
+from .._types import RunResult
+from ..engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
     from .._catalog.store import Catalog
@@ -49,6 +49,8 @@ class ExecutorBase:
     _catalog_lock: threading.Lock
     _closed: bool
     _sessions: set[Session]
+    # prepare_kernel(once_read=True) was called: the next run's planner gives the head start.
+    _prepare_once_read: bool
 
     def _check_open(self) -> None:
         if self._closed:
@@ -63,19 +65,19 @@ class ExecutorBase:
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
 
-    def _catalog_call(self, method: str, record: Mapping[str, Any]) -> None:
+    def _catalog_call(
+        self, method: str, record: Mapping[str, Any], cells: Sequence[Any] | None = None
+    ) -> None:
         # The files are the truth; a catalog that cannot be written is rebuilt by reindex.
+        # ``cells``: a finished run's cells as written (``_run.runner.OnRecord``).
         try:
-            getattr(self._open_catalog(), method)(record)
+            catalog = self._open_catalog()
+            if method == "finish":
+                catalog.finish(record, cells)
+            else:
+                getattr(catalog, method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
-
-    @staticmethod
-    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
-        from .._review.run_edits import check_edits
-
-        check_path("input_path", input_path)
-        return check_edits(input_path, edits)
 
     def _announce(self, plans: list[Plan]) -> None:
         """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
@@ -91,6 +93,9 @@ class ExecutorBase:
     def _plan(
         self, input_path: PathLike, options: RunOptions, *, make_environment: bool = True
     ) -> Plan:
+        from .._review.run_edits import check_edits
+
+        head_start, self._prepare_once_read = self._prepare_once_read, False
         return plan_run(
             input_path,
             options,
@@ -100,7 +105,15 @@ class ExecutorBase:
             base_env=self.base_env,
             dotenv_root=self.dotenv_root,
             make_environment=make_environment,
+            check_edits=check_edits,
+            head_start=self._head_start if head_start else None,
         )
+
+    def _head_start(self) -> None:
+        """``prepare_kernel(once_read=True)``'s head start, now that the run is known to be
+        on this interpreter's Python kernel (the planner calls it once the source is read)."""
+        if isinstance(self._engine, SupportsPrepare):
+            self._engine.prepare_kernel()
 
     def _plan_keywords(
         self, input_path: PathLike, *, make_environment: bool = True, **given: Any
