@@ -149,8 +149,8 @@ class NotebookExecutor(ReviewMethods):
     def prepare_kernel(self, *, once_read: bool = False) -> None:
         """Give the engine a head start on the first run, before that run is known.
 
-        For a caller that runs one notebook and has work to do before :meth:`execute`: the
-        command line calls this, then reads and checks the source and the parameters. The
+        For a caller that runs one notebook and has work to do before :meth:`execute` (the
+        command line, with ``once_read``: its work is reading and checking the run). The
         default engine starts a template process that imports ipykernel meanwhile, and forks
         the first kernel from it once :meth:`execute` asks for one. No kernel starts here, so
         bad input still starts none. Does nothing with an engine that has no
