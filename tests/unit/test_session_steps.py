@@ -59,7 +59,7 @@ class Opened:
         self.session: Session = open_session(
             lambda: plan_run(self.path, RunOptions(parameters=parameters, secrets=secrets)),
             runs_dir=tmp_path / "runs",
-            on_record=lambda method, record: self.records.append((method, dict(record))),
+            on_record=lambda method, record, *_: self.records.append((method, dict(record))),
             idle_timeout=idle,
             checkpoint_memory=None,
             on_close=lambda session: None,
