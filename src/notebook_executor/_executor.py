@@ -134,6 +134,7 @@ class NotebookExecutor:
         )
         self._closed = False
         self._sessions: set[Session] = set()
+        self._prepare_once_read = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -157,18 +158,26 @@ class NotebookExecutor:
 
     # -- running ---------------------------------------------------------------------------
 
-    def prepare_kernel(self) -> None:
+    def prepare_kernel(self, *, once_read: bool = False) -> None:
         """Give the engine a head start on the first run, before that run is known.
 
-        For a caller that runs one notebook and has work to do before :meth:`execute`: the
-        command line calls this, then reads and checks the source and the parameters. The
+        For a caller that runs one notebook and has work to do before :meth:`execute` (the
+        command line, with ``once_read``: its work is reading and checking the run). The
         default engine starts a template process that imports ipykernel meanwhile, and forks
         the first kernel from it once :meth:`execute` asks for one. No kernel starts here, so
         bad input still starts none. Does nothing with an engine that has no
         :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook.
+
+        With ``once_read``, the head start waits until the next run's source is read, and is
+        given only when that run is on this interpreter's Python kernel (not on another
+        kernelspec, nor in the environment made for the notebook's declared dependencies,
+        whose kernels start from elsewhere): for a caller that cannot tell beforehand without
+        reading the source itself (the command line).
         """
         self._check_open()
-        if isinstance(self._engine, SupportsPrepare):
+        if once_read:
+            self._prepare_once_read = True
+        elif isinstance(self._engine, SupportsPrepare):
             self._engine.prepare_kernel()
 
     def execute(
@@ -282,7 +291,6 @@ class NotebookExecutor:
             raise InvalidArgumentError(
                 f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
             )
-        checked = None if edits is None else self._checked_edits(input_path, edits)
         plan = self._plan(
             input_path,
             RunOptions(
@@ -294,7 +302,7 @@ class NotebookExecutor:
                 cwd=cwd,
                 env=env,
                 secrets=secrets,
-                edits=checked,
+                edits=edits,
                 environment=environment,
             ),
         )
@@ -407,9 +415,6 @@ class NotebookExecutor:
         if given.parameters is not None:
             raise InvalidArgumentError("execute_many takes its parameters from parameter_sets")
         check_count("max_workers", max_workers, minimum=1)
-        if given.edits is not None:
-            # The same modified notebook for every set: checked once, as execute checks it.
-            given = given.replace(edits=self._checked_edits(input_path, given.edits))
         if client is not None and max_workers is not None:
             raise InvalidArgumentError("max_workers applies to local runs, not with client")
         check_count("retries", retries, minimum=0)
@@ -467,8 +472,6 @@ class NotebookExecutor:
 
         self._check_open()
         given = RunOptions.from_keywords("prepare", {"output_path": output_path, **options})
-        if given.edits is not None:
-            given = given.replace(edits=self._checked_edits(input_path, given.edits))
         plan = self._plan(input_path, given, make_environment=False)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:
@@ -687,16 +690,12 @@ class NotebookExecutor:
         self._check_open()
         return self._records.catalog()
 
-    @staticmethod
-    def _checked_edits(input_path: PathLike, edits: object) -> list[CellEdit]:
-        from ._review.run_edits import check_edits
-
-        check_path("input_path", input_path)
-        return check_edits(input_path, edits)
-
     def _plan(
         self, input_path: PathLike, options: RunOptions, *, make_environment: bool = True
     ) -> Plan:
+        from ._review.run_edits import check_edits
+
+        head_start, self._prepare_once_read = self._prepare_once_read, False
         return plan_run(
             input_path,
             options,
@@ -706,7 +705,15 @@ class NotebookExecutor:
             base_env=self.base_env,
             dotenv_root=self.dotenv_root,
             make_environment=make_environment,
+            check_edits=check_edits,
+            head_start=self._head_start if head_start else None,
         )
+
+    def _head_start(self) -> None:
+        """``prepare_kernel(once_read=True)``'s head start, now that the run is known to be
+        on this interpreter's Python kernel (the planner calls it once the source is read)."""
+        if isinstance(self._engine, SupportsPrepare):
+            self._engine.prepare_kernel()
 
     def _plan_keywords(
         self, input_path: PathLike, *, make_environment: bool = True, **given: Any

@@ -10,11 +10,12 @@ import pytest
 
 from notebook_executor._faces.mcp.paths import Root
 from notebook_executor._parameters.declared import parse_parameters
+from notebook_executor._parameters.values import TextValue, typed_values
 
 pytest.importorskip("mcp")
 
 from notebook_executor._faces.mcp.arguments import (
-    typed_values,
+    client_values,
     unknown_arguments,
 )
 
@@ -56,7 +57,7 @@ def test_text_converts_only_for_typed_parameters() -> None:
         "anything": "8",
         "undeclared": "9",
     }
-    assert typed_values(declared, given) == {
+    assert typed_values(declared, client_values(given) or {}) == {
         "times": 3,
         "ratio": 2.0,
         "loud": True,
@@ -66,9 +67,14 @@ def test_text_converts_only_for_typed_parameters() -> None:
         "undeclared": "9",
     }
     # Not text: left for validation as it is; text that does not fit too.
-    assert typed_values(declared, {"times": 3.5, "loud": "maybe"}) == {
+    assert typed_values(declared, client_values({"times": 3.5, "loud": "maybe"}) or {}) == {
         "times": 3.5,
         "loud": "maybe",
+    }
+    # The command line's -p text converts whatever the name, as papermill's -p does.
+    assert typed_values(declared, {"anything": TextValue("8"), "undeclared": TextValue("9")}) == {
+        "anything": 8,
+        "undeclared": 9,
     }
 
 

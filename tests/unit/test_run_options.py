@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor, NotebookExecutorError, read_notebook
+from notebook_executor._parameters.values import TextValue
 from notebook_executor._run import plan as planning
 from notebook_executor._run.options import RUN_OPTIONS, RunOptions, option_help
 from support import cli_on_engine, run_cli
@@ -149,6 +150,8 @@ def test_the_command_line_gives_every_option_its_flags_name(
     # (run --edit INDEX FILE, which tests/unit/test_modified_runs.py covers; --prepare-only
     # and sweep take none).
     expected = {k: v for k, v in VALUES.items() if k not in ("env", "edits")}
+    # -p and -g give text, typed by the planner once it has read the source.
+    expected["parameters"] = {"count": TextValue("2")}
     code, _, err = run_cli(capsys, "run", "nb.py", "out.ipynb", "-p", "count", "2", *flags)
     assert code == 0, err
     code, _, err = run_cli(

@@ -56,7 +56,7 @@ class Opened:
             lambda: plan_run(self.path, RunOptions(parameters=parameters, secrets=secrets)),
             self.engine,
             runs_dir=tmp_path / "runs",
-            on_record=lambda method, record: self.records.append((method, dict(record))),
+            on_record=lambda method, record, *_: self.records.append((method, dict(record))),
             idle_timeout=idle,
             checkpoint_memory=None,
             on_close=lambda session: None,

@@ -49,7 +49,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -164,14 +164,17 @@ class Catalog:
             self._locks.take(row["run_id"])
             self._with_connection(lambda conn: upsert(conn, [row]))
 
-    def finish(self, record: Mapping[str, Any]) -> None:
+    def finish(self, record: Mapping[str, Any], cells: Sequence[Any] | None = None) -> None:
         """Record a run's final record, then release its liveness lock.
 
-        The row and the run's full-text index (read from its run record, as written: redacted)
-        are written in one transaction.
+        The row and the run's full-text index are written in one transaction. The index is of
+        ``cells``, the run file's cells as the caller wrote them (redacted); without them, of
+        the cells read from the run file.
         """
         row = row_from_record(record)
-        texts = run_texts(record, self._run_cells(row["run_id"]))
+        if cells is None:
+            cells = self._run_cells(row["run_id"])
+        texts = run_texts(record, cells)
         with self._mutex:
             try:
                 self._with_connection(lambda conn: _store(conn, row, texts))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -72,12 +72,20 @@ class RunRecords:
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
 
-    def index(self, method: str, record: Mapping[str, Any]) -> None:
+    def index(
+        self, method: str, record: Mapping[str, Any], cells: Sequence[Any] | None = None
+    ) -> None:
         """Hand ``record`` to the catalog's ``method`` (``begin``, ``finish``...): the runs'
-        ``on_record`` hook. A catalog that cannot be written is logged, not raised: the files
-        are the truth, and reindex rebuilds the catalog from them."""
+        ``on_record`` hook; ``cells``: a finished run's cells as written
+        (``_run.runner.OnRecord``), so the catalog need not read the run file back. A catalog
+        that cannot be written is logged, not raised: the files are the truth, and reindex
+        rebuilds the catalog from them."""
         try:
-            getattr(self.catalog(), method)(record)
+            catalog = self.catalog()
+            if method == "finish":
+                catalog.finish(record, cells)
+            else:
+                getattr(catalog, method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ParameterError
@@ -20,8 +21,10 @@ if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
 __all__ = [
+    "TextValue",
     "convert_text_value",
     "inject_parameters",
+    "typed_values",
     "unencodable_value",
     "validate_parameters",
 ]
@@ -179,6 +182,42 @@ def convert_text_value(
     if kind == "any" and isinstance(value, str) and text.lstrip()[:1] in ("[", "{"):
         return _structured_value(parameter, text, declared)
     return value
+
+
+@dataclass(frozen=True)
+class TextValue:
+    """A parameter value given as text, typed once the notebook's declared parameters are
+    read: by the planner (:func:`typed_values`), so a face need not read the source itself.
+
+    ``always``: the command line's ``-p`` (and ``sweep -g``): converted by
+    :func:`convert_text_value` whatever the name. Otherwise a string from a JSON client (the
+    MCP server's ``parameters``): converted only for a declared parameter whose type a string
+    is not a value of (int, float, bool, list, dict); clients often send numbers as text.
+    """
+
+    text: str
+    always: bool = True
+
+
+#: Declared types a string is already a value of.
+_AS_TEXT = frozenset({"str", "any"})
+
+
+def typed_values(declared: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each :class:`TextValue` typed against ``declared`` (the notebook's
+    parameters; empty when its parameters cell cannot be parsed here)."""
+    typed = dict(values)
+    for name, value in values.items():
+        if not isinstance(value, TextValue):
+            continue
+        parameter = declared.get(name)
+        if value.always:
+            typed[name] = convert_text_value(parameter, value.text, declared)
+        elif parameter is not None and parameter.type not in _AS_TEXT:
+            typed[name] = convert_text_value(parameter, value.text)
+        else:
+            typed[name] = value.text
+    return typed
 
 
 def _papermill_value(text: str) -> Any:

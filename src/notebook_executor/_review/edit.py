@@ -26,9 +26,14 @@ from .._errors import (
     InvalidArgumentError,
     NotebookSourceError,
 )
-from .._sources.bounded import MAX_SOURCE_BYTES, unencodable
-from .._sources.formats import SourceFormat, format_for, load_source, parse_source_text
-from .._sources.regular import read_regular
+from .._sources.bounded import unencodable
+from .._sources.formats import (
+    LoadedSource,
+    SourceFormat,
+    format_for,
+    load_source,
+    parse_source_text,
+)
 from .._sources.spans import UnwritableText
 from .edit_ipynb import EditRequest, change_ipynb
 
@@ -102,11 +107,14 @@ def _check_text(name: str, value: object) -> None:
         raise InvalidArgumentError(f"{name}: {problem}; a notebook file cannot hold it")
 
 
-def checked_edit(path: PathLike, index: object, source: str) -> str:
+def checked_edit(
+    path: PathLike, index: object, source: str, *, loaded: LoadedSource | None = None
+) -> str:
     """The source cell ``index`` of ``path`` would hold after :func:`edit_cell` with
-    ``source``, checked as :func:`edit_cell` checks it; nothing is written."""
+    ``source``, checked as :func:`edit_cell` checks it; nothing is written. ``loaded`` is the
+    source already read (the planner's): then the file is not read again."""
     _check_text("source", source)
-    return _changed(path, "edit", index, source, None, None)[3] or ""
+    return _changed(path, "edit", index, source, None, None, loaded)[3] or ""
 
 
 def _write(change: tuple[Path, bytes, bytes, str | None]) -> NotebookNode:
@@ -123,8 +131,10 @@ def _changed(
     source: str | None,
     cell_type: str | None,
     expect: str | None,
+    loaded: LoadedSource | None = None,
 ) -> tuple[Path, bytes, bytes, str | None]:
-    """The file, its bytes now and after the change, and the changed cell's new source."""
+    """The file, its bytes now and after the change, and the changed cell's new source;
+    ``loaded`` is the file already read (else it is read now, once)."""
     shown = os.fspath(path)
     fmt = format_for(path)
     if isinstance(index, bool) or not isinstance(index, int):
@@ -132,8 +142,9 @@ def _changed(
     if expect is not None:
         _check_text("expect", expect)
     target = Path(path)
-    loaded = load_source(target)
-    data = read_regular(target, MAX_SOURCE_BYTES)
+    if loaded is None:
+        loaded = load_source(target)
+    data = loaded.data
     nb = loaded.nb
     count = len(nb.cells)
     limit = count if op == "insert" else count - 1

@@ -10,68 +10,74 @@ values come from the run's parameters).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from .._errors import InvalidArgumentError
 from .._parameters.declared import PARAMETERS_TAG
+from .._run.edits import check_edit_list
 from .._sources.bounded import unencodable
-from .._sources.formats import load_source
-from .._sources.remote import is_url
+from .._sources.formats import LoadedSource
 from .._types import CellEdit
 from .edit import checked_edit
 
-__all__ = ["MAX_EDITS", "check_edits"]
+__all__ = ["CodeCellEdit", "check_edits"]
 
-#: Most cells one run may replace.
-MAX_EDITS = 1000
 _KEYS = ("index", "source", "note")
 
 
-def check_edits(path: str | os.PathLike[str], edits: object) -> list[CellEdit]:
-    """``edits`` checked against the source at ``path``, each source as the file would hold it.
+class CodeCellEdit(dict[str, Any]):
+    """An edit meant for a code cell only: one of another cell is refused, the message ending
+    with :attr:`hint`. The command line's ``--edit`` without ``--edit-markdown`` gives these
+    (a code file given for the wrong index would silently replace the narrative)."""
+
+    #: What the caller can do about an edit of another kind of cell.
+    hint: str = ""
+
+
+def check_edits(
+    path: str | os.PathLike[str], edits: object, loaded: LoadedSource
+) -> list[CellEdit]:
+    """``edits`` checked against the source at ``path`` as read (``loaded``: the file is not
+    read again), each source as the file would hold it.
 
     Raises
     ------
     InvalidArgumentError
         ``edits`` is not a list of ``{"index", "source", "note"}`` mappings (a key unknown or
         missing, a value of the wrong type), an index is out of range or given twice, or the
-        cell is not a code or markdown cell, or is the parameters cell.
+        cell is not a code or markdown cell (not code, for a :class:`CodeCellEdit`), or is the
+        parameters cell.
     NotebookSourceError
-        The source cannot be read, or a new text would split or merge cells in its format.
+        A new text would split or merge cells in the source's format.
     """
     shown = os.fspath(path)
-    if isinstance(edits, (str, bytes)) or not isinstance(edits, Sequence):
-        raise InvalidArgumentError(
-            f"edits must be a list of {{'index', 'source', 'note'}} mappings, got "
-            f"{type(edits).__name__}"
-        )
-    if len(edits) > MAX_EDITS:
-        raise InvalidArgumentError(f"edits: at most {MAX_EDITS} cells may be edited in a run")
-    if edits and is_url(shown):
-        raise InvalidArgumentError(f"edits apply to a local source, not to {shown!r}")
     checked: list[CellEdit] = []
     seen: set[int] = set()
-    cells = load_source(path).nb.cells if edits else []
-    for number, edit in enumerate(edits):
+    cells = loaded.nb.cells
+    for number, edit in enumerate(check_edit_list(path, edits)):
         where = f"edits[{number}]"
         index, source, note = _fields(where, edit)
         if index in seen:
             raise InvalidArgumentError(f"{where}: cell {index} is edited twice")
         seen.add(index)
-        text = checked_edit(path, index, source)
+        text = checked_edit(path, index, source, loaded=loaded)
         cell = cells[index]
         if cell.cell_type not in ("code", "markdown"):
             raise InvalidArgumentError(
                 f"{where}: cell {index} of {shown} is a {cell.cell_type} cell; only code and "
                 "markdown cells are edited"
             )
+        if isinstance(edit, CodeCellEdit) and cell.cell_type != "code":
+            raise InvalidArgumentError(
+                f"{where}: cell {index} of {shown} is a {cell.cell_type} cell, not code"
+                + (f"; {edit.hint}" if edit.hint else "")
+            )
         if PARAMETERS_TAG in (cell.get("metadata", {}).get("tags") or []):
             raise InvalidArgumentError(
                 f"{where}: cell {index} of {shown} is the parameters cell; give the values as "
                 "parameters instead"
             )
-        assert text is not None
         checked.append({"index": index, "source": text, "note": note})
     return checked
 

@@ -2,25 +2,55 @@
 
 The logbook pattern's second example: a run of a template with some cells changed, and the
 record showing, for each, the template's code (after substitution), why it was changed, and the
-code as run. The edits are checked against the source (``_review.run_edits``) before a plan is
-made; here they are applied to the plan's notebook, each edited cell keeping the template's
+code as run. The planner checks that the edits are a list (:func:`check_edit_list`) before
+it reads the source, then each edit against the source as read (``_review.run_edits``); here
+they are applied to the plan's notebook, each edited cell keeping the template's
 text in ``cell.metadata.notebook_executor.original_source`` (and its note in ``edit_note``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidArgumentError
 from .._parameters.placeholders import substitute_source
 from .._records.results import EDIT_KEYS
 from .._records.run_markdown import RECORD_KEY
+from .._sources.remote import is_url
 from .._types import CellEdit
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
 
-__all__ = ["apply_edits", "edit_notes", "forget_edits"]
+__all__ = ["MAX_EDITS", "apply_edits", "check_edit_list", "edit_notes", "forget_edits"]
+
+#: Most cells one run may replace.
+MAX_EDITS = 1000
+
+
+def check_edit_list(path: str | os.PathLike[str], edits: object) -> Sequence[object]:
+    """``edits`` if it is a list of at most :data:`MAX_EDITS` edits for the source at
+    ``path`` (a local one when there are any); the edits themselves are checked against the
+    source, once it is read (:func:`notebook_executor._review.run_edits.check_edits`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``edits`` is not a list, is too long, or edits a source given as a URL.
+    """
+    shown = os.fspath(path)
+    if isinstance(edits, (str, bytes)) or not isinstance(edits, Sequence):
+        raise InvalidArgumentError(
+            f"edits must be a list of {{'index', 'source', 'note'}} mappings, got "
+            f"{type(edits).__name__}"
+        )
+    if len(edits) > MAX_EDITS:
+        raise InvalidArgumentError(f"edits: at most {MAX_EDITS} cells may be edited in a run")
+    if edits and is_url(shown):
+        raise InvalidArgumentError(f"edits apply to a local source, not to {shown!r}")
+    return edits
 
 
 def forget_edits(nb: NotebookNode) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,10 +19,15 @@ from .._kernels.launch import choose_kernel, kernel_environment
 from .._parameters.declared import INJECTED_TAG, declared_parameters, parameters_cell_error
 from .._parameters.environment import declared_env_names, resolve_declared_env
 from .._parameters.placeholders import substitute_placeholders
-from .._parameters.values import inject_parameters, unencodable_value, validate_parameters
+from .._parameters.values import (
+    inject_parameters,
+    typed_values,
+    unencodable_value,
+    validate_parameters,
+)
 from .._records.results import CellMap, redact
 from .._sources.dependencies import Dependencies
-from .._sources.formats import load_source, write_notebook
+from .._sources.formats import LoadedSource, load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
 from .._types import USE_DEFAULT, CellEdit
@@ -35,7 +40,7 @@ from .checks import (
     check_seconds,
     check_unicode,
 )
-from .edits import apply_edits, forget_edits
+from .edits import apply_edits, check_edit_list, forget_edits
 from .options import RunOptions
 
 if TYPE_CHECKING:
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENVIRONMENT_CHOICES",
+    "EditCheck",
     "Plan",
     "check_environment_option",
     "parses_parameters",
@@ -51,6 +57,11 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: ``check(path, edits, loaded)``: ``edits`` checked against the source as read (``loaded``),
+#: each source as the file would hold it (:func:`notebook_executor._review.run_edits.
+#: check_edits`, above this layer: the executor hands it in).
+EditCheck = Callable[[PathLike, object, LoadedSource], list[CellEdit]]
 
 #: Kernel languages whose parameters cell this package parses (and so checks).
 CHECKED_LANGUAGES = frozenset({"python", "python3", "ipython", "ipython3"})
@@ -99,6 +110,8 @@ def plan_run(
     base_env: Mapping[str, str] | None = None,
     dotenv_root: Path | None = None,
     make_environment: bool = True,
+    check_edits: EditCheck | None = None,
+    head_start: Callable[[], None] | None = None,
 ) -> Plan:
     """Check everything about a run and prepare it; start nothing.
 
@@ -106,8 +119,14 @@ def plan_run(
     starts. ``options`` are the caller's; ``kernel_name``, the ``default_*`` limits,
     ``base_env`` (the environment the kernel starts from, default this process's) and
     ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
-    ``options.edits`` (already checked against the source: ``_review.run_edits``) replace
-    cells for this run only. A notebook that declares dependencies gets the environment made
+    The source is read once, here; every check works on what was read. ``options.edits``,
+    checked by ``check_edits`` against it (a run with edits needs it), replace cells for this
+    run only. A parameter value given as text (:class:`~notebook_executor._parameters.values.
+    TextValue`: the command line's ``-p``, a JSON client's string) is typed against the
+    declared parameters. ``head_start`` is called once the source is read when the run is on
+    this interpreter's own Python kernel (no other kernelspec, no environment made for
+    declared dependencies): a caller that wants the engine to prepare that kernel while the
+    rest is checked. A notebook that declares dependencies gets the environment made
     for them (:func:`~notebook_executor._kernels.environments.ensure_environment`, last, once
     every other check passed) unless ``options.environment`` is ``"current"``; not made
     without ``make_environment`` (nothing will run).
@@ -115,9 +134,12 @@ def plan_run(
     output_path, parameters, request = options.output_path, options.parameters, options.request
     timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
     env, secrets = options.env, options.secrets
-    edits: Sequence[CellEdit] = options.edits or ()
     check_environment_option(options.environment)
     check_path("input_path", input_path)
+    if options.edits is not None:
+        if check_edits is None:
+            raise InvalidArgumentError("edits are not taken here", argument="edits")
+        check_edit_list(input_path, options.edits)
     if output_path is not None:
         check_path("output_path", output_path)
     if cwd is not None:
@@ -142,8 +164,16 @@ def plan_run(
         "cell_timeout", default_cell_timeout if cell_timeout is USE_DEFAULT else cell_timeout
     )
     loaded = load_source(input_path)
-    given = dict(parameters or {})
     kernel = choose_kernel(notebook, kernel_name, loaded.nb.metadata.get("kernelspec"))
+    own = loaded.dependencies
+    declared_environment = make_environment and uses_declared_environment(own, options.environment)
+    if head_start is not None and kernel.native and not declared_environment:
+        head_start()
+    edits: Sequence[CellEdit] = ()
+    if options.edits is not None and check_edits is not None:
+        # Before anything changes ``loaded.nb``: the edits are checked against the source.
+        edits = check_edits(input_path, options.edits, loaded)
+    given = dict(parameters or {})
     # A parameters cell that is not valid Python is run as papermill runs it: the run fails
     # there, with the kernel's SyntaxError, and is recorded; given values are injected as
     # they are (the cell declares nothing to check them against).
@@ -151,6 +181,7 @@ def plan_run(
     checked = parses_parameters(kernel.language) and broken is None
     if checked:
         declared = declared_parameters(loaded.nb)
+        given = typed_values(declared, given)
         effective = validate_parameters(declared, given)
         defaults = {n: p.default for n, p in declared.items() if p.literal_default}
     else:
@@ -159,6 +190,7 @@ def plan_run(
             if broken is not None
             else f"a {kernel.language} notebook's parameters cannot be checked here"
         )
+        given = typed_values({}, given)
         effective, defaults = _unchecked(notebook, why, given), {}
         declared = {}
     if cwd is not None:
@@ -188,8 +220,7 @@ def plan_run(
     injected_at = inject_parameters(nb, {name: effective[name] for name in given}, kernel.language)
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
     made = None
-    own = loaded.dependencies
-    if make_environment and own and uses_declared_environment(own, options.environment):
+    if declared_environment and own is not None:
         kernel, made = _in_declared_environment(notebook, kernel, own)
         environment = made.activated(environment)
     output = None if output_path is None else os.fspath(output_path)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "OnRecord",
     "RunStart",
     "begin_run",
     "finish_run",
@@ -55,6 +56,14 @@ __all__ = [
     "prepared_notebook",
     "run_plan",
 ]
+
+
+#: ``on_record(event, record, cells)``: told of a run's record as it is written, ``event``
+#: ``"begin"`` or ``"finish"``; with ``"finish"``, ``cells`` are the cells the run file holds
+#: as written (redacted, streams capped), so that the catalog indexes them without reading the
+#: file back; None: only the record is given. (``Callable[..., None]``: a session's recorder
+#: passes on the executor's ``_catalog_call``, typed with two arguments.)
+OnRecord = Callable[..., None]
 
 
 @dataclass
@@ -72,18 +81,19 @@ def run_plan(
     plan: Plan,
     engine: Engine,
     runs_dir: Path,
-    on_record: Callable[[str, Mapping[str, Any]], None],
+    on_record: OnRecord,
 ) -> RunResult:
     """Run ``plan`` on ``engine``, write its run records under ``runs_dir``, return its result.
 
-    ``on_record("begin" | "finish", record)`` is told of the record as the run starts and
-    ends (the executor indexes it in the catalog). A Ctrl-C still finishes the run records, as a
-    cancelled run, and is then raised again, holding the cancelled run's result dict as its
-    ``result`` attribute. Any other exception from the engine (a bug or
-    an unexpected failure of its machinery) does not escape: the run is finished as failed,
-    with a ``kernel_died`` failure naming the exception's type and its (redacted) message on
-    the first unfinished code cell, and that error result is returned, so no record is left
-    ``running``. When the caller's copy (``output_path``) cannot be written, the run records and
+    ``on_record("begin" | "finish", record[, cells])`` is told of the record as the run
+    starts and ends (the executor indexes it in the catalog: :data:`OnRecord`). A Ctrl-C
+    still finishes the run records, as a cancelled run, and is then raised again, holding the
+    cancelled run's result dict as its ``result`` attribute. Any other exception from the
+    engine (a bug or an unexpected failure of its machinery) does not escape: the run is
+    finished as failed, with a ``kernel_died`` failure naming the exception's type and its
+    (redacted) message on the first unfinished code cell, and that error result is returned,
+    so no record is left ``running``. When the caller's copy (``output_path``) cannot be
+    written, the run records and
     catalog are still finished, then :class:`OutputWriteError` (holding the result) is raised.
     """
     clock = time.perf_counter()
@@ -132,7 +142,7 @@ def run_plan(
 def begin_run(
     plan: Plan,
     runs_dir: Path,
-    on_record: Callable[[str, Mapping[str, Any]], None],
+    on_record: OnRecord,
     *,
     started: datetime | None = None,
     provenance: Mapping[str, Any] | None = None,
@@ -209,7 +219,7 @@ def finish_run(
     start: RunStart,
     outcome: EngineOutcome,
     runs_dir: Path,
-    on_record: Callable[[str, Mapping[str, Any]], None],
+    on_record: OnRecord,
     *,
     finished: datetime,
     duration_seconds: float,
@@ -263,6 +273,7 @@ def finish_run(
         RunStore(runs_dir).write(start.run_id, recorded, stored, final=True)
     except OSError as exc:
         _record_unwritten(runs_dir, start, recorded, stored, result, _reason(exc), on_record)
+    written = list(recorded.cells)
     copy_failed: OutputWriteError | None = None
     if plan.output_path is not None:
         executed.metadata[RECORD_KEY] = stored
@@ -272,7 +283,8 @@ def finish_run(
         except (OSError, NotebookExecutorError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
             copy_failed = OutputWriteError(os.fspath(plan.output_path), reason, result)
-    on_record("finish", stored)
+    # The cells as written: the catalog indexes them without reading the file back.
+    on_record("finish", stored, written)
     if copy_failed is not None:
         raise copy_failed
     return result
@@ -289,7 +301,7 @@ def _record_unwritten(
     stored: dict[str, Any],
     result: RunResult,
     reason: str,
-    on_record: Callable[[str, Mapping[str, Any]], None],
+    on_record: OnRecord,
 ) -> None:
     """The final record could not be written (a full disk): write, where the disk allows,
     one that says how the run ended, without the outputs, and tell the catalog; then raise
@@ -302,15 +314,17 @@ def _record_unwritten(
         "not stored",
         output_dropped=dropped,
     )
+    written = None  # as the file holds them: the catalog reads them
     try:
         RunStore(runs_dir).write(start.run_id, bare, stored, final=True)
+        written = list(bare.cells)
     except OSError as again:
         logger.warning(
             "run %s: its record could not be written (%s); it stays as it began",
             start.run_id,
             _reason(again),
         )
-    on_record("finish", stored)
+    on_record("finish", stored, written)
     raise RecordWriteError(os.fspath(runs_dir), reason, result)
 
 

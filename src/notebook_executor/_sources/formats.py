@@ -23,7 +23,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +104,9 @@ class LoadedSource:
     format: SourceFormat
     #: What the source declares it needs (SPEC section 19), or None.
     dependencies: Dependencies | None = None
+    #: The bytes read (of a URL: its text, UTF-8): a check that needs the file's text (an
+    #: edit's, :mod:`notebook_executor._review.edit`) works on them instead of reading again.
+    data: bytes = field(default=b"", repr=False)
 
 
 def find_format(path: str | os.PathLike[str]) -> SourceFormat | None:
@@ -255,7 +258,9 @@ def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) ->
     digest = hashlib.sha256(data).hexdigest()
     nb = _parse_cached(notebook, text, fmt, digest)
     declared = declared_dependencies(notebook, text, nb, fmt)
-    return LoadedSource(path=source_path, nb=nb, sha256=digest, format=fmt, dependencies=declared)
+    return LoadedSource(
+        path=source_path, nb=nb, sha256=digest, format=fmt, dependencies=declared, data=data
+    )
 
 
 def parse_source_text(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:

@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..._errors import OutputWriteError, RecordWriteError
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
-
-if TYPE_CHECKING:
-    from ..._notebook import NotebookNode
 
 __all__ = ["parameter_values", "register"]
 
@@ -158,30 +155,24 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..._run.plan import uses_declared_environment
-    from ..._sources.formats import load_source
-
     if args.output is not None and args.output_path is not None:
         raise UsageError("give the output once: OUT or --output")
     output = args.output_path if args.output_path is not None else args.output
     if args.prepare_only and output is None:
         raise UsageError("--prepare-only needs OUT, where the prepared notebook is written")
-    edits = _edits(args.edit, args.edit_note)
+    edits = _edits(args.notebook, args.edit, args.edit_note, args.edit_markdown)
     if edits and args.prepare_only:
         raise UsageError("--edit does not go with --prepare-only")
+    values = parameter_values(args)
     with common.executor(
         args, kernel_name=args.kernel, log_output=args.log_output, progress=args.progress_bar
     ) as ex:
-        loaded = load_source(args.notebook)
-        own = not uses_declared_environment(loaded.dependencies, args.environment)
-        if args.kernel in (None, "python3") and not args.prepare_only and own:
-            # A template imports ipykernel while the source is checked; the kernel is forked
-            # from it once the run is known to be good (bad input: none starts). A notebook
-            # with its own environment forks from that environment's template instead.
-            ex.prepare_kernel()
-        source_nb = loaded.nb
-        _check_edit_targets(args.notebook, source_nb, edits, args.edit_markdown)
-        values = parameter_values(args, source_nb)
+        if not args.prepare_only:
+            # Once the planner has read the source, a template imports ipykernel while the
+            # rest is checked, when the run is on this interpreter's kernel; the kernel is
+            # forked from it once the run is known to be good (bad input: none starts). A
+            # notebook with its own environment forks from that environment's template.
+            ex.prepare_kernel(once_read=True)
         options = common.run_options(args).replace(
             output_path=output, parameters=values, edits=edits or None
         )
@@ -205,15 +196,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if result["status"] == "success" else EXIT_FAILED
 
 
-def parameter_values(args: argparse.Namespace, nb: NotebookNode | None = None) -> dict[str, Any]:
-    """The parameter values given to a command on ``args.notebook`` (read already: ``nb``):
-    ``-f``, ``-y``, ``-b``, then ``-p`` (converted to the declared types) and ``-r``, of those
-    the command has."""
-    from ..._parameters.declared import declared_parameters
-    from ..._parameters.values import convert_text_value
-    from ..._sources.formats import load_source
+def parameter_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The parameter values given to a command: ``-f``, ``-y``, ``-b``, then ``-p`` (text,
+    typed by the planner against the declared parameters, once it has read the source) and
+    ``-r``, of those the command has."""
+    from ..._parameters.values import TextValue
 
-    declared = declared_parameters(load_source(args.notebook).nb if nb is None else nb)
     values: dict[str, Any] = {}
     if getattr(args, "parameters_file", None):
         values.update(
@@ -224,14 +212,20 @@ def parameter_values(args: argparse.Namespace, nb: NotebookNode | None = None) -
     if getattr(args, "parameters_base64", None):
         values.update(common.yaml_mapping(_base64_text(args.parameters_base64), "-b"))
     for name, text in getattr(args, "parameters", None) or ():
-        values[name] = convert_text_value(declared.get(name), text, declared)
+        values[name] = TextValue(text)
     for name, text in getattr(args, "parameters_raw", None) or ():
         values[name] = text
     return values
 
 
-def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:
-    """The ``edits`` of ``--edit INDEX FILE`` pairs and their ``--edit-note`` texts."""
+def _edits(
+    notebook: str, pairs: list[list[str]], notes: list[str], markdown: bool
+) -> list[dict[str, Any]]:
+    """The ``edits`` of ``--edit INDEX FILE`` pairs and their ``--edit-note`` texts; each of a
+    code cell only, unless ``--edit-markdown`` says an edit of a markdown cell is meant (the
+    planner checks them against the source)."""
+    from ..._review.run_edits import CodeCellEdit
+
     if notes and not pairs:
         raise UsageError("--edit-note goes with --edit INDEX FILE")
     if notes and len(notes) not in (1, len(pairs)):
@@ -249,25 +243,15 @@ def _edits(pairs: list[list[str]], notes: list[str]) -> list[dict[str, Any]]:
             raise UsageError(f"--edit {index} {path}: INDEX must be an integer") from None
         source = common.read_input(path, f"--edit {index}")
         note = notes[0] if len(notes) == 1 else notes[number] if notes else None
-        edits.append({"index": position, "source": source, "note": note})
-    return edits
-
-
-def _check_edit_targets(
-    notebook: str, nb: Any, edits: list[dict[str, Any]], markdown: bool
-) -> None:
-    """Refuse an ``--edit`` of a markdown cell unless ``--edit-markdown`` says it is meant: a
-    code file given for the wrong index would silently replace the narrative."""
-    if markdown:
-        return
-    for edit in edits:
-        index = edit["index"]
-        if 0 <= index < len(nb.cells) and nb.cells[index].cell_type != "code":
-            raise UsageError(
-                f"--edit {index}: cell {index} of {notebook} is a {nb.cells[index].cell_type} "
-                "cell, not code; to replace its text give --edit-markdown too "
+        edit: dict[str, Any] = {"index": position, "source": source, "note": note}
+        if not markdown:
+            edit = CodeCellEdit(edit)
+            edit.hint = (
+                "to replace its text give --edit-markdown too "
                 f"('notebook-executor cells {notebook}' lists the cells and their indices)"
             )
+        edits.append(edit)
+    return edits
 
 
 def _base64_text(text: str) -> str:

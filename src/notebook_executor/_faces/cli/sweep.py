@@ -77,19 +77,16 @@ def register(commands: Any) -> None:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from ..._cluster.grid import combine, parse_grid_option
-    from ..._parameters.declared import declared_parameters
-    from ..._sources.formats import load_source
+    from ..._parameters.values import TextValue
 
     if args.retries and args.scheduler is None:
         raise UsageError("--retries applies to runs on a Dask cluster (--scheduler)")
-    declared = declared_parameters(load_source(args.notebook).nb)
     grid: list[tuple[str, list[Any]]] = []
     for option in args.grid:
         name, texts = parse_grid_option(option)
-        if name not in declared:
-            known = ", ".join(declared) or "none"
-            raise UsageError(f"-g {name}: the notebook has no parameter {name!r} (it has: {known})")
-        grid.append((name, [_convert(declared[name], text, declared) for text in texts]))
+        # Typed like run's -p by the planner, against the parameters the notebook declares
+        # (a name it does not declare is refused there).
+        grid.append((name, [TextValue(text) for text in texts]))
     sets = _read_sets(args.sets_file) if args.sets_file else None
     if sets is None and not grid:
         raise UsageError("give the parameter sets: -f SETS.yaml and/or -g NAME=V1,V2,...")
@@ -115,12 +112,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     else:
         _print_summary(results)
     return EXIT_OK if all(r["status"] == "success" for r in results) else EXIT_FAILED
-
-
-def _convert(parameter: Any, text: str, declared: Any) -> Any:
-    from ..._parameters.values import convert_text_value
-
-    return convert_text_value(parameter, text, declared)
 
 
 def _read_sets(path: str) -> list[dict[str, Any]]:

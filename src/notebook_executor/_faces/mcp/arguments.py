@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,15 +19,13 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from pydantic import Field
 
-from ..._parameters.declared import Parameter, declared_parameters
-from ..._parameters.values import convert_text_value
-from ..._sources.formats import load_source
+from ..._parameters.values import TextValue
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
     from mcp.types import ToolAnnotations
 
-__all__ = ["StrictTool", "notebook_values", "strict_tool", "typed_values", "unknown_arguments"]
+__all__ = ["StrictTool", "client_values", "strict_tool", "unknown_arguments"]
 
 
 class StrictTool(Tool):
@@ -94,28 +91,14 @@ def unknown_arguments(tool: str, known: list[str], arguments: Mapping[str, Any])
     return message
 
 
-def typed_values(declared: Mapping[str, Parameter], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each string given to a declared parameter of another type (int, float,
-    bool, list, dict) converted as the command line's ``-p`` converts it; ``any`` takes a
-    string as it is."""
-    converted = dict(values)
-    for name, value in values.items():
-        parameter = declared.get(name)
-        if isinstance(value, str) and parameter is not None and parameter.type not in _AS_TEXT:
-            converted[name] = convert_text_value(parameter, value)
-    return converted
-
-
-def notebook_values(
-    path: str | os.PathLike[str], values: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """``values`` typed by :func:`typed_values` against the parameters the notebook at
-    ``path`` declares: JSON clients often send numbers as text. The notebook is read only
-    when some value is a string."""
-    if not values or not any(isinstance(v, str) for v in values.values()):
+def client_values(values: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``values`` with each string marked as text a JSON client sent (JSON clients often send
+    numbers as text): the planner types it against the parameters the notebook declares,
+    once it has read the source (:func:`~notebook_executor._parameters.values.typed_values`);
+    ``str`` and ``any`` parameters take it as it is."""
+    if not values:
         return values
-    return typed_values(declared_parameters(load_source(path).nb), values)
-
-
-#: Declared types a string is already a value of.
-_AS_TEXT = frozenset({"str", "any"})
+    return {
+        name: TextValue(value, always=False) if isinstance(value, str) else value
+        for name, value in values.items()
+    }

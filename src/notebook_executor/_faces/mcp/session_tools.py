@@ -20,7 +20,7 @@ from pydantic import Field
 from ..._executor import NotebookExecutor
 from ..._session.session import Session
 from ..._types import USE_DEFAULT
-from .arguments import notebook_values
+from .arguments import client_values
 from .workspace import Workspace
 
 __all__ = ["ClientSessions", "session_tools"]
@@ -151,7 +151,7 @@ def session_tools(
         def start() -> Session:
             return ex.open_session(
                 target,
-                parameters=notebook_values(target, parameters),
+                parameters=client_values(parameters),
                 timeout=USE_DEFAULT if timeout is None else timeout,
                 cell_timeout=USE_DEFAULT if cell_timeout is None else cell_timeout,
                 request=request,

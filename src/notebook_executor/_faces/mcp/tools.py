@@ -30,7 +30,7 @@ from ..._run.options import option_help
 from ..._sources.bounded import unencodable
 from ..._types import USE_DEFAULT, RunResult
 from ...engine import RunCancelled
-from .arguments import StrictTool, notebook_values, strict_tool
+from .arguments import StrictTool, client_values, strict_tool
 from .budget import fit_lists
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
@@ -293,7 +293,7 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
             try:
                 return ex.execute(
                     target,
-                    parameters=notebook_values(target, parameters),
+                    parameters=client_values(parameters),
                     timeout=USE_DEFAULT if timeout is None else timeout,
                     request=request,
                     secrets=secret_values,
