@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -24,7 +26,9 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]", "pip")
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
     workers = [] if any(arg.startswith("-n") for arg in session.posargs) else ["-n", "2"]
-    session.run("pytest", "-q", *workers, *session.posargs)
+    # On CI, the slowest tests are listed: where the suite's time goes, run after run.
+    durations = ["--durations=30"] if os.environ.get("CI") else []
+    session.run("pytest", "-q", *workers, *durations, *session.posargs)
 
 
 @nox.session(python=PYTHON)
