@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
+# Venvs made and filled by uv where it is installed (``pip install "nox[uv]"``, as .ci/run
+# does): a session's installs take seconds from uv's cache instead of a minute of pip each.
+# Plain virtualenv and pip otherwise. A uv venv holds no pip: the sessions whose code runs
+# ``python -m pip`` install it.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 PYTHON = None  # the interpreter nox itself runs on
 
@@ -15,10 +22,13 @@ def tests(session: nox.Session) -> None:
     """Unit tier (fake engine) and integration tier (real kernels), on two pytest-xdist
     workers (``-- -n 0`` for one process). Each worker has its own temporary folder, so its
     kernels' folders never mix with the other's (tests/conftest.py)."""
-    session.install("-e", ".[test]")
+    # pip: tests/integration/test_fork_fidelity.py installs a plugin with ``python -m pip``.
+    session.install("-e", ".[test]", "pip")
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
     workers = [] if any(arg.startswith("-n") for arg in session.posargs) else ["-n", "2"]
-    session.run("pytest", "-q", *workers, *session.posargs)
+    # On CI, the slowest tests are listed: where the suite's time goes, run after run.
+    durations = ["--durations=30"] if os.environ.get("CI") else []
+    session.run("pytest", "-q", *workers, *durations, *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -131,6 +141,7 @@ def peers(session: nox.Session) -> None:
         "hatch-jupyter-builder",
         "setuptools",
         "wheel",
+        "pip",  # tests/sdists.py downloads the sdists with ``python -m pip download``
     )
     session.run("python", "tests/peers/run_peers.py", *session.posargs)
 
@@ -186,5 +197,6 @@ def wild(session: nox.Session) -> None:
         "certifi",
         "hatchling",
         "hatch-jupyter-builder",
+        "pip",  # tests/sdists.py downloads the sdists with ``python -m pip download``
     )
     session.run("python", "tests/wild/run_wild.py", *session.posargs)

@@ -436,7 +436,9 @@ def _kill_worker_in_hold_cell(
         # A run started again would now go through the hold cell to the end.
         hold.write_text("go")
         results = sweep.result(timeout=180)
-        client.wait_for_workers(2, timeout=60)
+        # The nanny starts a new worker: a process importing Dask, over a minute on a loaded
+        # machine (CI runs other sessions beside the suite).
+        client.wait_for_workers(2, timeout=180)
     return results, log.read_text().splitlines(), killed
 
 

@@ -24,10 +24,13 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/p
 
 
 @pytest.fixture
-def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+def tmp_root(short_tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``$TMPDIR`` of the test's own, short enough to hold sockets: with a longer one the
+    kernel folders would go in the machine's ``/tmp``, where another suite's or a chaos run's
+    stale folders would be swept by the test (seen with the CI sessions run side by side)."""
+    monkeypatch.setenv("TMPDIR", str(short_tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
-    return tmp_path
+    return short_tmp_path
 
 
 @pytest.fixture
