@@ -128,12 +128,7 @@ class CheckpointedKernel:
             ),
             self._job.cancel,
         )
-        if end.how == "dead":
-            kernel = live.kernel
-            tail = kernel.stderr_tail()
-            end.stderr = tail.splitlines()[-20:] if tail else []
-            end.exit_status = kernel.exit_status()
-        return end
+        return live.kernel.account_for(end)
 
     def checkpoint_unsupported(self) -> str | None:
         if self._live is None or self._stopped:

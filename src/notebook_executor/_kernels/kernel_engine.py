@@ -255,11 +255,7 @@ class _PoolKernel:
             ),
             self._job.cancel,
         )
-        if end.how == "dead":
-            end.exit_status = kernel.exit_status()
-            tail = kernel.stderr_tail()
-            end.stderr = tail.splitlines()[-20:] if tail else []
-        return end
+        return kernel.account_for(end)
 
     def save_widgets(self, nb: NotebookNode) -> None:
         self._widgets.save(nb)

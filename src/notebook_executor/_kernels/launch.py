@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import NotebookSourceError
-from ..engine import KernelChoice
+from ..engine import CellEnd, KernelChoice
 from .inside.sessions import KERNEL_ID, kill_sessions
 from .options import KERNEL_OPTIONS, NATIVE_KERNEL_NAME, script_command
 from .workdirs import Workdir, make_workdir
@@ -171,6 +171,15 @@ class RunningKernel:
         except Exception:
             return None
         return None if code is None else int(code)
+
+    def account_for(self, end: CellEnd) -> CellEnd:
+        """``end``, with how the kernel died when it did: its exit status and the last lines
+        it wrote to stderr."""
+        if end.how == "dead":
+            end.exit_status = self.exit_status()
+            tail = self.stderr_tail()
+            end.stderr = tail.splitlines()[-20:] if tail else []
+        return end
 
     async def stop(self, *, now: bool) -> bool:
         """Stop the kernel process and release its sockets and files.
