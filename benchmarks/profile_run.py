@@ -89,7 +89,7 @@ def _replay(job: Any, index: int) -> Any:
     return []
 
 
-def ReplayEngine() -> Any:  # noqa: N802 (a class in all but name)
+def replay_engine() -> Any:
     """An engine that gives each code cell the outputs a kernel gives the benchmark notebooks
     (a printed line, or a scrapbook scrap), instantly: what is left is the host's work."""
     from notebook_executor.engine import ScriptedEngine
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     profiler = None
-    replay = ReplayEngine() if args.host_only else None
+    replay = replay_engine() if args.host_only else None
     with NotebookExecutor(runs_dir=workdir / "runs", engine=replay) as ex:
         for i in range(5):
             ex.execute(source, parameters={"x": i})

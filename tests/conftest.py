@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -38,6 +39,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ[SESSION_MARKER] = _TOKEN
     os.environ["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = _RUNTIME
     os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = "1"
+    # A suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and so
+    # would every process it starts: the Ctrl-C tests would then test nothing but that. A
+    # handled signal is reset to its default in a new program, so the hosts the tests start
+    # take Ctrl-C as a terminal's user sends it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _leftover() -> dict[int, str]:

@@ -13,6 +13,7 @@ import pytest
 from notebook_executor._faces.server import paths, wire
 from notebook_executor._faces.server.client import served_command
 from notebook_executor._faces.server.paths import RuntimeFolderError, private_folder, server_key
+from notebook_executor._kernels import socket_paths
 
 
 def test_one_server_per_interpreter_and_version() -> None:
@@ -110,7 +111,7 @@ def test_a_folder_too_long_for_a_socket_gives_way_to_a_short_private_one(
     folder = Path(files.folder)
     assert folder.parent == short_tmp_path
     for socket_path in (files.socket, files.session_socket("0" * 16)):
-        assert len(os.fsencode(socket_path)) <= paths.MAX_SOCKET_PATH
+        assert len(os.fsencode(socket_path)) <= socket_paths.MAX_SOCKET_PATH
     info = folder.lstat()
     assert (info.st_mode & 0o777, info.st_uid) == (0o700, os.getuid())
     # Another long folder, another server (as two folders that fit have two).

@@ -15,7 +15,7 @@ import pytest
 from notebook_executor import KernelStartError, NotebookExecutor
 from notebook_executor._run.cell_loop import OUTPUT_LOST_MARKER
 from notebook_executor.engine import CellEnd, CellFailure, RunJob, ScriptedEngine, ScriptedKernel
-from support import descendants
+from support import descendants, failed_cell
 
 NOTEBOOK = "# %%\na = 1\n\n# %%\nb = a + 1\n\n# %%\nprint(b)\n"
 
@@ -98,7 +98,7 @@ def test_a_dead_kernel_fails_a_step_as_it_fails_a_run(notebook: Path, tmp_path: 
             step = session.run()
     for result in (ran, step):
         assert result["status"] == "error" and result["error_kind"] == "kernel_died"
-        assert result["failed_cell"]["index"] == 1
+        assert failed_cell(result)["index"] == 1
 
 
 def test_a_session_whose_engine_cannot_start_a_kernel_raises_kernel_start_error(

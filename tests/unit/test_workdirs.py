@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from notebook_executor._kernels import socket_paths
 from notebook_executor._kernels import workdirs as _workdirs
 from notebook_executor._kernels.workdirs import (
     KernelRootError,
@@ -191,7 +192,7 @@ def test_a_tmpdir_too_long_for_sockets_gives_way_to_a_short_one(
     try:
         assert workdir.path.parent == short / f"notebook-executor-{os.getuid()}"
         socket_path = os.fsencode(workdir.path / "k-65535")
-        assert len(socket_path) <= _workdirs.MAX_SOCKET_PATH
+        assert len(socket_path) <= socket_paths.MAX_SOCKET_PATH
     finally:
         workdir.remove()
     assert not list(long.iterdir())
