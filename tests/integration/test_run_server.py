@@ -311,6 +311,10 @@ def test_ctrl_c_in_the_client_cancels_the_run_in_the_server(shell: Shell) -> Non
     result = json.loads(out)
     assert result["error_kind"] == "cancelled"
     assert result["failed_cell"]["index"] == 2
+    # Its child ends once its kernel is stopped, after the client has its answer.
+    deadline = time.monotonic() + 30
+    while shell.status()["commands"] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert shell.status()["commands"] == 0
 
 
