@@ -44,7 +44,12 @@ def _host(wait: str) -> subprocess.Popen[str]:
 
 def test_ctrl_c_taken_by_another_thread_interrupts_the_wait() -> None:
     host = _host("result_of(never)")
-    out, err = host.communicate(timeout=30)
+    try:
+        out, err = host.communicate(timeout=30)
+    finally:
+        # A host that never took the Ctrl-C is not left waiting.
+        host.kill()
+        host.communicate()
     assert out == "interrupted\n", err
 
 
