@@ -491,10 +491,12 @@ def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shel
     def run(value: str) -> tuple[float, dict[str, Any]]:
         # Once a command has ended, the next one's child starts a kernel (on a loaded machine
         # it may take a while): the template's child started since.
+        # (A wait, not the test: the assertions below on when the run's kernel started are.)
         template = shell.status()["template_pid"]
         deadline = time.monotonic() + 60
         while not any(start > ended[0] for start in _children_started(template)):
-            assert time.monotonic() < deadline, "no kernel was started ahead"
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.1)
         before = _since_boot()
         code, out, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": value})
