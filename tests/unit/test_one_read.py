@@ -154,7 +154,6 @@ def test_a_command_line_run_with_text_parameters_reads_the_source_once(
 
 
 def test_an_mcp_execute_reads_the_source_once(tmp_path: Path, opens: Any) -> None:
-    pytest.importorskip("mcp")
     import anyio
     from mcp.client.client import Client
 
