@@ -2,8 +2,10 @@
 
 The cluster is started once for the module and closed after it. Its scheduler allows no
 retries (``allowed-failures: 0``) and hands each worker one task at a time, so a killed worker
-fails exactly the run it was executing. The tests of at-most-once runs also use a second one
-whose scheduler reschedules the tasks of dead workers (Dask's default, ``allowed-failures: 3``).
+fails exactly the run it was executing. A test that kills a worker has a cluster of its own,
+closed after it (a killed worker's replacement is no later test's concern); the tests of
+at-most-once runs also use one whose scheduler reschedules the tasks of dead workers (Dask's
+default, ``allowed-failures: 3``).
 """
 
 from __future__ import annotations
@@ -80,9 +82,10 @@ def cluster() -> Iterator[LocalCluster]:
     yield from _local_cluster(allowed_failures=0)
 
 
-@pytest.fixture(scope="module")
-def rescheduling_cluster() -> Iterator[LocalCluster]:
-    yield from _local_cluster(allowed_failures=3)
+@pytest.fixture
+def own_cluster() -> Iterator[LocalCluster]:
+    """A cluster for one test that kills one of its workers."""
+    yield from _local_cluster(allowed_failures=0)
 
 
 def _local_cluster(*, allowed_failures: int) -> Iterator[LocalCluster]:
@@ -97,7 +100,7 @@ def _local_cluster(*, allowed_failures: int) -> Iterator[LocalCluster]:
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address="127.0.0.1:0",  # loopback, any free port
             host="127.0.0.1",
         )
     try:
@@ -239,12 +242,18 @@ def test_secrets_reach_the_kernels_but_not_the_scheduler(
 
 
 def test_a_worker_killed_mid_run_fails_that_run_only(
-    cluster: LocalCluster, client: Client, notebook: Path, tmp_path: Path
+    own_cluster: LocalCluster, notebook: Path, tmp_path: Path
 ) -> None:
+    cluster = own_cluster
     marker = tmp_path / "kernel.pid"
     sets: list[dict[str, Any]] = [{"x": 1, "sleep": 120, "marker": str(marker)}, {"x": 2}, {"x": 3}]
-    worker_pids = set(client.run(os.getpid).values())
-    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex, ThreadPoolExecutor(1) as pool:
+    with (
+        Client(cluster, set_as_default=False) as client,
+        NotebookExecutor(runs_dir=tmp_path / "runs") as ex,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        client.wait_for_workers(2, timeout=60)
+        worker_pids = set(client.run(os.getpid).values())
         sweep = pool.submit(ex.execute_many, notebook, sets, client=client)
         kernel_pid = _wait_for_pid(marker, sweep)
         # The worker has reported the cells before the sleep as completed (job index 2: the
@@ -395,10 +404,10 @@ HOLD_CELL = 2
 
 
 @pytest.fixture(params=[3, 0], ids=["dask-reschedules", "allowed-failures-0"])
-def any_cluster(request: pytest.FixtureRequest) -> LocalCluster:
-    name = "rescheduling_cluster" if request.param else "cluster"
-    found: LocalCluster = request.getfixturevalue(name)
-    return found
+def any_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    """A cluster of the test's own, whose scheduler reschedules the tasks of dead workers
+    (3) or not (0)."""
+    yield from _local_cluster(allowed_failures=request.param)
 
 
 def _kill_worker_in_hold_cell(
@@ -436,9 +445,6 @@ def _kill_worker_in_hold_cell(
         # A run started again would now go through the hold cell to the end.
         hold.write_text("go")
         results = sweep.result(timeout=180)
-        # The nanny starts a new worker: a process importing Dask, over a minute on a loaded
-        # machine (CI runs other sessions beside the suite).
-        client.wait_for_workers(2, timeout=180)
     return results, log.read_text().splitlines(), killed
 
 

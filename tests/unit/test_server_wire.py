@@ -4,16 +4,19 @@ tests/integration/test_run_server.py for the real one)."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
+import threading
 from pathlib import Path
 
 import pytest
 
-from notebook_executor._faces.server import paths, wire
+from notebook_executor._faces.server import paths, served, wire
 from notebook_executor._faces.server.client import served_command
 from notebook_executor._faces.server.paths import RuntimeFolderError, private_folder, server_key
 from notebook_executor._kernels import socket_paths
+from notebook_executor.engine import CellEnd
 
 
 def test_one_server_per_interpreter_and_version() -> None:
@@ -144,3 +147,41 @@ def test_no_folder_short_enough_for_a_socket_is_a_clear_error(
     monkeypatch.setattr(paths, "SHORT_TEMP_DIRS", (str(long),))
     with pytest.raises(RuntimeFolderError, match="too long for a socket"):
         paths.server_files()
+
+
+class _DyingKernel:
+    """A kernel that dies during its cell, as one forked from the server's template does
+    when the server is killed."""
+
+    def __init__(self) -> None:
+        self.info: dict[str, object] = {}
+
+    def run_cell(self, nb: object, index: int, limit: float | None) -> CellEnd:
+        return CellEnd("dead", exit_status=1)
+
+
+def test_a_kernel_dead_with_the_server_ends_the_run_as_stopped_by_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The server is no longer this process's parent: the kernel died with it, before the
+    # parent-death signal came. The run is interrupted by the server's end, not kernel_died.
+    monkeypatch.setattr(served, "SERVER_PID", os.getppid() + 100_000)
+    monkeypatch.setattr(served, "GONE", threading.Event())
+    kernel = served._ServedKernel(_DyingKernel())  # type: ignore[arg-type]
+    with pytest.raises(served.ServerStopped):
+        kernel.run_cell({}, 2, None)  # type: ignore[arg-type]
+    assert served.GONE.is_set()
+    # The parent-death signal that follows does not interrupt the records being finished.
+    served.on_server_gone(signal.SIGTERM, None)
+
+
+def test_a_kernel_dead_while_the_server_lives_is_a_dead_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(served, "SERVER_PID", os.getppid())
+    monkeypatch.setattr(served, "GONE", threading.Event())
+    kernel = served._ServedKernel(_DyingKernel())  # type: ignore[arg-type]
+    assert kernel.run_cell({}, 2, None).how == "dead"  # type: ignore[arg-type]
+    # The first SIGTERM interrupts, as Ctrl-C does.
+    with pytest.raises(KeyboardInterrupt):
+        served.on_server_gone(signal.SIGTERM, None)

@@ -157,6 +157,7 @@ def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:
 
 def _die_with(server_pid: int) -> None:
     """SIGTERM when the server dies; exit now if it already has."""
+    served.SERVER_PID = server_pid
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != server_pid:

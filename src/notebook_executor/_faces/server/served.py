@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import threading
 from dataclasses import asdict
@@ -50,6 +51,8 @@ __all__ = [
 FILES: ServerFiles | None = None
 #: Set once the server stopped or died under a child (its parent-death signal, or a stop).
 GONE = threading.Event()
+#: The server's process id, in a child of the server (None elsewhere).
+SERVER_PID: int | None = None
 #: A session opened by this child, which it goes on to hold once its command is answered.
 PENDING_SESSION: list[Any] = []
 #: What the child puts off until its client has the answer: stopping the run's kernels.
@@ -88,10 +91,22 @@ def serving() -> bool:
 
 
 def on_server_gone(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM in a child: the server stops, or died (parent-death signal)."""
+    """SIGTERM in a child: the server stops, or died (parent-death signal).
+
+    Interrupts the main thread once, as Ctrl-C would; not when the server's end is already
+    known (the run's kernel died with it first): the child is then finishing the run's
+    records, which a second interruption would leave ``running``.
+    """
+    if GONE.is_set():
+        return
     GONE.set()
-    # Interrupt whatever the main thread waits on, as Ctrl-C would.
     signal.default_int_handler(signum, frame)
+
+
+def server_gone() -> bool:
+    """Whether the server this child serves has stopped or died (it is then no longer the
+    child's parent, even before the parent-death signal is handled)."""
+    return GONE.is_set() or (SERVER_PID is not None and os.getppid() != SERVER_PID)
 
 
 def after_answer() -> None:
@@ -216,7 +231,13 @@ class _ServedKernel:
 
     def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
         try:
-            return self._kernel.run_cell(nb, index, limit)
+            end = self._kernel.run_cell(nb, index, limit)
+            # A kernel forked from the server's template dies with the server, often before
+            # the child's parent-death signal: the run was cut short by the server's end.
+            if end.how == "dead" and server_gone():
+                GONE.set()
+                raise ServerStopped
+            return end
         except KeyboardInterrupt:
             if GONE.is_set():
                 raise ServerStopped from None
