@@ -25,7 +25,10 @@ def tests(session: nox.Session) -> None:
     # pip: tests/integration/test_fork_fidelity.py installs a plugin with ``python -m pip``.
     session.install("-e", ".[test]", "pip")
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
-    workers = [] if any(arg.startswith("-n") for arg in session.posargs) else ["-n", "2"]
+    # worksteal: a worker whose queue ran dry takes tests from the other's, so the slow
+    # integration tests at the end do not leave one worker idle while the other finishes.
+    given = any(arg.startswith("-n") for arg in session.posargs)
+    workers = [] if given else ["-n", "2", "--dist", "worksteal"]
     # On CI, the slowest tests are listed: where the suite's time goes, run after run.
     durations = ["--durations=30"] if os.environ.get("CI") else []
     session.run("pytest", "-q", *workers, *durations, *session.posargs)
