@@ -184,12 +184,16 @@ class RunningKernel:
             end.stderr = tail.splitlines()[-20:] if tail else []
         return end
 
-    async def stop(self, *, now: bool) -> bool:
+    async def stop(self, *, now: bool, closing: bool = False) -> bool:
         """Stop the kernel process and release its sockets and files.
 
         Unless ``now``, the kernel is asked to shut down and given :data:`SHUTDOWN_GRACE`
         seconds to exit on its own (watched closely: jupyter_client polls every 0.1 s); then,
         or at once with ``now``, it is killed. True when it exited on its own when asked.
+        A killed kernel is watched every 0.1 s, as jupyter_client does; when ``closing`` (its
+        pool closes, and the caller waits), every 5 ms: an executor's close took 127 ms with
+        two warm kernels, 40-80 ms so (``benchmarks/bench_speed.py``'s back-to-back runs, with
+        every kill watched every 5 ms, were 3-6 ms slower: the watching took the CPU).
         """
         manager = self.manager
         provisioner = getattr(manager, "provisioner", None)
@@ -204,13 +208,12 @@ class RunningKernel:
                     await _sleep(0.01)
                 exited = not await manager.is_alive()
             if await manager.is_alive() and manager.provisioner is not None:
-                # Killed and watched as closely as a shutdown is: jupyter_client's
-                # ``shutdown_kernel(now=True)`` interrupts the kernel first and then polls
-                # every 0.1 s, so a kill cost 100 ms (and every executor's close as much).
+                # jupyter_client's ``shutdown_kernel(now=True)``, with no interrupt first and
+                # a closer watch when closing.
                 await manager.provisioner.kill()
                 ends = time.monotonic() + KILL_WAIT
                 while time.monotonic() < ends and await manager.is_alive():
-                    await _sleep(0.005)
+                    await _sleep(0.005 if closing else 0.1)
             # (Still alive past KILL_WAIT: left to the session kill, as jupyter_client does.)
             if (
                 manager.has_kernel

@@ -455,7 +455,7 @@ class KernelPool:
             # close() waits for this task, so the kernel is stopped either way.
             await asyncio.sleep(after)
         try:
-            exited = await kernel.stop(now=now)
+            exited = await kernel.stop(now=now, closing=self.state is PoolState.CLOSED)
             if not now:
                 self.stats["exited" if exited else "killed"] += 1
         except Exception as exc:
