@@ -39,6 +39,24 @@ the same script at load 2-3.5: serial 3.57 s (CPU 5.51 s), nbmake 3.6x; ``-n 2``
 between runs). The target (>= 5x nbmake on small notebooks) is met serially; with ``-n 2`` on
 two CPUs each worker pays pytest's start-up and its own two kernel templates, and nbmake's
 launches run two at a time: 2-3x.
+
+With the machine otherwise idle (later on 2026-11-26, same script, same venv), twice:
+
+=========================  ====================  ====================  ==================
+load 0.6 / 1.4             ``--notebooks``       ``--nbmake``          ``--nbval-lax``
+=========================  ====================  ====================  ==================
+serial                     1.78 / 2.14 s         15.66 / 16.34 s       12.41 / 13.66 s
+                                                 **8.8x / 7.6x**       7.0x / 6.4x
+``-n 2``                   2.21 / 2.67 s         11.34 / 10.46 s       6.97 / 7.53 s
+                                                 **5.1x / 3.9x**       3.1x / 2.8x
+=========================  ====================  ====================  ==================
+
+Serially the target is met with room; with ``-n 2`` only on an idle machine, and not every
+time. A ``-n 2`` run is CPU-bound on two CPUs (4.7 s of CPU in 2.7 s): two pytest workers,
+each with its own two templates (the full one imports pandas, pyarrow and scrapbook), against
+pytest alone with one pair serially (3.3 s of CPU). The floor of ``pytest -n 2`` itself on 20
+empty tests is 0.85 s here. One template per machine, shared by the workers, is what would
+close the gap.
 """
 
 from __future__ import annotations

@@ -38,7 +38,15 @@ CPU of a served run, every process                             173 ms    167 ms
 ``session show ID`` (the same round trip, no work)             0.09 s    0.10 s
 ============================================================== ========= =======
 
-The 100 ms target is not met on this loaded machine. One served run's timeline (load about
+The same script on the same code with the machine otherwise idle (later on 2026-11-26,
+``--repeat 9``), twice: through the warm server **77.7 ms** (load average 0.0 at the start,
+0.7 at the end) and **94.0 ms** (load 1.4-2.0); ``--no-server`` 837 / 902 ms (10.8x / 9.6x);
+papermill 1,569 / 1,685 ms (20.2x / 17.9x); the session rerun 0.151 / 0.149 s; ``session
+list`` 22 / 24 ms; the interpreter alone 9 / 10 ms and with the client's imports 16 / 17 ms.
+Both targets (100 ms, 0.3 s) are met on an idle machine, the first with little to spare: at
+load 8-9 (the table above) a served run takes 332 ms.
+
+On the loaded machine, one served run's timeline (load about
 18): interpreter and client imports 120 ms, connecting 25 ms, handing the command to the
 waiting child 2 ms (forking it there took 35-40 ms), the child taking the client's folder,
 environment and streams 35 ms, reading and planning 40 ms, the begun record and catalog row
