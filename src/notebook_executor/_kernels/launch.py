@@ -190,10 +190,10 @@ class RunningKernel:
         Unless ``now``, the kernel is asked to shut down and given :data:`SHUTDOWN_GRACE`
         seconds to exit on its own (watched closely: jupyter_client polls every 0.1 s); then,
         or at once with ``now``, it is killed. True when it exited on its own when asked.
-        A killed kernel is watched every 0.1 s, as jupyter_client does (such a stop runs in
-        the background, off every run's path); when ``closing`` (its pool closes, and the
-        caller waits), every 5 ms: an executor's close with two warm kernels took 127 ms, and
-        takes 40-80 ms so.
+        A killed kernel is watched every 0.1 s, as jupyter_client does (a used run kernel is
+        stopped in the background; a session's restore overlaps the stop with the next
+        kernel's start); when ``closing`` (its pool closes, and the caller waits), every
+        5 ms: an executor's close with two warm kernels took 127 ms, and takes 40-80 ms so.
         """
         manager = self.manager
         provisioner = getattr(manager, "provisioner", None)
