@@ -203,17 +203,12 @@ class RunningKernel:
             self.client.stop_channels()
             if not now and await manager.is_alive():
                 await manager.request_shutdown()
-                ends = time.monotonic() + SHUTDOWN_GRACE
-                while time.monotonic() < ends and await manager.is_alive():
-                    await _sleep(0.01)
-                exited = not await manager.is_alive()
+                exited = await _gone_within(manager, SHUTDOWN_GRACE, every=0.01)
             if await manager.is_alive() and manager.provisioner is not None:
                 # jupyter_client's ``shutdown_kernel(now=True)``, with no interrupt first and
                 # a closer watch when closing.
                 await manager.provisioner.kill()
-                ends = time.monotonic() + KILL_WAIT
-                while time.monotonic() < ends and await manager.is_alive():
-                    await _sleep(0.005 if closing else 0.1)
+                await _gone_within(manager, KILL_WAIT, every=0.005 if closing else 0.1)
             # (Still alive past KILL_WAIT: left to the session kill, as jupyter_client does.)
             if (
                 manager.has_kernel
@@ -419,6 +414,15 @@ def kernel_environment(
     if extra:
         env.update(extra)
     return env
+
+
+async def _gone_within(manager: Any, seconds: float, *, every: float) -> bool:
+    """Whether the kernel of ``manager`` is gone within ``seconds``, checked ``every`` so
+    often."""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends and await manager.is_alive():
+        await _sleep(every)
+    return not await manager.is_alive()
 
 
 async def _sleep(seconds: float) -> None:
