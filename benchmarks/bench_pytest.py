@@ -118,6 +118,11 @@ def main() -> None:
     parser.add_argument("--notebooks", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--all-plugins",
+        action="store_true",
+        help="load all three plugins in every command (by default each tool runs alone)",
+    )
     args = parser.parse_args()
     for module in ("nbmake", "nbval", "xdist"):
         if importlib.util.find_spec(module) is None:
@@ -125,10 +130,22 @@ def main() -> None:
     if os.name == "posix":
         print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    # Each tool alone, as a project that uses it has it: the other two plugins, installed here
+    # side by side, are not loaded (importing nbval and nbmake costs 0.25-0.4 s in every pytest
+    # process, each worker's too). --all-plugins loads all three in every command.
+    plugins = {"pytest --notebooks": "notebook_executor", "pytest --nbmake": "nbmake"}
+    plugins["pytest --nbval-lax"] = "nbval"
+
+    def alone(tool: str) -> list[str]:
+        if args.all_plugins:
+            return []
+        others = [name for other, name in plugins.items() if other != tool]
+        return [part for name in others for part in ("-p", f"no:{name}")]
+
     tools = {
-        "pytest --notebooks": [*pytest, "--notebooks"],
-        "pytest --nbmake": [*pytest, "--nbmake"],
-        "pytest --nbval-lax": [*pytest, "--nbval-lax"],
+        "pytest --notebooks": [*pytest, *alone("pytest --notebooks"), "--notebooks"],
+        "pytest --nbmake": [*pytest, *alone("pytest --nbmake"), "--nbmake"],
+        "pytest --nbval-lax": [*pytest, *alone("pytest --nbval-lax"), "--nbval-lax"],
     }
     modes = {"serial": [], f"-n {args.jobs}": ["-n", str(args.jobs)]}
     # nbval's items are cells: its cells must stay together on one worker.
@@ -144,7 +161,8 @@ def main() -> None:
             timed([*command, "warm-up"], root)
         print(
             f"{args.notebooks} notebooks of {len(CELLS)} code cells; {args.rounds} rounds; "
-            "medians of fresh pytest commands (wall clock; CPU of all their processes)"
+            "medians of fresh pytest commands (wall clock; CPU of all their processes); "
+            + ("all three plugins loaded" if args.all_plugins else "each plugin alone")
         )
         for mode, extra in modes.items():
             times: dict[str, list[tuple[float, float]]] = {tool: [] for tool in tools}

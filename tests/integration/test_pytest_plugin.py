@@ -363,6 +363,7 @@ def test_xdist_workers_each_with_warm_kernels_share_one_runs_folder(tmp_path: Pa
 #: to start by the end of the collection, and its pool's counts at the end (before it closes).
 PROBE_CONFTEST = """\
 import json
+import os
 
 import pytest
 
@@ -383,14 +384,23 @@ def pytest_collection_finish(session):
     _write(session.config, "prepared", made and state.prepared)
 
 
-# At the session's end, not at unconfigure: pytest-xdist's controller may end a worker once it
-# reported its session finished, before the worker's own unconfigure hooks have all run.
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session):
-    state = session.config.stash.get(_STATE, None)
+def _parent(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+# Before the plugin's own teardown of each item: after a process's last notebook, the plugin
+# stops its kernels (and its executor) at once.
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    state = item.config.stash.get(_STATE, None)
     executor = None if state is None else state._executor
     pool = None if executor is None else executor._engine.pool
-    _write(session.config, "stats", None if pool is None else pool.stats)
+    _write(item.config, "stats", None if pool is None else pool.stats)
+    first = None if pool is None else pool.starts.first
+    if first is not None and first.pid is not None:
+        # The process the kernels fork from, and whose child it is.
+        _write(item.config, "template", [first.pid, _parent(first.pid), os.getppid()])
 """
 
 ENVIRONMENT_PROBE = """\
@@ -426,7 +436,7 @@ def test_each_process_prepares_while_collecting_and_later_notebooks_take_warm_ke
 
     done = _pytest(tmp_path, "--notebooks", "--collect-only", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert probes() == {"controller": {"prepared": False, "stats": None}}
+    assert probes() == {"controller": {"prepared": False}}
 
     done = _pytest(tmp_path, "--notebooks", "notebooks")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -444,14 +454,20 @@ def test_each_process_prepares_while_collecting_and_later_notebooks_take_warm_ke
     assert done.returncode == 0, done.stdout + done.stderr
     found = probes()
     # (pytest-xdist's controller collects nothing: its probe may hold no "prepared".)
-    controller = found.pop("controller")
-    assert controller["stats"] is None and not controller.get("prepared"), controller
+    controller = found.pop("controller", {})
+    assert controller.get("stats") is None and not controller.get("prepared"), controller
     assert sorted(found) == ["gw0", "gw1"]
     for worker in found.values():
         assert worker["prepared"] is True
         stats = worker["stats"]
         assert isinstance(stats, dict)
         assert stats["launched"] == 0, stats
+    # One template for both workers, a child of their parent (the controller): neither
+    # worker started its own.
+    assert len({tuple(worker["template"]) for worker in found.values()}) == 1, found
+    for worker in found.values():
+        _template, its_parent, workers_parent = worker["template"]
+        assert its_parent == workers_parent, worker
 
 
 def test_the_docs_ci_example_passes_on_the_repository_notebooks(tmp_path: Path) -> None:

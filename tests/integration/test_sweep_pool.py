@@ -105,12 +105,21 @@ def test_a_sweep_from_a_new_executor_forks_every_kernel_and_launches_none(
     assert _kernel_folders() - folders == set()
 
 
-def test_two_runs_announced_together_start_a_sweep(workdir: Path, engine: KernelEngine) -> None:
-    """The second run announced before the first took its kernel turns the pool WARM with the
-    full template spawned at once; a run announced alone does not."""
+@pytest.mark.parametrize(
+    ("source", "template"),
+    [("import scrapbook as sb\nx = 1", "full"), ("import json\nx = 1", "first")],
+    ids=["data-modules", "stdlib-only"],
+)
+def test_two_runs_announced_together_start_a_sweep(
+    workdir: Path, engine: KernelEngine, source: str, template: str
+) -> None:
+    """The second run announced before the first took its kernel turns the pool WARM with a
+    template spawned at once: the full one when the notebook imports a module outside the
+    standard library, else the first one (the full one would save its kernels nothing); a run
+    announced alone does not. Either way every kernel is forked, none launched."""
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
     choice = KernelChoice(NATIVE_KERNEL_NAME, "python", native=True, interpreter=sys.executable)
     job = RunJob(nb=nb, kernel=choice, cwd=workdir, env=kernel_environment(None))
     engine.prestart(job)
@@ -121,12 +130,16 @@ def test_two_runs_announced_together_start_a_sweep(workdir: Path, engine: Kernel
     engine.prestart(job)
     engine._kernel_loop()[0].submit(_noop()).result(timeout=30)
     assert (pool.sweep, pool.state) == (True, PoolState.WARM)
-    assert pool.starts.full is not None
+    if template == "full":
+        assert pool.starts.full is not None
     # Both announced runs come; then the sweep is over.
     assert run_job(engine, job).failure is None
     assert pool.sweep is True
     assert run_job(engine, job).failure is None
     assert pool.sweep is False
+    if template == "first":
+        assert pool.starts.full is None and pool.starts.first is not None
+    assert pool.stats["launched"] == 0, pool.stats
     assert pool.stats["forked"] >= 2, pool.stats
 
 

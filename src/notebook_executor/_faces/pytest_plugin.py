@@ -14,7 +14,9 @@ installed; it does nothing unless ``--notebooks`` is given (importing it imports
   not given skipped with the reason. One executor per pytest process (each pytest-xdist worker
   has its own warm kernels), closed when the session ends: its kernel template starts when the
   first notebook is collected, so that it imports ipykernel while pytest collects the rest (not
-  in pytest-xdist's controller, which runs nothing, nor with ``--collect-only``). A kernel
+  with ``--collect-only``). Under pytest-xdist the controller, which runs no test, owns the
+  templates and lends them to the workers (:mod:`.template_lending`): the first starts as the
+  controller is configured, while the workers start, and the workers start none. A kernel
   starts from this process's environment without ``PYTEST_CURRENT_TEST`` (pytest's name of
   the item running here, different for every item, would make every warm kernel unfit for
   the next). Runs are recorded under the runs folder (``runs`` by default) as any run, unless
@@ -39,9 +41,11 @@ import pytest
 
 if TYPE_CHECKING:
     from .._executor import NotebookExecutor
+    from .._kernels.shared_template import SharedForkServer
     from .._review.golden import OutputRules
     from .._review.parameter_sets import ParameterSet, ParameterSets
     from .._review.validate import Checked
+    from .template_lending import TemplateLender
 
 __all__ = [
     "NotebookFile",
@@ -50,11 +54,14 @@ __all__ = [
     "pytest_collect_file",
     "pytest_configure",
     "pytest_ignore_collect",
+    "pytest_runtest_teardown",
     "pytest_unconfigure",
 ]
 
 #: Seconds pytest-timeout waits beyond the run's own limit, so the run stops first.
 _TIMEOUT_GRACE = 30.0
+#: The key of pytest-xdist's ``workerinput`` that holds the address of the lent template.
+_LENT_TEMPLATE = "notebook_executor_template"
 
 
 class _State:
@@ -85,6 +92,10 @@ class _State:
         self._executor: NotebookExecutor | None = None
         #: Whether the kernel's template was asked to start (at the first notebook collected).
         self.prepared = False
+        #: Under pytest-xdist: in the controller, the templates it lends the workers; in a
+        #: worker, its copies of them.
+        self.lender: TemplateLender | None = None
+        self.borrowed: tuple[SharedForkServer, SharedForkServer] | None = None
 
     def executor(self) -> NotebookExecutor:
         if self._executor is None:
@@ -103,10 +114,37 @@ class _State:
             set_id=parameter_set.id,
         )
 
-    def close(self) -> None:
+    def prepare(self) -> None:
+        """Start the kernel's template (in a worker, borrow the controller's first)."""
+        address = getattr(self.config, "workerinput", {}).get(_LENT_TEMPLATE)
+        if address:
+            from .._kernels.shared_template import adopt
+            from .template_lending import lent_templates
+
+            self.borrowed = lent_templates(str(address))
+            adopt(*self.borrowed)
+        self.executor().prepare_kernel()
+
+    def close_executor(self) -> None:
+        """Stop this process's kernels (a later notebook makes a new executor)."""
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.close()
+
+    def close(self) -> None:
+        try:
+            self.close_executor()
+        finally:
+            borrowed, self.borrowed = self.borrowed, None
+            if borrowed is not None:
+                from .._kernels.shared_template import adopt
+
+                adopt(None)
+                for template in borrowed:
+                    template.close()
+            lender, self.lender = self.lender, None
+            if lender is not None:
+                lender.close()
 
 
 _STATE = pytest.StashKey[_State]()
@@ -199,8 +237,13 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 def pytest_configure(config: pytest.Config) -> None:
     """Read the options (a bad parameter-sets or sanitize file is a usage error)."""
     if config.getoption("notebooks"):
-        config.stash[_STATE] = _State(config)
+        state = _State(config)
+        config.stash[_STATE] = state
         config.pluginmanager.register(_NotModules(), "notebook_executor_not_modules")
+        if _lends_template(config):
+            state.lender = _start_lending()
+            if state.lender is not None:
+                config.pluginmanager.register(_Lending(state.lender), "notebook_executor_lending")
 
 
 def _runs_tests(config: pytest.Config) -> bool:
@@ -212,6 +255,41 @@ def _runs_tests(config: pytest.Config) -> bool:
         return True
     workers = config.getoption("numprocesses", None)
     return not workers or config.getoption("dist", "no") == "no"
+
+
+def _lends_template(config: pytest.Config) -> bool:
+    """Whether this is pytest-xdist's controller, with workers that will run notebooks."""
+    if hasattr(config, "workerinput") or _runs_tests(config):
+        return False
+    if config.getoption("collectonly", False):
+        return False
+    from .._kernels.forkserver import fork_supported
+
+    return fork_supported()
+
+
+def _start_lending() -> TemplateLender | None:
+    from .._kernels.launch import kernel_environment
+    from .template_lending import TemplateLender
+
+    try:
+        return TemplateLender(kernel_environment(None))
+    except Exception as exc:  # the workers start their own
+        import logging
+
+        logging.getLogger(__name__).info("no kernel template for the workers: %s", exc)
+        return None
+
+
+class _Lending:
+    """pytest-xdist's hook in the controller: each worker is told where the template is lent."""
+
+    def __init__(self, lender: TemplateLender) -> None:
+        self.lender = lender
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[_LENT_TEMPLATE] = self.lender.address
 
 
 class _NotModules:
@@ -241,6 +319,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.close()
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After this process's last notebook, stop its kernels at once: the kernel the pool
+    would start for a next run is then never started, only to be killed at the session's end."""
+    if isinstance(item, NotebookItem) and not isinstance(nextitem, NotebookItem):
+        item.config.stash[_STATE].close_executor()
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave out the folders ``check`` leaves out (run records, caches, environments)."""
     if not config.getoption("notebooks") or not collection_path.is_dir():
@@ -264,7 +349,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> NotebookFi
         # starts now, and imports ipykernel while pytest collects the others.
         state.prepared = True
         if _runs_tests(parent.config):
-            state.executor().prepare_kernel()
+            state.prepare()
     file: NotebookFile = NotebookFile.from_parent(parent, path=file_path)
     return file
 

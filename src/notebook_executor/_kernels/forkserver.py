@@ -182,14 +182,18 @@ class ForkChannel:
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            if self._socket is None:
-                raise ForkServerError("the forking process is not running")
-            try:
-                self._socket.sendall(json.dumps(request).encode() + b"\n")
-                return self._read()
-            except (OSError, ValueError) as exc:
-                self._stop_locked()
-                raise ForkServerError(f"the forking process failed: {exc}") from None
+            return self._call_locked(request)
+
+    def _call_locked(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request and its answer, with ``self._lock`` held."""
+        if self._socket is None:
+            raise ForkServerError("the forking process is not running")
+        try:
+            self._socket.sendall(json.dumps(request).encode() + b"\n")
+            return self._read()
+        except (OSError, ValueError) as exc:
+            self._stop_locked()
+            raise ForkServerError(f"the forking process failed: {exc}") from None
 
     def _read(self) -> dict[str, Any]:
         line = self._reader.readline() if self._reader is not None else b""

@@ -21,7 +21,9 @@ in :class:`KernelPool`):
 - **fill**: start kernels until ``size`` are ready or on their way, for the latest environment.
   The pool fills only once the engine has run something (a one-shot command pays for nothing it
   does not use), from the *full template* (ipykernel and the common data modules, spawned when
-  first needed) where the platform allows forking, which costs a small fraction of a launch.
+  first needed) where the platform allows forking, which costs a small fraction of a launch;
+  until a run's notebook imports a module outside the standard library, from the first one
+  (the full template would cost about ten kernels' CPU, and save those kernels nothing).
 - **speculate**: start a kernel, once prepared, for a run that may come (the run server's next
   child, for the environment of the run before it); taken only by a run it matches exactly.
 - **warm up**: a kernel started before any run waits for it also runs a silent ``pass``.
@@ -190,10 +192,18 @@ class KernelPool:
             self.state = PoolState.PREPARED
 
     async def acquire(
-        self, choice: KernelChoice, cwd: Path, env: dict[str, str], ready_timeout: float
+        self,
+        choice: KernelChoice,
+        cwd: Path,
+        env: dict[str, str],
+        ready_timeout: float,
+        *,
+        data: bool = True,
     ) -> RunningKernel:
-        """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new."""
+        """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new
+        (``data``: the run's notebook imports modules outside the standard library)."""
         self._sweep_stale()
+        self.starts.data_wanted |= data
         key = _key(choice, cwd, env)
         if self.sweep:
             self._announced[key] = max(0, self._announced.get(key, 0) - 1)
@@ -296,11 +306,15 @@ class KernelPool:
 
     # -- actions that leave the state as it is ---------------------------------------------
 
-    def prestart(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
-        """Start a kernel for a run that is about to ask for one, unless one is on its way."""
+    def prestart(
+        self, choice: KernelChoice, cwd: Path, env: dict[str, str], *, data: bool = True
+    ) -> None:
+        """Start a kernel for a run that is about to ask for one, unless one is on its way
+        (``data``: as for :meth:`acquire`)."""
         if self.state is PoolState.CLOSED:
             return
         self._sweep_stale()
+        self.starts.data_wanted |= data
         key = _key(choice, cwd, env)
         self._announced[key] = self._announced.get(key, 0) + 1
         if self._announced[key] > 1 and not self.sweep:
@@ -345,7 +359,7 @@ class KernelPool:
         self._recent = (key, choice, cwd, env)
         own = is_own_interpreter(choice.interpreter)
         starts = self.starts
-        if starts.fork and starts.full is None and own:
+        if starts.fork and starts.full is None and own and starts.data_wanted:
             # (A notebook's own environment has its template: see environment_template.)
             starts.full = starts.spawn_template(data_modules=True)
         if starts.fork:

@@ -1,27 +1,39 @@
-"""A kernel template shared by the processes a run server forks, one fork request at a time.
+"""Kernel templates shared by several processes, one fork request at a time.
 
-The run server (``notebook_executor._faces.server``) starts one template
-(:class:`~.forkserver.ForkServer`) and forks a child process for each command it serves; every
-child inherits the template's control socket. :func:`adopt` makes the template the one the
-child's kernel pools fork from (see :func:`.templates.spawn_template`), so a command served by a
-warm server pays for no template of its own. The children take turns on the socket with a
-``flock``, each on its own open file (an inherited descriptor would share its lock with the
-parent). Closing it in a child only closes the child's copy of the socket: the template lives
-as long as the server, and dies with it (``PR_SET_PDEATHSIG``), killing its kernels.
+Two owners share theirs: the run server (``notebook_executor._faces.server``), which forks a
+child process for each command it serves, every child inheriting the template's control socket;
+and pytest-xdist's controller under ``pytest --notebooks`` (``notebook_executor._faces.
+template_lending``), which lends its templates to the workers: a worker's copy of a template
+(:meth:`SharedForkServer.lent`) fetches the control socket when first waited for, and the owner
+hands it over with :meth:`SharedForkServer.handle`. :func:`adopt` makes such templates the ones
+the process's kernel pools fork from (see :func:`.templates.spawn_template`), so the process pays
+for no template of its own. The processes take turns on a socket with a ``flock``, each on its
+own open file (an inherited descriptor would share its lock with the parent). Closing a
+template in another process only closes that process's copy of the socket: the template lives
+as long as its owner, and dies with it (``PR_SET_PDEATHSIG``), killing its kernels.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .forkserver import ForkServer
+from .forkserver import ForkServer, ForkServerError, startup_environment
+from .inside.sessions import KERNEL_ID
 
 __all__ = ["SharedForkServer", "adopt", "adopted"]
 
-_ADOPTED: SharedForkServer | None = None
+#: The templates this process's kernel pools fork from, by whether they preload the data
+#: modules (empty: the pools spawn their own).
+_ADOPTED: dict[bool, SharedForkServer] = {}
+
+#: What a lent template's copy calls to fetch it: its description (:meth:`SharedForkServer.
+#: handle`) and its control socket.
+Fetch = Callable[[], tuple[dict[str, Any], socket.socket]]
 
 
 class SharedForkServer(ForkServer):
@@ -35,23 +47,92 @@ class SharedForkServer(ForkServer):
         The file whose ``flock`` serialises the requests of every process.
     """
 
-    def __init__(self, env: dict[str, str], lock_path: Path) -> None:
-        super().__init__(env)
+    def __init__(self, env: dict[str, str], lock_path: Path, *, data_modules: bool = True) -> None:
+        super().__init__(env, data_modules=data_modules)
         self._lock_path = lock_path
         self._owner = os.getpid()
         self._lock_fd: int | None = None
         self._lock_pid = 0
+        #: A lent template's copy: how to fetch it, and how to stop fetching it.
+        self._fetch: Fetch | None = None
+        self._cancel: Callable[[], None] = lambda: None
+
+    @classmethod
+    def lent(
+        cls, fetch: Fetch, cancel: Callable[[], None], *, data_modules: bool
+    ) -> SharedForkServer:
+        """This process's copy of a template another process owns and lends: :meth:`wait_ready`
+        calls ``fetch`` (once) for its description and control socket; :meth:`close` calls
+        ``cancel`` to interrupt it."""
+        server = cls({}, Path(os.devnull), data_modules=data_modules)
+        server._owner = 0  # never this process: closing it lets go of this copy only
+        server._fetch = fetch
+        server._cancel = cancel
+        return server
+
+    def spawn(self) -> None:
+        """Start the template (nothing to do for a lent one: its owner started it)."""
+        if self._fetch is None:
+            super().spawn()
+
+    def wait_ready(self) -> None:
+        """Block until the template can fork; a lent one is fetched from its owner first.
+
+        Raises
+        ------
+        ForkServerError
+            The template did not start, or none could be fetched.
+        """
+        if self._fetch is None:
+            super().wait_ready()
+            return
+        with self._lock:
+            if self.pid is not None:
+                return
+            if self._closed:
+                raise ForkServerError("the kernel template is closed")
+            try:
+                description, control = self._fetch()
+            except OSError as exc:
+                raise ForkServerError(f"no kernel template was lent: {exc}") from None
+            try:
+                self._take(description, control)
+            except (KeyError, TypeError, ValueError) as exc:
+                control.close()
+                raise ForkServerError(f"a bad description of the lent template: {exc!r}") from None
+
+    def _take(self, description: dict[str, Any], control: socket.socket) -> None:
+        """Become the template of :meth:`handle`'s ``description``, whose control socket
+        ``control`` this now owns."""
+        env = {str(k): str(v) for k, v in dict(description["env"]).items()}
+        self._lock_path = Path(str(description["lock"]))
+        self.kernel_id = str(description["kernel_id"])
+        self.kernel_ids[:] = [self.kernel_id]
+        self._env = {**env, KERNEL_ID: self.kernel_id}
+        self._startup = startup_environment(self._env)
+        self.data_modules = bool(description["data_modules"])
+        self.preloaded = [str(name) for name in description["preloaded"]]
+        self._modules = frozenset(str(name) for name in description["modules"])
+        self._socket = control
+        self._reader = control.makefile("rb")
+        self.pid = int(description["pid"])
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self._lock_pid != os.getpid():
-            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            self._lock_pid = os.getpid()
-        assert self._lock_fd is not None
-        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
-        try:
-            return super()._call(request)
-        finally:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        # The thread lock first: the flock belongs to this process's open file, so a second
+        # thread of this process would take it too, and the first thread's unlock would then
+        # let another process's request cross the second's answer.
+        with self._lock:
+            if self._lock_pid != os.getpid():
+                self._lock_fd = os.open(
+                    self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+                )
+                self._lock_pid = os.getpid()
+            assert self._lock_fd is not None
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                return self._call_locked(request)
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @property
     def running(self) -> bool:
@@ -59,11 +140,10 @@ class SharedForkServer(ForkServer):
         whose ``poll`` would take it for ended (``ECHILD``): it is asked by its pid."""
         if os.getpid() == self._owner:
             return super().running
-        process = self._process
-        if process is None or self._closed:
+        if self.pid is None or self._closed:
             return False
         try:
-            os.kill(process.pid, 0)
+            os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
@@ -72,26 +152,60 @@ class SharedForkServer(ForkServer):
 
     @property
     def running_here(self) -> bool:
-        """Whether this process can still ask the template for kernels."""
-        return self._socket is not None and not self._closed
+        """Whether this process can still ask the template for kernels (a lent one not
+        fetched yet: whether it may)."""
+        if self._closed:
+            return False
+        if self.pid is None:
+            return self._fetch is not None
+        return self._socket is not None and self.running
 
     def close(self) -> None:
-        """In the server, stop the template; in a child, let go of the child's copy only."""
+        """In the owner, stop the template; elsewhere, let go of this process's copy only."""
         if os.getpid() == self._owner:
             super().close()
             return
+        self._closed = True
+        self._cancel()
         with self._lock:
-            self._socket = None
-            self._reader = None
+            self._close_socket_locked()
+
+    def handle(self) -> tuple[dict[str, Any], int]:
+        """What another process needs to share this template, once ready: a description (for
+        :meth:`borrowed`) and the control socket's descriptor (to send it, not to close).
+
+        Raises
+        ------
+        ForkServerError
+            The template did not start, or is closed.
+        """
+        self.wait_ready()
+        sock = self._socket
+        if sock is None or self._closed:
+            raise ForkServerError("the kernel template is closed")
+        description = {
+            "pid": self.pid,
+            "kernel_id": self.kernel_id,
+            "env": self._env,
+            "data_modules": self.data_modules,
+            "preloaded": self.preloaded,
+            "modules": sorted(self._modules),
+            "lock": os.fspath(self._lock_path),
+        }
+        return description, sock.fileno()
 
 
-def adopt(server: SharedForkServer | None) -> None:
-    """Make ``server`` the template of every kernel pool of this process (None: their own)."""
-    global _ADOPTED
-    _ADOPTED = server
+def adopt(server: SharedForkServer | None, full: SharedForkServer | None = None) -> None:
+    """Make ``server`` the template of every kernel pool of this process (None: their own);
+    with ``full``, ``full`` is the one that preloads the data modules, else ``server`` is both."""
+    _ADOPTED.clear()
+    if server is not None:
+        _ADOPTED[False] = server
+        _ADOPTED[True] = full if full is not None else server
 
 
-def adopted() -> SharedForkServer | None:
-    """The template adopted by this process, while it runs."""
-    server = _ADOPTED
+def adopted(data_modules: bool = True) -> SharedForkServer | None:
+    """The template adopted by this process for pools that ask for one preloading the data
+    modules (or not), while this process can use it."""
+    server = _ADOPTED.get(data_modules)
     return server if server is not None and server.running_here else None

@@ -86,10 +86,14 @@ def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Tem
     from .shared_template import adopted
 
     # (A notebook's own environment has templates of its own.)
-    shared = adopted() if interpreter is None else None
+    shared = adopted(data_modules) if interpreter is None else None
     if shared is not None:
-        # A run server's child: the server's template, ready already (shared_template.py).
-        return Template(shared, asyncio.get_running_loop().create_task(_already_ready()))
+        # Another process's template (shared_template.py): a run server's, ready already, or
+        # one that pytest-xdist's controller lends, fetched meanwhile.
+        loop = asyncio.get_running_loop()
+        if shared.pid is not None:
+            return Template(shared, loop.create_task(_already_ready()))
+        return Template(shared, loop.create_task(asyncio.to_thread(shared.wait_ready)))
     server = ForkServer(
         kernel_environment(None), data_modules=data_modules, interpreter=interpreter
     )

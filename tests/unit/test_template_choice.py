@@ -1,0 +1,57 @@
+"""Which template a pool's kernels fork from: the one with the data modules only for
+notebooks that import beyond the standard library (:func:`imports_beyond_stdlib`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from notebook_executor._kernels.kernel_engine import imports_beyond_stdlib
+from notebook_executor._notebook import new_code_cell, new_markdown_cell, new_notebook
+from notebook_executor.engine import KernelChoice, RunJob
+
+
+def _job(*sources: str, markdown: str = "") -> RunJob:
+    cells = [new_markdown_cell(markdown)] if markdown else []
+    cells += [new_code_cell(source) for source in sources]
+    choice = KernelChoice("python3", "python", native=True, interpreter=sys.executable)
+    return RunJob(nb=new_notebook(cells=cells), kernel=choice, cwd=Path(), env={})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import pandas as pd",
+        "import json, numpy",
+        "import os.path, scrapbook.api as sb",
+        "from sklearn.linear_model import LinearRegression",
+        "if True:\n    import requests",
+        "x = 1\nimport matplotlib.pyplot as plt  # a figure",
+        "import json; import yaml",
+    ],
+)
+def test_a_module_outside_the_standard_library_wants_the_data_modules(source: str) -> None:
+    assert imports_beyond_stdlib(_job("x = 1", source))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import math\nimport json",
+        "from collections import Counter",
+        "import os.path as p, sys",
+        "from . import sibling",
+        "print('import pandas')",
+        "# import pandas\nx = 1",
+        "%matplotlib inline\nimport re",
+        "",
+    ],
+)
+def test_the_standard_library_alone_does_not(source: str) -> None:
+    assert not imports_beyond_stdlib(_job(source, markdown="```python\nimport pandas\n```"))
+
+
+def test_a_notebook_without_code_does_not() -> None:
+    assert not imports_beyond_stdlib(_job(markdown="import pandas"))
