@@ -464,10 +464,13 @@ def test_each_process_prepares_while_collecting_and_later_notebooks_take_warm_ke
         assert stats["launched"] == 0, stats
     # One template for both workers, a child of their parent (the controller): neither
     # worker started its own.
-    assert len({tuple(worker["template"]) for worker in found.values()}) == 1, found
-    for worker in found.values():
-        _template, its_parent, workers_parent = worker["template"]
-        assert its_parent == workers_parent, worker
+    templates = [worker["template"] for worker in found.values()]
+    assert all(isinstance(t, list) and len(t) == 3 for t in templates), found
+    assert len({json.dumps(t) for t in templates}) == 1, found
+    for template in templates:
+        assert isinstance(template, list)
+        _template, its_parent, workers_parent = template
+        assert its_parent == workers_parent, found
 
 
 def test_the_docs_ci_example_passes_on_the_repository_notebooks(tmp_path: Path) -> None:

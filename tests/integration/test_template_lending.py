@@ -128,7 +128,8 @@ def test_a_worker_forks_a_real_kernel_from_the_lent_template(
         kernel.close()
         full.close()
     # Closing a worker's copy leaves the template to its owner.
-    assert alive(lender.templates["kernel"].pid)
+    owner_pid = lender.templates["kernel"].pid
+    assert owner_pid is not None and alive(owner_pid)
 
 
 def test_closing_a_copy_while_it_waits_for_its_template_returns_at_once(
