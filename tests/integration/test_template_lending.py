@@ -229,3 +229,33 @@ def test_a_process_of_another_user_is_lent_nothing(open_lender: TemplateLender) 
     Path(lender.folder).chmod(0o755)
     Path(lender.address).chmod(0o777)
     assert attempt() == "refused"
+
+
+def test_a_worker_lent_nothing_forks_from_a_template_of_its_own(tmp_path: Path) -> None:
+    """A worker told of a lender that is gone runs its notebooks all the same: its first
+    kernel is launched, and the next ones are forked from a template of its own."""
+    from notebook_executor import NotebookExecutor
+    from notebook_executor._kernels.kernel_engine import KernelEngine
+    from notebook_executor._kernels.shared_template import SharedForkServer, adopt, adopted
+
+    (tmp_path / "nb.py").write_text("# %%\nimport json\nprint(json.dumps(6 * 7))\n")
+    copies = lent_templates(str(tmp_path / "gone" / "templates.sock"))
+    adopt(*copies)
+    engine = KernelEngine()
+    try:
+        with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+            ex.prepare_kernel()
+            results = [ex.execute(tmp_path / "nb.py") for _ in range(4)]
+            assert [r["status"] for r in results] == ["success"] * 4
+            assert adopted(False) is None  # (the full one was never asked for)
+            pool = engine.pool
+            assert pool is not None
+            stats = dict(pool.stats)
+            first = pool.starts.first
+            assert first is not None and not isinstance(first.server, SharedForkServer)
+    finally:
+        adopt(None)
+        for copy in copies:
+            copy.close()
+    assert stats["forked"] >= 2, stats
+    assert stats["launched"] <= 1, stats

@@ -34,6 +34,7 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,7 +290,11 @@ class _Lending:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        node.workerinput[_LENT_TEMPLATE] = self.lender.address
+        # Only to a worker on this machine running this Python (``-n N``, ``--tx popen``):
+        # another one starts its own templates.
+        spec = node.gateway.spec
+        if spec.popen and not spec.via and spec.python in (None, sys.executable):
+            node.workerinput[_LENT_TEMPLATE] = self.lender.address
 
 
 class _NotModules:

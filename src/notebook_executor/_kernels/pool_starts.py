@@ -183,12 +183,12 @@ class KernelStarts:
             return await self.usable(self.first, env, cwd, wait=True)
         if self.full is None and not self.data_wanted:
             # No run has imported a data module: the first template serves (spawned now if
-            # the pool was never prepared), waited for as the full one would be.
+            # there is none), waited for: it is ready sooner than a launched kernel would be.
             if self.first is None:
                 self.first = self.spawn_template(data_modules=False)
                 if self.first is None:
                     return None
-            return await self.usable(self.first, env, cwd, wait=wait or self._pool.sweep)
+            return await self.usable(self.first, env, cwd, wait=True)
         if self.full is None:
             self.full = self.spawn_template(data_modules=True)
             if self.full is None:
@@ -287,6 +287,14 @@ class KernelStarts:
         try:
             return await template.usable(env, cwd, wait=wait)
         except TemplateUnavailable as exc:
+            if getattr(template.server, "borrowed", False):
+                # Another process's template that could not be had: this pool spawns its own
+                # when it next needs one (shared_template.py no longer offers that one).
+                logger.info("no kernel template was lent (%s): using this process's own", exc)
+                for attribute in ("first", "full"):
+                    if getattr(self, attribute) is template:
+                        setattr(self, attribute, None)
+                return None
             if self.fork:
                 logger.info("kernels will be launched, not forked: %s", exc)
             self.fork = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -94,16 +95,26 @@ class SharedForkServer(ForkServer):
             try:
                 description, control = self._fetch()
             except OSError as exc:
+                self._closed = True  # no longer adopted: the pools spawn their own
                 raise ForkServerError(f"no kernel template was lent: {exc}") from None
             try:
                 self._take(description, control)
             except (KeyError, TypeError, ValueError) as exc:
+                self._closed = True
                 control.close()
                 raise ForkServerError(f"a bad description of the lent template: {exc!r}") from None
+
+    @property
+    def borrowed(self) -> bool:
+        """Whether this is a copy of a template another process lends (:meth:`lent`)."""
+        return self._fetch is not None
 
     def _take(self, description: dict[str, Any], control: socket.socket) -> None:
         """Become the template of :meth:`handle`'s ``description``, whose control socket
         ``control`` this now owns."""
+        if description["interpreter"] != sys.executable:
+            # Its kernels would run another Python than this process's native kernel.
+            raise ValueError(f"the template runs {description['interpreter']}")
         env = {str(k): str(v) for k, v in dict(description["env"]).items()}
         self._lock_path = Path(str(description["lock"]))
         self.kernel_id = str(description["kernel_id"])
@@ -191,6 +202,7 @@ class SharedForkServer(ForkServer):
             "preloaded": self.preloaded,
             "modules": sorted(self._modules),
             "lock": os.fspath(self._lock_path),
+            "interpreter": self.interpreter or sys.executable,
         }
         return description, sock.fileno()
 
