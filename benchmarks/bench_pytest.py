@@ -55,8 +55,43 @@ Serially the target is met with room; with ``-n 2`` only on an idle machine, and
 time. A ``-n 2`` run is CPU-bound on two CPUs (4.7 s of CPU in 2.7 s): two pytest workers,
 each with its own two templates (the full one imports pandas, pyarrow and scrapbook), against
 pytest alone with one pair serially (3.3 s of CPU). The floor of ``pytest -n 2`` itself on 20
-empty tests is 0.85 s here. One template per machine, shared by the workers, is what would
-close the gap.
+empty tests is 0.85 s here.
+
+On 2026-11-27 three changes, and this script measuring each tool alone: (1) pytest-xdist's
+controller starts the kernel template and lends it to the workers, which start none
+(``_faces/template_lending.py``); (2) a pool starts the template with the data modules only
+once a notebook imports beyond the standard library (these notebooks import ``math`` and
+``json``), which saved 0.25 s with ``-n 2`` and serially; (3) a process stops its kernels after
+its last notebook, so no kernel is started for a run that never comes. Each tool runs alone
+(``-p no:`` for the other two plugins, as a project that uses one of them has it): importing
+nbval and nbmake cost every pytest process 0.25-0.4 s, each worker's too. Same venv, 2 CPUs:
+
+=========================  ====================  ====================  ==================
+each alone, load 0.2       ``--notebooks``       ``--nbmake``          ``--nbval-lax``
+=========================  ====================  ====================  ==================
+serial                     1.71 s (2.37 s)       16.04 s (7.97 s)      13.06 s (6.34 s)
+                                                 **9.4x ours**         7.6x ours
+``-n 2``                   1.99 s (3.41 s)       14.15 s (8.53 s)      7.59 s (7.32 s)
+                                                 **7.1x ours**         3.8x ours
+=========================  ====================  ====================  ==================
+
+=========================  ====================  ====================  ==================
+each alone, load 1.7       ``--notebooks``       ``--nbmake``          ``--nbval-lax``
+=========================  ====================  ====================  ==================
+serial                     1.74 s (2.47 s)       16.25 s (7.72 s)      12.68 s (6.19 s)
+                                                 **9.3x ours**         7.3x ours
+``-n 2``                   1.96 s (3.29 s)       7.42 s (8.36 s)       6.98 s (6.93 s)
+                                                 **3.8x ours**         3.6x ours
+=========================  ====================  ====================  ==================
+
+With ``--all-plugins`` (all three loaded in every command, as before), load 0.2: serial 2.04 s,
+nbmake 6.6x ours; ``-n 2`` 2.22 s, nbmake 9.15 s, 4.1x. Ours with ``-n 2`` went from 2.6-2.9 s
+to 1.96-2.0 s, and now varies little; nbmake's own ``-n 2`` time does: 7.2-15.1 s in 13
+commands on the same notebooks (median 10.8 s), so the ratio with ``-n 2`` is 3.8-7.1x. The
+target is met serially every time and with ``-n 2`` at nbmake's median, not at its best.
+What is left with ``-n 2`` is CPU: 20 fresh kernels at 45-55 ms of CPU each, pytest's and
+pytest-xdist's start-up in three processes (1 s of the 2 s), and the per-run work in the
+workers.
 """
 
 from __future__ import annotations
