@@ -259,3 +259,43 @@ def test_a_worker_lent_nothing_forks_from_a_template_of_its_own(tmp_path: Path) 
             copy.close()
     assert stats["forked"] >= 2, stats
     assert stats["launched"] <= 1, stats
+
+
+def test_a_lender_killed_outright_leaves_no_template_and_its_folder_goes_with_the_next() -> None:
+    """SIGKILL a process lending templates: its template dies with it (parent-death signal);
+    its folder stays until the next lender, which removes it and nothing else of the kind."""
+    import signal
+
+    script = (
+        "import sys, time\n"
+        "from notebook_executor._faces.template_lending import TemplateLender\n"
+        "from notebook_executor._kernels.launch import kernel_environment\n"
+        "lender = TemplateLender(kernel_environment(None))\n"
+        "lender.templates['kernel'].wait_ready()\n"
+        "print(lender.folder, lender.templates['kernel'].pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    folder_name, template = proc.stdout.readline().split()
+    folder = Path(folder_name)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert wait_gone({int(template)}) == set()
+    assert folder.is_dir()
+    # A folder of the same kind holding what a lender never makes stays.
+    kept = folder.parent / f"nbx-templates-{proc.pid}-kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("not a lender's")
+    try:
+        lender = TemplateLender(kernel_environment(None))
+        try:
+            assert not folder.exists()
+            assert kept.is_dir() and Path(lender.folder).is_dir()
+        finally:
+            lender.close()
+    finally:
+        (kept / "notes.txt").unlink()
+        kept.rmdir()

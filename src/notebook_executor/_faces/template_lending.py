@@ -15,8 +15,9 @@ so is the same fresh kernel as any other: its own process, environment, working 
 sockets.
 
 Nothing is shared but the templates: each worker keeps its own warm kernels, and kills them when
-it ends. When the controller ends, so do the templates, and every kernel forked from them. A
-worker that is lent no template (the controller could not start one) launches its kernels.
+it ends. When the controller ends, so do the templates, and every kernel forked from them; a
+controller killed outright leaves its folder, which the next lender removes. A worker that is
+lent no template (the controller could not start one, or is gone) starts its own.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ __all__ = ["TemplateLender", "lent_templates"]
 logger = logging.getLogger(__name__)
 
 _SOCKET = "templates.sock"
+#: The lender's folder: ``nbx-templates-<pid>-<random>``, private.
+_PREFIX = "nbx-templates-"
 #: The two kinds of template: the kernel's modules only, and the data modules too.
 _KERNEL = "kernel"
 _FULL = "full"
@@ -75,10 +78,12 @@ class TemplateLender:
 
     def __init__(self, env: dict[str, str]) -> None:
 
-        base = socket_base(tempfile.gettempdir(), "nbx-templates-xxxxxxxx", len(_SOCKET) + 1)
+        prefix = f"{_PREFIX}{os.getpid()}-"
+        base = socket_base(tempfile.gettempdir(), f"{prefix}xxxxxxxx", len(_SOCKET) + 1)
         if base is None:
             raise OSError("no temporary folder short enough for a Unix socket")
-        self.folder = tempfile.mkdtemp(prefix="nbx-templates-", dir=base)
+        _sweep_stale(base)
+        self.folder = tempfile.mkdtemp(prefix=prefix, dir=base)
         self.address = os.path.join(self.folder, _SOCKET)  # noqa: PTH118
         self._env = env
         self._closed = False
@@ -145,6 +150,36 @@ class TemplateLender:
         for template in templates:
             template.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _sweep_stale(base: str) -> None:
+    """Remove the folders that lenders killed outright (SIGKILL, SIGTERM) left in ``base``:
+    named by a process that is gone, this user's, holding only what a lender makes there."""
+    made = {_SOCKET, f"{_KERNEL}.lock", f"{_FULL}.lock"}
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(_PREFIX) :].partition("-")[0]
+        if not entry.name.startswith(_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.getuid() or not entry.is_dir(
+                follow_symlinks=False
+            ):
+                continue
+            os.kill(int(pid), 0)
+            continue  # its lender runs
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        try:
+            if {path.name for path in Path(entry.path).iterdir()} <= made:
+                shutil.rmtree(entry.path)
+        except OSError:
+            continue
 
 
 def _answer(conn: socket.socket, template: SharedForkServer) -> None:
