@@ -78,10 +78,17 @@ def _workers(address: str, kind: str, count: int = 2) -> list[dict[str, object]]
         for _ in range(count)
     ]
     answers = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err[-3000:]
-        answers.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err[-3000:]
+            answers.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        # A worker waiting for an answer that another process read would wait for ever.
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return answers
 
 
@@ -278,11 +285,13 @@ def test_a_lender_killed_outright_leaves_no_template_and_its_folder_goes_with_th
     proc = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    assert proc.stdout is not None
-    folder_name, template = proc.stdout.readline().split()
-    folder = Path(folder_name)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    try:
+        assert proc.stdout is not None
+        folder_name, template = proc.stdout.readline().split()
+        folder = Path(folder_name)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
     assert wait_gone({int(template)}) == set()
     assert folder.is_dir()
     # A folder of the same kind holding what a lender never makes stays.
