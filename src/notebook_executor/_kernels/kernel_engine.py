@@ -83,7 +83,12 @@ class KernelEngine:
             from .checkpointed import CheckpointedKernel
 
             return CheckpointedKernel.start(
-                self.wait, loop, job, template=lambda: self.template(job.kernel, job.cwd, job.env)
+                self.wait,
+                loop,
+                job,
+                template=lambda: self.template(
+                    job.kernel, job.cwd, job.env, data=imports_beyond_stdlib(job)
+                ),
             )
         ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
         if job.timeout is not None:
@@ -171,16 +176,19 @@ class KernelEngine:
 
         loop.submit(prepare())
 
-    def template(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> ForkChannel | None:
+    def template(
+        self, choice: KernelChoice, cwd: Path, env: dict[str, str], *, data: bool = True
+    ) -> ForkChannel | None:
         """The template a kernel outside runs (a session's) forks from, or None to launch it
-        (see :meth:`KernelPool.template <notebook_executor._kernels.pool.KernelPool.template>`).
+        (see :meth:`KernelPool.template <notebook_executor._kernels.pool.KernelPool.template>`;
+        ``data``: its notebook imports beyond the standard library).
         """
         if not self.fork or not choice.native:
             return None
         from .loop import result_of
 
         loop, pool = self._kernel_loop()
-        return result_of(loop.submit(pool.template(env, cwd, choice.interpreter)))
+        return result_of(loop.submit(pool.template(env, cwd, choice.interpreter, data=data)))
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""

@@ -113,7 +113,8 @@ class KernelPool:
       else starts one for the waiting run. Before WARM, kernels fork from the first template
       once it is ready (waiting for it: it started earlier than any launch could), else launch;
       in WARM, from the full template, and until it is ready (outside a sweep) from the first
-      one, when there is one and it is ready, instead of launching or waiting. In WARM a run
+      one, when there is one and it is ready, instead of launching or waiting; until a run's
+      notebook imports beyond the standard library, from the first one alone. In WARM a run
       that finds no kernel ready also fills the pool at once: runs come faster than the pool
       fills.
     - ``release()`` stops the run's kernel in the background (at once if it was left running a
@@ -125,7 +126,8 @@ class KernelPool:
     - ``prestart()`` (any state but CLOSED) starts the kernel of a checked run about to
       acquire it, unless one is on its way. It also counts the runs announced and not yet
       served: from the second on, the pool is in a *sweep*: it turns WARM (the caller is not
-      one-shot), spawns the full template at once, drops the kernels being launched that no
+      one-shot), spawns the full template at once (when the notebook imports beyond the
+      standard library), drops the kernels being launched that no
       run has taken yet, and fills. During a sweep native kernels wait for the full template
       instead of being launched meanwhile, a run taking its kernel fills at once (the next
       runs are known), and the pool keeps no more kernels on their way than runs are still
@@ -258,7 +260,7 @@ class KernelPool:
         asyncio.get_running_loop().call_later(delay, self._fill)
 
     async def template(
-        self, env: dict[str, str], cwd: Path, interpreter: str | None = None
+        self, env: dict[str, str], cwd: Path, interpreter: str | None = None, *, data: bool = True
     ) -> ForkServer | None:
         """The template a kernel of the pool's own (a session's) forks from, or None to launch.
 
@@ -270,6 +272,7 @@ class KernelPool:
         starts = self.starts
         if not starts.fork or self.state is PoolState.CLOSED:
             return None
+        starts.data_wanted |= data
         starts.renew_dead()
         if not is_own_interpreter(interpreter):
             return await starts.environment_template(str(interpreter), env, cwd)

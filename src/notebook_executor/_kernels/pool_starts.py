@@ -40,7 +40,8 @@ class PoolState(enum.Enum):
     #: The first run has asked for its kernel; the caller may be one-shot (the command line).
     FIRST_RUN = "first run"
     #: The first run has ended or a second has begun: the pool keeps ``size`` kernels ready,
-    #: forked from the full template.
+    #: forked from the full template (from the first one until a notebook imports beyond the
+    #: standard library).
     WARM = "warm"
     #: Stopped, with every kernel and template; nothing starts any more.
     CLOSED = "closed"
