@@ -77,7 +77,6 @@ class TemplateLender:
     """
 
     def __init__(self, env: dict[str, str]) -> None:
-
         prefix = f"{_PREFIX}{os.getpid()}-"
         base = socket_base(tempfile.gettempdir(), f"{prefix}xxxxxxxx", len(_SOCKET) + 1)
         if base is None:
@@ -86,6 +85,8 @@ class TemplateLender:
         self.folder = tempfile.mkdtemp(prefix=prefix, dir=base)
         self.address = os.path.join(self.folder, _SOCKET)  # noqa: PTH118
         self._env = env
+        #: Held while a template is spawned or the lender closes: none starts after close().
+        self._lock = threading.Lock()
         self._closed = False
         self.templates: dict[str, SharedForkServer] = {}
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -103,13 +104,16 @@ class TemplateLender:
         """The template of ``kind``, spawned from this thread when it is not yet."""
         from .._kernels.shared_template import SharedForkServer
 
-        template = self.templates.get(kind)
-        if template is None:
-            lock = Path(self.folder) / f"{kind}.lock"
-            template = SharedForkServer(self._env, lock, data_modules=kind == _FULL)
-            self.templates[kind] = template
-            template.spawn()
-        return template
+        with self._lock:
+            if self._closed:
+                raise OSError("the lender is closed")
+            template = self.templates.get(kind)
+            if template is None:
+                lock = Path(self.folder) / f"{kind}.lock"
+                template = SharedForkServer(self._env, lock, data_modules=kind == _FULL)
+                self.templates[kind] = template
+                template.spawn()
+            return template
 
     def _serve(self) -> None:
         while True:
@@ -126,7 +130,7 @@ class TemplateLender:
             try:
                 conn.settimeout(_REQUEST_TIMEOUT)
                 kind = receive(conn, _MAX_REQUEST).get("template")
-                if kind not in (_KERNEL, _FULL) or self._closed:
+                if kind not in (_KERNEL, _FULL):
                     raise WireError(f"no template {kind!r} to lend")
                 template = self._spawn(str(kind))  # from this thread: see the class
             except OSError as exc:  # WireError too; a template that failed to spawn
@@ -141,12 +145,13 @@ class TemplateLender:
     def close(self) -> None:
         """Stop lending, and the templates (with every kernel forked from them); remove the
         folder this made."""
-        self._closed = True
+        with self._lock:
+            self._closed = True
+            templates = list(self.templates.values())
+            self.templates.clear()
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self._listener.close()
-        templates = list(self.templates.values())
-        self.templates.clear()
         for template in templates:
             template.close()
         shutil.rmtree(self.folder, ignore_errors=True)
