@@ -192,8 +192,12 @@ def ex(workdir: Path) -> Iterator[NotebookExecutor]:
 
 
 def _no_pwned(*folders: Path) -> None:
-    for folder in {*folders, Path.cwd()}:
+    """No ``touch PWNED`` ran: not anywhere in the test's folders, nor in this process's
+    working folder (only its top: below it, other processes, such as CI's other sessions
+    installing into ``.nox/``, add and remove folders while it would be searched)."""
+    for folder in folders:
         assert not list(folder.rglob("PWNED")), f"an injected value ran as code in {folder}"
+    assert not (Path.cwd() / "PWNED").exists(), "an injected value ran as code in the cwd"
 
 
 # -- secrets --------------------------------------------------------------------------------------
