@@ -462,21 +462,18 @@ with open("/proc/self/stat") as stat:
     ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
 sb.glue("started", ticks / os.sysconf("SC_CLK_TCK"))
 sb.glue("seen", os.environ.get("NBX_CLIENT_ONLY", "unset"))
+sb.glue("pid", os.getpid())
 """
 
 
-def _since_boot() -> float:
-    return float(Path("/proc/uptime").read_text().split()[0])
-
-
-def _children_started(parent: int) -> list[float]:
-    """When the living children of ``parent`` started (seconds since boot)."""
-    found = []
+def _children(parent: int) -> dict[int, float]:
+    """The living children of ``parent``: when each started (seconds since boot)."""
+    found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
             if int(fields[1]) == parent and fields[0] != "Z":
-                found.append(int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+                found[int(stat.parent.name)] = int(fields[19]) / os.sysconf("SC_CLK_TCK")
     return found
 
 
@@ -486,39 +483,40 @@ def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shel
     # command was; a run in another environment never does.
     (shell.folder / "start.py").write_text(KERNEL_START_NOTEBOOK)
 
-    used = [0.0]  # when the last run's kernel started
+    used = [0]  # the last run's kernel
 
-    def run(value: str) -> tuple[float, dict[str, Any]]:
+    def run(value: str) -> tuple[dict[int, float], dict[str, Any]]:
         # Once a command has answered, the next one's child starts a kernel (on a loaded
         # machine it may take a while): a child of the template other than the last run's
         # kernel, which may have started even before the client saw its answer.
-        # (A wait, not the test: the assertions below on when the run's kernel started are.)
+        # (A wait, not the test: the assertions below on which kernel the run took are.)
         template = shell.status()["template_pid"]
         deadline = time.monotonic() + 60
-        while not any(start != used[0] for start in _children_started(template)):
+        while not set(ahead := _children(template)) - {used[0]}:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        before = _since_boot()
         code, out, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": value})
         assert code == 0, err
         scraps: dict[str, Any] = json.loads(out)["scraps"]
-        used[0] = scraps["started"]
-        return before, scraps
+        used[0] = scraps["pid"]
+        return ahead, scraps
 
     code, out, err = shell.run("run", "start.py", "--json", env={"NBX_CLIENT_ONLY": "a"})
     assert code == 0, err
-    used[0] = json.loads(out)["scraps"]["started"]
+    used[0] = json.loads(out)["scraps"]["pid"]
     for _ in range(2):
-        before, scraps = run("a")
+        ahead, scraps = run("a")
         assert scraps["seen"] == "a"
-        assert scraps["started"] < before  # started ahead
-    before, scraps = run("b")
+        # started ahead: a kernel living before the command was run (by pid: the clock's
+        # tick of 10 ms cannot order two events of the same tick)
+        assert ahead.get(scraps["pid"]) == scraps["started"]
+    ahead, scraps = run("b")
     assert scraps["seen"] == "b"
-    assert scraps["started"] > before  # its own, started for it
-    before, scraps = run("b")
+    assert scraps["pid"] not in ahead  # its own, started for it
+    ahead, scraps = run("b")
     assert scraps["seen"] == "b"
-    assert scraps["started"] < before
+    assert ahead.get(scraps["pid"]) == scraps["started"]
 
 
 def test_a_session_answers_the_command_right_after_its_open(shell: Shell) -> None:
