@@ -16,6 +16,7 @@ problem. ``FAULT_CASES`` lists the cases; the module prints its count at the end
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -400,6 +401,101 @@ def test_the_host_killed_mid_run(ex: NotebookExecutor, workdir: Path, mode: str)
         _check_healthy(after, workdir)
         assert len(after.runs(status="success")) == (1 if mode == "launched" else 4)
     _check_healthy(ex, workdir)
+
+
+STOPPING = """# %% tags=["parameters"]
+pidfile: str = ""
+
+# %%
+import pathlib
+import subprocess
+
+child = subprocess.Popen(["sleep", "600"])
+shell = subprocess.run(
+    ["sh", "-c", "sleep 600 > /dev/null 2>&1 & echo $!"], capture_output=True, text=True
+)
+pathlib.Path(pidfile).write_text(f"{child.pid} {shell.stdout.strip()}")
+"""
+
+# The host killed as its kernel has just exited, before it kills the kernel's session (the
+# chaos test caught one killed there): what the notebook started must go all the same.
+HOST_STOPPING = r"""
+import os
+import signal
+import sys
+
+from notebook_executor import NotebookExecutor
+from notebook_executor._kernels import launch
+
+runs_dir, workdir, pidfile, mode = sys.argv[1:5]
+
+
+kill_sessions = launch.kill_sessions
+
+
+def die(leaders, **kwargs):
+    # Only once the kernel has exited: before, it would see its host die and kill its session.
+    for leader in leaders:
+        try:
+            with open(f"/proc/{leader}/stat", "rb") as stat:
+                exited = stat.read().rpartition(b")")[2].split()[0] == b"Z"
+        except OSError:
+            exited = True
+        if exited:
+            with open(pidfile + ".exited", "w") as out:
+                out.write(str(leader))
+            os.kill(os.getpid(), signal.SIGKILL)
+    kill_sessions(leaders, **kwargs)
+
+
+with NotebookExecutor(runs_dir=runs_dir) as ex:
+    if mode == "forked":
+        for _ in range(3):
+            ex.execute(f"{workdir}/good.py")
+        import time
+        time.sleep(1.0)
+    launch.kill_sessions = die
+    ex.execute(f"{workdir}/stopping.py", parameters={"pidfile": pidfile})
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+@pytest.mark.parametrize("mode", ["launched", "forked"])
+def test_the_host_killed_between_its_kernels_exit_and_the_sessions_kill(
+    workdir: Path, mode: str
+) -> None:
+    (workdir / "stopping.py").write_text(STOPPING)
+    pidfile = workdir / f"stopping-{mode}.pid"
+    host = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOST_STOPPING,
+            str(workdir / f"stopping-{mode}-runs"),
+            str(workdir),
+            str(pidfile),
+            mode,
+        ],
+        cwd=workdir,
+    )
+    try:
+        host.wait(timeout=120)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+    started = [int(pid) for pid in pidfile.read_text().split()]
+    try:
+        # It died where it would kill the session, its kernel gone.
+        assert host.returncode == -signal.SIGKILL
+        assert Path(f"{pidfile}.exited").exists()
+        assert len(started) == 2
+        assert wait_gone(started) == set()
+    finally:
+        for pid in started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    FAULT_CASES.append(f"host-killed-after-its-kernel-{mode}")
 
 
 # -- damaged run records: the catalog and the run records ------------------------------------

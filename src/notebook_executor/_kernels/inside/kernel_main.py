@@ -398,6 +398,10 @@ def exit_now(code: int) -> NoReturn:
     flushing, the files a notebook left open); a collection then reaches those held in
     reference cycles. What remains, the interpreter's module-by-module teardown, takes a
     fraction of a second with pandas loaded, and would only free memory.
+
+    Last, a kernel leading its session kills what is left in it (what the notebook started),
+    as its host would once it sees the kernel gone: a host killed in between would leave
+    it running (the exit handlers have run: they still had their processes).
     """
     with contextlib.suppress(BaseException):
         import atexit
@@ -408,6 +412,9 @@ def exit_now(code: int) -> NoReturn:
     with contextlib.suppress(BaseException):
         sys.stdout.flush()
         sys.stderr.flush()
+    with contextlib.suppress(BaseException):
+        if os.getsid(0) == os.getpid():
+            sibling("sessions").kill_sessions([os.getpid()], own=True)
     os._exit(code)
 
 

@@ -5,7 +5,8 @@ by ``setsid``), and whatever a notebook starts stays in it (``subprocess.Popen``
 ``multiprocessing`` worker, a shell's ``sleep &`` whose shell exited), unless it starts a
 session of its own (``setsid``, a daemon): that is beyond reach. A session is killed:
 
-- by the host when it stops a kernel (:func:`kill_sessions`);
+- by the host when it stops a kernel (:func:`kill_sessions`), and by the kernel itself as it
+  exits (a host killed between the kernel's exit and its own kill would leave it running);
 - by the template of forked kernels when the host dies (its parent-death signal);
 - by a launched kernel itself when its parent, the host, dies (it watches it);
 - failing those (the template killed outright, a kernel that cannot run), by the next
