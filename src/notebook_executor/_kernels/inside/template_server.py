@@ -221,6 +221,13 @@ def _prepare_kernels(options: list[str]) -> None:
     app = kernel.kernel_app_class()()
     app.parse_command_line(argv)
     kernel.PARSED = (argv, app.cli_config, list(app.extra_args))
+    # IPython tokenizes every cell: the tokenizer's regular expressions, compiled at its first
+    # use, cost each kernel 4-5 ms of CPU (Python 3.11; later versions tokenize in C).
+    import io
+    import tokenize
+
+    for _ in tokenize.generate_tokens(io.StringIO("x = 1\n").readline):
+        pass
 
 
 def _prepare_data_modules() -> None:
