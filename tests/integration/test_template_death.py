@@ -76,3 +76,29 @@ def test_a_killed_template_is_replaced_for_runs_and_sessions(tmp_path: Path) -> 
         assert ex.execute(path)["status"] == "success"
         live = {t.server.pid for t in (pool.starts.first, pool.starts.full) if t}
         assert live and not live & killed
+
+
+def test_a_kernel_killed_during_its_warm_up_is_given_up_at_once(tmp_path: Path) -> None:
+    # A kernel started ahead runs a silent ``pass`` before any run takes it. Killed meanwhile
+    # (its template killed, its parent-death signal), it used to be waited for until the run's
+    # ready timeout (60 s), and the run then failed with a KernelStartError (CI, 2026-11-27).
+    import asyncio
+    import time
+
+    from notebook_executor._kernels.launch import _warm_up, choose_kernel, start_kernel
+
+    async def scenario() -> float:
+        choice = choose_kernel("nb.py", None, None)
+        kernel = await start_kernel(choice, cwd=tmp_path, env=dict(os.environ), ready_timeout=60)
+        try:
+            pid = getattr(kernel.manager.provisioner, "pid", None)
+            assert isinstance(pid, int)
+            os.kill(pid, signal.SIGKILL)
+            began = time.monotonic()
+            with pytest.raises(RuntimeError, match="died during its warm-up"):
+                await _warm_up(kernel.client, kernel.manager, timeout=60)
+            return time.monotonic() - began
+        finally:
+            await kernel.stop(now=True)
+
+    assert asyncio.run(scenario()) < 5

@@ -281,7 +281,7 @@ async def start_kernel(
         try:
             info = await wait_until_ready(client, manager, timeout=ready_timeout)
             if warm_up:
-                await _warm_up(client, timeout=ready_timeout)
+                await _warm_up(client, manager, timeout=ready_timeout)
         except BaseException:
             client.stop_channels()
             raise
@@ -339,8 +339,14 @@ async def wait_until_ready(
             raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
 
 
-async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
-    """Run a silent ``pass`` (no execution count, no history) and wait until it is done."""
+async def _warm_up(
+    client: AsyncKernelClient, manager: AsyncKernelManager, *, timeout: float
+) -> None:
+    """Run a silent ``pass`` (no execution count, no history) and wait until it is done.
+
+    The kernel is checked to be alive every second meanwhile: one killed while it warms up (its
+    template killed, say) is given up at once, not waited for until ``timeout``.
+    """
     from queue import Empty
 
     msg_id = client.execute("pass", silent=False, store_history=False)
@@ -349,9 +355,11 @@ async def _warm_up(client: AsyncKernelClient, *, timeout: float) -> None:
     while not (replied and idle) and (left := deadline - time.monotonic()) > 0:
         channel = client.iopub_channel if replied else client.shell_channel
         try:
-            message = await channel.get_msg(timeout=left)
+            message = await channel.get_msg(timeout=min(left, 1.0))
         except Empty:
-            break
+            if not await manager.is_alive():
+                raise RuntimeError("the kernel died during its warm-up") from None
+            continue
         if message.get("parent_header", {}).get("msg_id") != msg_id:
             continue
         if replied:
