@@ -15,7 +15,7 @@ command and of every process it waited for.
 
 Usage::
 
-    python benchmarks/bench_pytest.py [--notebooks 20] [--rounds 3] [--jobs 2]
+    python benchmarks/bench_pytest.py [--notebooks 20] [--rounds 3] [--jobs 2] [--cpu-by-process]
     nox -s bench_pytest -- --rounds 3
 
 Measured on 2026-11-26, 2 CPUs shared with other work, in a venv of ``.[bench]`` (what ``nox
@@ -92,6 +92,23 @@ target is met serially every time and with ``-n 2`` at nbmake's median, not at i
 What is left with ``-n 2`` is CPU: 20 fresh kernels at 45-55 ms of CPU each, pytest's and
 pytest-xdist's start-up in three processes (1 s of the 2 s), and the per-run work in the
 workers.
+
+Where that CPU goes, by process (``--cpu-by-process``: one untimed command each, /proc read
+every 10 ms), the same day later, on a slower machine (load 1, three rounds: serial 2.27 s,
+nbmake 11.5x ours; ``-n 2`` 2.62 s, nbmake 11.09 s, 4.2x ours), in CPU seconds:
+
+=========================  =======  ============  =========  =========  =====
+``pytest --notebooks``     pytest   xdist         template   kernels    total
+                                    workers                  (22 / 24)
+=========================  =======  ============  =========  =========  =====
+serial                     1.35     -             0.39       1.77       3.55
+``-n 2``                   0.42     1.96          0.37       1.87       4.70
+=========================  =======  ============  =========  =========  =====
+
+The serial run's own CPU, 3.55 s, would take 1.78 s of two CPUs with nothing else to wait
+for; ``-n 2`` adds pytest-xdist's controller and a second pytest process (1.15 s more). So on
+two CPUs ``-n 2`` cannot be quicker than about 1.8-2.3 s here, and >= 5x nbmake with ``-n 2``
+holds only when nbmake's ``-n 2`` takes 9-12 s or more (it took 7.2-15.1 s).
 """
 
 from __future__ import annotations
@@ -148,6 +165,82 @@ def timed(command: list[str], cwd: Path) -> tuple[float, float]:
     return seconds, cpu
 
 
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """``pid``'s parent, its own CPU seconds, and those of its children it reaped."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / tick
+    return int(fields[1]), own, (int(fields[13]) + int(fields[14])) / tick
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode("utf-8", "replace")
+        )
+    except OSError:
+        return ""
+
+
+def cpu_by_process(command: list[str], cwd: Path) -> dict[str, float]:
+    """CPU seconds of one command, by the kind of process that spent them (Linux only).
+
+    /proc is read every 10 ms: each process's own CPU as last seen, and a kernel template's
+    reaped children's (its kernels: those that exited before the template's last reading);
+    what no reading saw (the end of short-lived processes) is ``unaccounted``, from the
+    command's total.
+    """
+    shutil.rmtree(cwd / "runs", ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL)
+    seen: dict[int, tuple[int, float, float, str]] = {}
+    while process.poll() is None:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            pid = int(entry.name)
+            stat = _stat(pid)
+            if stat is None:
+                continue
+            parent, own, reaped = stat
+            if pid in seen:
+                seen[pid] = (parent, own, reaped, seen[pid][3])
+            elif pid == process.pid or parent in seen:
+                seen[pid] = (parent, own, reaped, _command_line(pid))
+        time.sleep(0.01)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    kinds: dict[str, float] = {}
+    templates = {pid for pid, (_, _, _, line) in seen.items() if "__nbx_template__" in line}
+    for pid, (parent, own, reaped, line) in seen.items():
+        if pid == process.pid:
+            kind = "pytest (the command's process)"
+        elif pid in templates and parent not in templates:
+            kind = "kernel templates"
+            kinds["kernels (reaped by their template)"] = (
+                kinds.get("kernels (reaped by their template)", 0.0) + reaped
+            )
+        elif parent in templates:
+            kind = "kernels (still running at a reading)"
+            own = 0.0  # counted in their template's reaped children once they exit
+        elif parent == process.pid and "exec(eval(" in line:
+            kind = "pytest-xdist workers"
+        else:
+            kind = "other"
+        kinds[kind] = kinds.get(kind, 0.0) + own
+    kinds.pop("kernels (still running at a reading)", None)
+    kinds["unaccounted"] = max(0.0, total - sum(kinds.values()))
+    kinds["total"] = total
+    return kinds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", type=int, default=20)
@@ -157,6 +250,12 @@ def main() -> None:
         "--all-plugins",
         action="store_true",
         help="load all three plugins in every command (by default each tool runs alone)",
+    )
+    parser.add_argument(
+        "--cpu-by-process",
+        action="store_true",
+        help="also run pytest --notebooks once serially and once with -n JOBS (untimed), and "
+        "print its CPU by process kind (Linux)",
     )
     args = parser.parse_args()
     for module in ("nbmake", "nbval", "xdist"):
@@ -212,6 +311,12 @@ def main() -> None:
                 cpu = statistics.median(cpu for _, cpu in measured)
                 ratio = "" if tool == "pytest --notebooks" else f"   {median / ours:5.1f}x ours"
                 print(f"    {tool:<20} {median:6.2f} s  (CPU {cpu:5.2f} s){ratio}")
+        if args.cpu_by_process:
+            print("  pytest --notebooks, CPU seconds by process kind (one command each):")
+            for mode, extra in modes.items():
+                kinds = cpu_by_process([*tools["pytest --notebooks"], *extra, "notebooks"], root)
+                shown = ", ".join(f"{kind} {seconds:.2f}" for kind, seconds in kinds.items())
+                print(f"    {mode}: {shown}")
 
 
 if __name__ == "__main__":
