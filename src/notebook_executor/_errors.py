@@ -308,7 +308,9 @@ class DependencyError(NotebookExecutorError):
     """The environment a notebook's declared dependencies call for cannot be made.
 
     Raised before any kernel starts: uv could not resolve or install a requirement, no Python
-    here satisfies ``requires-python``, or uv needs the network and has nothing cached.
+    here satisfies ``requires-python``, or uv needs the network and has nothing cached; or the
+    environment, or the folder of environments, could have been changed by another user; or,
+    for a server confined to a folder, a requirement names a local project outside it.
 
     Attributes
     ----------

@@ -22,6 +22,7 @@ from ._errors import ExecutorClosedError, InvalidArgumentError
 from ._facade import sources
 from ._facade.records import RunRecords
 from ._kernels.kernel_engine import KernelEngine
+from ._records.project import find_runs_dir
 from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
 from ._run.options import RunOptions
 from ._run.plan import Plan, plan_run
@@ -57,9 +58,14 @@ class NotebookExecutor:
 
     Parameters
     ----------
-    runs_dir : path, default "runs"
+    runs_dir : path, optional
         Where run records go: ``<runs_dir>/YYYY-MM-DD/<run_id>.ipynb`` and ``.md``, plus
-        ``catalog.sqlite``.
+        ``catalog.sqlite``. By default the project's runs folder, found from the working
+        directory: the nearest ``runs/`` holding a catalog up to the project folder (the
+        first one holding ``.git`` or ``pyproject.toml``), else the ``runs-dir`` of
+        ``[tool.notebook-executor]`` in its ``pyproject.toml``, else ``runs``
+        (:func:`~._records.project.find_runs_dir`). A bad setting there is an
+        :class:`InvalidArgumentError`.
     kernel_name : str, optional
         Kernel for every run, overriding the notebooks' kernelspecs. By default a notebook runs on
         its kernelspec, or on this interpreter's Python kernel when it names none (or ``python3``).
@@ -95,7 +101,9 @@ class NotebookExecutor:
         folder itself, never the working directory's, and neither through a symlink that
         leads out of this folder. By default, the notebook's folder and the working
         directory. A server confined to a folder (the MCP server) gives its root, so that no
-        file outside the root feeds a kernel.
+        file outside the root feeds a kernel. With it, a declared dependency naming a local
+        project outside this folder (``name @ file:///dir``) is a :class:`DependencyError`:
+        making the environment would run that project's build code.
 
     Examples
     --------
@@ -105,7 +113,7 @@ class NotebookExecutor:
 
     def __init__(
         self,
-        runs_dir: PathLike = "runs",
+        runs_dir: PathLike | None = None,
         *,
         kernel_name: str | None = None,
         timeout: float | None = None,
@@ -117,7 +125,7 @@ class NotebookExecutor:
         base_env: Mapping[str, str] | None = None,
         dotenv_root: PathLike | None = None,
     ) -> None:
-        self.runs_dir = Path(runs_dir)
+        self.runs_dir = find_runs_dir().path if runs_dir is None else Path(runs_dir)
         self._records = RunRecords(self.runs_dir)
         self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
         self.base_env = None if base_env is None else dict(check_env("base_env", base_env))

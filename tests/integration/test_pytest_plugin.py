@@ -146,7 +146,7 @@ def _outcomes(out: str) -> dict[str, str]:
 
 def test_notebooks_pass_fail_skip_raise_and_are_recorded(tmp_path: Path) -> None:
     _project(tmp_path)
-    done = _pytest(tmp_path, "--notebooks")
+    done = _pytest(tmp_path, "--notebooks", "--notebook-runs-dir", "runs")
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert _outcomes(out) == {
@@ -333,7 +333,7 @@ def test_xdist_workers_each_with_warm_kernels_share_one_runs_folder(tmp_path: Pa
             f"# %%\nvalue = {number}\nprint(value)\n", encoding="utf-8"
         )
     (nbs / "fails.py").write_text(FAILS, encoding="utf-8")
-    done = _pytest(tmp_path, "--notebooks", "-n", "2")
+    done = _pytest(tmp_path, "--notebooks", "-n", "2", "--notebook-runs-dir", "runs")
     outcomes = _outcomes(done.stdout)
     assert outcomes == {
         **{f"notebooks/nb_{n}.py": "PASSED" for n in range(6)},

@@ -146,6 +146,23 @@ def test_an_ipynb_declares_them_in_its_metadata(tmp_path: Path) -> None:
     }
 
 
+def test_a_conversion_to_ipynb_keeps_the_scripts_declaration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The block is no cell, but its declaration is not lost: ``convert`` writes it where an
+    ``.ipynb`` declares it, so the converted notebook runs in the same environment."""
+    source = write(tmp_path / "nb.py", SCRIPT)
+    code, _out, err = run_cli(capsys, "convert", str(source), str(tmp_path / "nb.ipynb"))
+    assert code == 0, err
+    converted = load_source(tmp_path / "nb.ipynb")
+    assert [cell.source for cell in converted.nb.cells] == ["n = 1", "print(n)"]
+    declared = converted.dependencies
+    assert declared is not None
+    assert declared.declared_in == "metadata"
+    assert declared.dependencies == ("six>=1.16", "tomli; python_version < '3.11'")
+    assert declared.requires_python == ">=3.10"
+
+
 def test_a_notebook_without_a_declaration_has_none(tmp_path: Path) -> None:
     path = write(tmp_path / "nb.py", '# %% tags=["parameters"]\nn = 1\n')
     assert load_source(path).dependencies is None

@@ -8,6 +8,7 @@ import signal
 import socket
 import struct
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,75 @@ def test_a_kernel_dead_while_the_server_lives_is_a_dead_kernel(
     # The first SIGTERM interrupts, as Ctrl-C does.
     with pytest.raises(KeyboardInterrupt):
         served.on_server_gone(signal.SIGTERM, None)
+
+
+def _send_in_thread(sock: socket.socket, data: bytes) -> threading.Thread:
+    thread = threading.Thread(target=sock.sendall, args=(data,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_message_nested_too_deeply_is_refused_not_raised() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        body = b"[" * 200_000
+        sender = _send_in_thread(a, struct.pack(">I", len(body)) + body)
+        with pytest.raises(wire.WireError, match="nested too deeply"):
+            wire.receive(b)
+        sender.join(10)
+
+
+def test_a_message_must_come_whole_within_its_time_however_it_trickles() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        a.sendall(struct.pack(">I", 100))
+        while not stop.wait(0.05):
+            a.sendall(b" ")
+
+    with a, b:
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        began = time.monotonic()
+        try:
+            with pytest.raises(wire.WireError, match=r"no whole message within 0\.5 s"):
+                wire.receive(b, seconds=0.5)
+            assert time.monotonic() - began < 2
+        finally:
+            stop.set()
+            thread.join(10)
+
+
+def test_a_message_is_read_as_it_arrives_and_never_past_its_end() -> None:
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        b.setblocking(False)
+        incoming = wire.Incoming(b, 10)
+        frame = struct.pack(">I", 2) + b"{}"
+        assert incoming.read() is None  # nothing yet
+        a.sendall(frame[:3])
+        assert incoming.read() is None
+        a.sendall(frame[3:] + frame)  # the rest, and the next message
+        assert incoming.read() == {}
+        b.setblocking(True)
+        assert wire.receive(b) == {}  # left where it was
+
+
+def test_one_failing_request_is_answered_and_the_server_serves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_executor._faces.server import daemon
+
+    server = daemon._Server(paths.ServerFiles(str(tmp_path), "k"), 60, lambda argv: 0, dict)
+
+    def broken() -> dict[str, object]:
+        raise RuntimeError("a bug\nover two lines")
+
+    monkeypatch.setattr(server, "status", broken)
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a:
+        server.handle(b, {"op": "status"}, [])  # no exception
+        a.settimeout(10)
+        answer = wire.receive(a)
+    assert answer == {"error": "the run server failed on this request (RuntimeError)"}

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._errors import CatalogError, NotebookExecutorError, RunsDirError
 from .._records.identity import project_folder, project_notebooks, repaired_identity
 from .._records.ids import DAY_FOLDER, is_run_id
+from .._records.project import CATALOG_NAME
 from .._records.results import RESULT_KEYS
 from .._records.store import NOTEBOOK_SUFFIX, RunFile, RunStore, unwritable
 from .._types import Digest, RunResult, SearchHit
@@ -91,7 +92,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CATALOG_NAME = "catalog.sqlite"
 #: How long a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_SECONDS = 30.0
 #: A day folder changed this recently is matched with its rows again at the next query.

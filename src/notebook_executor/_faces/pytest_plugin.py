@@ -19,8 +19,9 @@ installed; it does nothing unless ``--notebooks`` is given (importing it imports
   controller is configured, while the workers start, and the workers start none. A kernel
   starts from this process's environment without ``PYTEST_CURRENT_TEST`` (pytest's name of
   the item running here, different for every item, would make every warm kernel unfit for
-  the next). Runs are recorded under the runs folder (``runs`` by default) as any run, unless
-  ``--notebook-no-record``.
+  the next). Runs are recorded as any run, unless ``--notebook-no-record``: in the folder
+  ``--notebook-runs-dir`` (or the ini setting ``notebook_runs_dir``) names, else where pytest
+  keeps its state (:func:`_default_runs_dir`), never in the project's own runs folder.
 - **Failures** name the cell (``cell N``, the index of ``failed_cell.index``), its code and its
   traceback with library frames collapsed, and for outputs that changed a diff against the
   golden ones (see :mod:`notebook_executor._review.golden` for where those live).
@@ -102,7 +103,8 @@ class _State:
         if self._executor is None:
             from .._executor import NotebookExecutor
 
-            self._executor = NotebookExecutor(self.runs_dir or "runs", progress=False)
+            runs_dir = self.runs_dir or _default_runs_dir(self.config)
+            self._executor = NotebookExecutor(runs_dir, progress=False)
         return self._executor
 
     def rules_for(self, parameter_set: ParameterSet) -> OutputRules:
@@ -149,6 +151,28 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
+
+
+#: The folder test runs are recorded in, in pytest's cache or base temporary folder.
+RUNS_FOLDER = "notebook-executor-runs"
+
+
+def _default_runs_dir(config: pytest.Config) -> Path:
+    """Where a test session's runs are recorded unless asked: in pytest's cache
+    (``.pytest_cache/d/notebook-executor-runs``), else, with the cache provider off, in
+    pytest's base temporary folder (``/tmp/pytest-of-USER/pytest-N/``, of which pytest keeps
+    the last few; a pytest-xdist worker's is in the controller's, whose folder the workers
+    share), else in a new temporary folder."""
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir(RUNS_FOLDER))
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is not None:
+        base = Path(factory.getbasetemp())
+        return (base.parent if hasattr(config, "workerinput") else base) / RUNS_FOLDER
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"{RUNS_FOLDER}-"))
 
 
 def _has_pytest_timeout() -> bool:
@@ -214,7 +238,8 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         "--notebook-runs-dir",
         metavar="DIR",
         default=None,
-        help="where the runs are recorded (default: runs)",
+        help="where the runs are recorded (default: notebook-executor-runs in pytest's "
+        "cache folder, or in its temporary folder when the cache is off)",
     )
     group.addoption(
         "--notebook-no-record",
@@ -232,7 +257,10 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         )
     parser.addini("notebook_parameter_sets", "parameter-sets file (as --notebook-parameter-sets)")
     parser.addini("notebook_sanitize_with", "sanitize file (as --notebook-sanitize-with)")
-    parser.addini("notebook_runs_dir", "where the runs are recorded (default: runs)")
+    parser.addini(
+        "notebook_runs_dir",
+        "where the runs are recorded (as --notebook-runs-dir; default: in pytest's cache)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -430,10 +458,16 @@ class NotebookItem(pytest.Item):
         excinfo: pytest.ExceptionInfo[BaseException],
         style: Any = None,
     ) -> Any:
+        from .._errors import NotebookExecutorError
+
         if isinstance(excinfo.value, NotebookFailed):
             from .._review.check import failure_report
 
             return failure_report(excinfo.value.checked)
+        if isinstance(excinfo.value, NotebookExecutorError):
+            # The library's own refusal (a golden file that cannot be read, ...): its message,
+            # which names what and why, not a traceback through the library.
+            return f"notebook: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -7,13 +7,19 @@ It follows :class:`~notebook_executor.engine.EngineKernel` and
 :class:`~notebook_executor.engine.SupportsCheckpoints`. What a run keeps across its cells
 (displays a later cell may update, the widgets' state and Output widgets' captures) it keeps
 across the session's steps, with a copy of both in each checkpoint, put back with its state.
+
+Stopping and closing never wait for ever: the kernel loop may be stuck on a process that is
+gone (a template killed with its socket's other end held elsewhere). Past :data:`STOP_SECONDS`
+the kernel's session and its checkpoints' are killed from here, by their process ids.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
     from .live import LiveKernel
     from .loop import KernelLoop
 
-__all__ = ["START_TIMEOUT", "CheckpointedKernel"]
+__all__ = ["START_TIMEOUT", "STOP_SECONDS", "CheckpointedKernel"]
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +47,10 @@ CellWait = Callable[["concurrent.futures.Future[CellEnd]", "threading.Event | No
 
 #: Longest a session's kernel may take to start (seconds), when its job gives no limit.
 START_TIMEOUT = 120.0
+
+#: Longest :meth:`CheckpointedKernel.stop` and :meth:`~CheckpointedKernel.close` wait for the
+#: kernel loop (seconds); then what is left is killed by process id.
+STOP_SECONDS = 20.0
 
 
 class CheckpointedKernel:
@@ -108,6 +118,22 @@ class CheckpointedKernel:
 
         return result_of(self._loop.submit(coroutine))
 
+    def _call_within(self, coroutine: Coroutine[Any, Any, T], seconds: float) -> T:
+        """:meth:`_call`, given up after ``seconds`` (:class:`TimeoutError`)."""
+        from .loop import WAIT_SLICE
+
+        future = self._loop.submit(coroutine)
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                return future.result(timeout=WAIT_SLICE)
+            except concurrent.futures.TimeoutError:
+                if future.done():
+                    return future.result()
+            if time.monotonic() >= deadline:
+                future.cancel()
+                raise TimeoutError(f"no answer from the kernel loop within {seconds:g} s")
+
     def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
         live = self._live
         if live is None or self._stopped:
@@ -169,8 +195,12 @@ class CheckpointedKernel:
         if live is None or self._stopped:
             return
         self._stopped = True
+        leader = live.pid
         try:
-            self._call(live.kernel.stop(now=True))
+            self._call_within(live.kernel.stop(now=True), STOP_SECONDS)
+        except TimeoutError as exc:
+            logger.warning("a session kernel did not stop: %s; killed", exc)
+            _kill([leader])
         except Exception as exc:  # a kernel already gone: nothing is left to stop
             logger.debug("stopping a session kernel: %s", exc)
 
@@ -178,10 +208,24 @@ class CheckpointedKernel:
         """End the kernel and every checkpoint, and everything they started."""
         live, self._live = self._live, None
         if live is not None:
+            leaders: list[int | None] = [live.pid]
+            with contextlib.suppress(RuntimeError):  # read while the loop may change them
+                leaders += live.checkpoint_pids()
             try:
-                self._call(live.shutdown())
+                self._call_within(live.shutdown(), STOP_SECONDS)
+            except TimeoutError as exc:
+                logger.warning("a session kernel did not stop: %s; killed", exc)
+                _kill(leaders)
             except Exception as exc:
                 logger.warning("a session kernel did not stop cleanly: %s", exc)
+                _kill(leaders)
+
+
+def _kill(leaders: list[int | None]) -> None:
+    """SIGKILL the sessions led by ``leaders`` (a kernel, checkpoints: each leads its own)."""
+    from .inside.sessions import kill_sessions
+
+    kill_sessions([pid for pid in leaders if pid is not None])
 
 
 def _copy_displays(displays: Displays) -> Displays:

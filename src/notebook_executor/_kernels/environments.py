@@ -10,16 +10,31 @@ one on ``PATH``). uv reads its own settings from the environment as usual: ``UV_
 
 Environments live under :func:`environments_dir`, one folder per :func:`environment_hash` (of
 the declaration, the kernel requirement and the interpreter), so the next run of the same
-declaration reuses it with one ``stat`` and one small read, and calls no uv at all.
+declaration reuses it with a few ``lstat`` calls (the checks below) and one small read, and
+calls no uv at all.
 
 Building is safe to race and to kill:
 
-- an exclusive lock file per hash (``fcntl.flock``): two runs needing the same new environment
-  build it once, the second waits and then reuses it;
-- the build happens in a temporary folder (``uv venv --relocatable``), which gets its marker
-  file (:data:`MARKER`, which also holds what was installed) last, and is then renamed into
-  place at once: a folder without its marker is never used, and what a killed build left is
-  removed by the next build of that hash (under the lock).
+- an exclusive lock file per hash (``fcntl.flock``), held for the whole build: two runs needing
+  the same new environment build it once, the second waits and then reuses it;
+- the build happens in a temporary folder (``.build-<hash>-<pid>``, ``uv venv --relocatable``),
+  which gets its marker file (:data:`MARKER`, which also holds what was installed) last, and is
+  then renamed into place at once: a folder without its marker is never used;
+- uv dies with the thread that runs it (on Linux, ``PR_SET_PDEATHSIG``): a builder killed
+  outright leaves no uv behind, writing on;
+- every build first removes the temporary folders of builders that are gone: those of its own
+  hash (it holds that lock), and those of any other hash whose lock file nobody holds.
+
+Environments are used only when nobody else could have changed them (another user's
+``bin/python`` would otherwise run as this user): the folder of environments, an environment's
+folder, its ``bin`` and its ``bin/python`` must belong to this user and be writable by no one
+else (:func:`~notebook_executor._kernels.owned.untrusted`, the run server's folder check);
+else the run is refused with a :class:`DependencyError` naming the folder and the fix. Folders
+made here are so (made with mode 0755 at most; uv runs with ``go-w`` added to its umask).
+
+A server confined to a root folder (the MCP server) also refuses a requirement naming a local
+path outside it (``name @ file:///dir``: uv would run that project's build code), before any
+environment is made (:func:`.._sources.dependencies.refuse_local_paths_outside`).
 """
 
 from __future__ import annotations
@@ -33,12 +48,13 @@ import platform
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._errors import DependencyError
+from .owned import WRITABLE_BY_OTHERS, untrusted
 
 __all__ = [
     "ENVIRONMENTS_VARIABLE",
@@ -170,19 +186,13 @@ def ensure_environment(
     """
     interpreter, version = _interpreter(notebook, requires_python)
     digest = environment_hash(dependencies, requires_python, interpreter, version)
-    root = environments_dir()
+    root = _trusted_root(notebook)
     final = root / digest
-    found = _ready(final, digest)
+    found = _ready(notebook, final, digest)
     if found is not None:
         return found
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DependencyError(
-            notebook, None, f"cannot make the environments folder {root}: {exc.strerror or exc}"
-        ) from None
     with _locked(root / f"{digest}.lock"):
-        found = _ready(final, digest)
+        found = _ready(notebook, final, digest)
         if found is not None:
             return found
         _remove_leftovers(root, digest)
@@ -196,16 +206,62 @@ def _python_of(env: Path) -> Path:
     return env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _ready(folder: Path, digest: str) -> NotebookEnvironment | None:
-    """The finished environment in ``folder`` (its marker read), or None."""
+def _trusted_root(notebook: str) -> Path:
+    """The folder of environments (:func:`environments_dir`), made if missing and resolved.
+
+    Raises
+    ------
+    DependencyError
+        It cannot be made, or another user could change it.
+    """
+    root = environments_dir()
+    try:
+        root.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DependencyError(
+            notebook, None, f"cannot make the environments folder {root}: {exc.strerror or exc}"
+        ) from None
+    resolved = Path(os.path.realpath(root))
+    problem = untrusted(resolved, closed=WRITABLE_BY_OTHERS)
+    if problem is not None:
+        raise DependencyError(
+            notebook,
+            None,
+            f"environments folder {problem}, so its environments are not used; make it yours "
+            f"and closed (chmod go-w), or set {ENVIRONMENTS_VARIABLE} to a folder of your own",
+        )
+    return resolved
+
+
+def _ready(notebook: str, folder: Path, digest: str) -> NotebookEnvironment | None:
+    """The finished environment in ``folder`` (its marker read), or None.
+
+    Raises
+    ------
+    DependencyError
+        It is there, but another user could have changed it (the folder, ``bin`` or
+        ``bin/python``: :func:`~notebook_executor._kernels.owned.untrusted`).
+    """
+    if not os.path.lexists(folder):
+        return None
+    python = _python_of(folder)
+    checks = ((folder, True), (python.parent, True), (python, False))
+    for index, (path, is_folder) in enumerate(checks):
+        problem = untrusted(path, closed=WRITABLE_BY_OTHERS, folder=is_folder)
+        if problem is None:
+            continue
+        if index > 0 and not (folder / MARKER).exists():
+            return None  # what a killed build left: removed under the lock, then made again
+        raise DependencyError(
+            notebook,
+            None,
+            f"environment {problem}, so it is not used; remove {folder} to have it made again",
+        )
     try:
         record = json.loads((folder / MARKER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("hash") != digest:
-        return None
-    python = _python_of(folder)
-    if not python.exists():
         return None
     return NotebookEnvironment(folder, python, digest, record, built=False)
 
@@ -224,14 +280,43 @@ def _locked(path: Path) -> Any:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+#: The temporary folder of a build: ``.build-<hash>-<pid>``.
+_BUILD_FOLDER = re.compile(r"\.build-([0-9a-f]{20})-[0-9]+")
+
+
 def _remove_leftovers(root: Path, digest: str) -> None:
-    """Remove what killed builds of ``digest`` left (called under its lock): temporary
-    folders, and a folder in place without its marker."""
-    for leftover in root.glob(f".build-{digest}-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
+    """Remove what builders that are gone left (called under the lock of ``digest``): the
+    temporary folders of ``digest``, those of any other hash whose lock file no one holds
+    (a live builder holds it for the whole build), and a folder in place of ``digest``
+    without its marker."""
+    for leftover in root.glob(".build-*"):
+        named = _BUILD_FOLDER.fullmatch(leftover.name)
+        if named is None or leftover.is_symlink():
+            continue
+        if named.group(1) == digest:
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            _remove_if_unheld(root / f"{named.group(1)}.lock", leftover)
     final = root / digest
     if final.exists() and not (final / MARKER).exists():
         shutil.rmtree(final, ignore_errors=True)
+
+
+def _remove_if_unheld(lock: Path, leftover: Path) -> None:
+    """Remove ``leftover`` if no one holds ``lock`` (its hash's lock file, never made here:
+    without one, the folder is not known to be a builder's), holding it meanwhile."""
+    import fcntl
+
+    try:
+        handle = lock.open("rb")
+    except OSError:
+        return
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # a build of that hash runs
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _build(
@@ -318,6 +403,7 @@ def _uv(notebook: str, dependencies: Sequence[str], arguments: list[str]) -> str
             timeout=UV_TIMEOUT,
             check=False,
             stdin=subprocess.DEVNULL,
+            preexec_fn=_uv_preexec(),
         )
     except subprocess.TimeoutExpired:
         raise DependencyError(
@@ -329,6 +415,34 @@ def _uv(notebook: str, dependencies: Sequence[str], arguments: list[str]) -> str
         message = condense_uv_message(done.stderr)
         raise DependencyError(notebook, _named_requirement(message, dependencies), message)
     return done.stdout
+
+
+#: ``prctl``'s option: the signal this process gets when the thread that started it exits.
+_PR_SET_PDEATHSIG = 1
+
+
+def _uv_preexec() -> Callable[[], None]:
+    """What the child runs before uv: ``go-w`` added to its umask (what it makes is closed to
+    others' writes), and, on Linux, SIGKILL when this thread exits (a builder killed outright
+    leaves no uv writing on); it exits at once if this process is already gone."""
+    import signal
+
+    parent = os.getpid()
+    prctl: Any = None
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def before_uv() -> None:
+        os.umask(os.umask(0o022) | 0o022)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    return before_uv
 
 
 def condense_uv_message(stderr: str) -> str:

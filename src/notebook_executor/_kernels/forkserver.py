@@ -118,6 +118,21 @@ class ForkServerError(RuntimeError):
     """The template could not start or could not fork."""
 
 
+def _own_limits() -> dict[str, Any]:
+    """This process's ``umask`` (read, never set: another thread may create a file) and
+    ``rlimits`` (``NOFILE`` -> [soft, hard]), which a forked kernel takes."""
+    import resource
+
+    names = [name for name in dir(resource) if name.startswith("RLIMIT_")]
+    limits: dict[str, Any] = {
+        "rlimits": {name[7:]: list(resource.getrlimit(getattr(resource, name))) for name in names}
+    }
+    with contextlib.suppress(OSError, StopIteration, ValueError):
+        status = Path("/proc/self/status").read_text().splitlines()
+        limits["umask"] = int(next(line for line in status if line.startswith("Umask:"))[6:], 8)
+    return limits
+
+
 class ForkChannel:
     """A process that forks kernels on request, over a Unix socket; thread-safe.
 
@@ -137,7 +152,8 @@ class ForkChannel:
     def fork(
         self, *, connection_file: str, cwd: str, env: dict[str, str], stderr_path: str
     ) -> ForkedProcess:
-        """Fork a kernel that serves ``connection_file``; return a handle on its process."""
+        """Fork a kernel that serves ``connection_file``; return a handle on its process (with
+        this process's umask and resource limits, as a launched kernel would have them)."""
         request = {
             "op": "fork",
             "connection_file": connection_file,
@@ -145,6 +161,7 @@ class ForkChannel:
             "env": env,
             "stderr": stderr_path,
             "options": list(KERNEL_OPTIONS),
+            **_own_limits(),
         }
         reply = self._call(request)
         if "pid" not in reply:

@@ -35,8 +35,13 @@ KERNEL_SCRIPTS = {
 def script_command(role: str, interpreter: str | None = None) -> list[str]:
     """The command that runs the program of ``role`` (see :data:`KERNEL_SCRIPTS`) with
     ``interpreter`` (default: this one; a notebook's own environment's otherwise: the programs
-    import nothing but ipykernel, and are run by path)."""
-    bootstrap = f"import runpy, sys; runpy.run_path(sys.argv[1], run_name={role!r})"
+    import nothing but ipykernel, and are run by path). Another interpreter's kernels get the
+    stand-ins' folder last on ``sys.path`` (:mod:`.stand_ins`: ``scrapbook.glue`` with no
+    scrapbook in the environment)."""
+    from .stand_ins import FOLDER
+
+    append = "" if is_own_interpreter(interpreter) else f"sys.path.append({str(FOLDER)!r}); "
+    bootstrap = f"import runpy, sys; {append}runpy.run_path(sys.argv[1], run_name={role!r})"
     return [interpreter or sys.executable, "-c", bootstrap, str(KERNEL_SCRIPTS[role])]
 
 

@@ -11,22 +11,36 @@ for no template of its own. The processes take turns on a socket with a ``flock`
 own open file (an inherited descriptor would share its lock with the parent). Closing a
 template in another process only closes that process's copy of the socket: the template lives
 as long as its owner, and dies with it (``PR_SET_PDEATHSIG``), killing its kernels.
+
+No process waits for ever on the template: the end of its socket may outlive it (held by a
+process that inherited it), so its death is seen through a pidfd opened by the owner while the
+template is its child (inherited by the owner's children), and every wait (the turn, the
+answer) has a deadline, :data:`REPLY_SECONDS`. A template that died, or did not answer in time,
+is let go of in that process (:class:`~.forkserver.ForkServerError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
+import select
 import socket
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .forkserver import ForkServer, ForkServerError, startup_environment
+from .forkserver import TEMPLATE_READY_TIMEOUT, ForkServer, ForkServerError, startup_environment
 from .inside.sessions import KERNEL_ID
 
-__all__ = ["SharedForkServer", "adopt", "adopted"]
+__all__ = ["REPLY_SECONDS", "SharedForkServer", "adopt", "adopted"]
+
+#: Longest a process waits for its turn on the template, and then for its answer (seconds):
+#: a fork or a reap is answered in milliseconds; past this the template is taken as stuck.
+REPLY_SECONDS = 60.0
 
 #: The templates this process's kernel pools fork from, by whether they preload the data
 #: modules (empty: the pools spawn their own).
@@ -57,6 +71,9 @@ class SharedForkServer(ForkServer):
         #: A lent template's copy: how to fetch it, and how to stop fetching it.
         self._fetch: Fetch | None = None
         self._cancel: Callable[[], None] = lambda: None
+        #: The template's pidfd (readable once it exited), and what was read past an answer.
+        self._pidfd: int | None = None
+        self._pending = b""
 
     @classmethod
     def lent(
@@ -75,6 +92,10 @@ class SharedForkServer(ForkServer):
         """Start the template (nothing to do for a lent one: its owner started it)."""
         if self._fetch is None:
             super().spawn()
+            with self._lock:
+                if self._process is not None and self._pidfd is None:
+                    # While it is this process's child its pid cannot be taken by another.
+                    self._pidfd = _pidfd(self._process.pid)
 
     def wait_ready(self) -> None:
         """Block until the template can fork; a lent one is fetched from its owner first.
@@ -127,6 +148,7 @@ class SharedForkServer(ForkServer):
         self._socket = control
         self._reader = control.makefile("rb")
         self.pid = int(description["pid"])
+        self._pidfd = _pidfd(self.pid)
 
     def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         # The thread lock first: the flock belongs to this process's open file, so a second
@@ -139,11 +161,83 @@ class SharedForkServer(ForkServer):
                 )
                 self._lock_pid = os.getpid()
             assert self._lock_fd is not None
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._take_turn(self._lock_fd)
             try:
                 return self._call_locked(request)
             finally:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _take_turn(self, fd: int) -> None:
+        """The ``flock`` of ``fd``, waited for up to :data:`REPLY_SECONDS` while the template
+        lives (another process may be stuck holding it)."""
+        deadline = time.monotonic() + REPLY_SECONDS
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if self.exited():
+                self._let_go_locked()
+                raise ForkServerError("the kernel template died")
+            if time.monotonic() >= deadline:
+                raise ForkServerError(f"no turn on the kernel template within {REPLY_SECONDS:g} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+
+    def _read(self) -> dict[str, Any]:
+        """The next answer, waited for until the template exits or :data:`REPLY_SECONDS`
+        pass (its ready message: its start-up time), never for ever: the socket's other end
+        may outlive the template."""
+        sock = self._socket
+        if sock is None:
+            raise ForkServerError("the forking process is not running")
+        limit = REPLY_SECONDS if self.pid is not None else TEMPLATE_READY_TIMEOUT
+        deadline = time.monotonic() + limit
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        if self._pidfd is not None:
+            poller.register(self._pidfd, select.POLLIN)
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._let_go_locked()
+                raise ForkServerError(f"the kernel template did not answer within {limit:g} s")
+            ready = {fd for fd, _ in poller.poll(min(left, 1.0) * 1000)}
+            if sock.fileno() in ready:
+                data = sock.recv(1 << 16)
+                if not data:
+                    self._let_go_locked()
+                    raise ForkServerError("the forking process exited")
+                self._pending += data
+            elif self._pidfd is not None and self._pidfd in ready:
+                self._let_go_locked()
+                raise ForkServerError("the kernel template died")
+        line, _, self._pending = self._pending.partition(b"\n")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def _let_go_locked(self) -> None:
+        """Stop using the template from this process (the owner stops it): an answer may be
+        owed on the socket, which no later request may take for its own."""
+        self._pending = b""
+        if os.getpid() == self._owner:
+            self._stop_locked()
+        else:
+            self._close_socket_locked()
+
+    def exited(self) -> bool:
+        """Whether the template process has exited (False while unknown: not started)."""
+        fd = self._pidfd
+        if fd is None:
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        try:
+            return bool(poller.poll(0))
+        except OSError:
+            return False
 
     @property
     def running(self) -> bool:
@@ -151,7 +245,7 @@ class SharedForkServer(ForkServer):
         whose ``poll`` would take it for ended (``ECHILD``): it is asked by its pid."""
         if os.getpid() == self._owner:
             return super().running
-        if self.pid is None or self._closed:
+        if self.pid is None or self._closed or self.exited():
             return False
         try:
             os.kill(self.pid, 0)
@@ -175,11 +269,15 @@ class SharedForkServer(ForkServer):
         """In the owner, stop the template; elsewhere, let go of this process's copy only."""
         if os.getpid() == self._owner:
             super().close()
-            return
-        self._closed = True
-        self._cancel()
-        with self._lock:
-            self._close_socket_locked()
+        else:
+            self._closed = True
+            self._cancel()
+            with self._lock:
+                self._close_socket_locked()
+        fd, self._pidfd = self._pidfd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def handle(self) -> tuple[dict[str, Any], int]:
         """What another process needs to share this template, once ready: a description (for
@@ -205,6 +303,14 @@ class SharedForkServer(ForkServer):
             "interpreter": self.interpreter or sys.executable,
         }
         return description, sock.fileno()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A pidfd on ``pid`` (None where there is none to have)."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
 
 
 def adopt(server: SharedForkServer | None, full: SharedForkServer | None = None) -> None:

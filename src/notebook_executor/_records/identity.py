@@ -1,7 +1,8 @@
 """One name per notebook in the records, whichever face and working directory ran it.
 
 The rule: a notebook is named by its path relative to the *project* it belongs to, the parent
-folder of the runs folder its runs are recorded in (``runs/`` in the project by default). So
+folder of the runs folder its runs are recorded in (``runs/`` in the project by default), or
+the folder whose ``pyproject.toml`` names that runs folder as its ``runs-dir``. So
 ``notebook-executor run notebooks/hello.py`` in the project, ``run ../notebooks/hello.py
 --runs-dir ../runs`` from ``notebooks/scratch``, ``execute("/abs/proj/notebooks/hello.py")``
 and the MCP server started anywhere with ``--root /abs/proj`` all record
@@ -19,18 +20,32 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
+from .._errors import InvalidArgumentError
 from .._sources.remote import is_url
+from .project import configured_runs_dir, project_root
 from .provenance import display_path
 
 __all__ = ["notebook_identity", "project_folder", "project_notebooks", "repaired_identity"]
 
 
 def project_folder(runs_dir: str | os.PathLike[str]) -> Path | None:
-    """The project a runs folder belongs to: its parent, resolved (None if it cannot be)."""
+    """The project a runs folder belongs to, resolved (None if it cannot be): the folder
+    whose ``pyproject.toml`` names it as ``runs-dir`` (see :mod:`.project`), else its parent."""
     try:
-        return Path(runs_dir).resolve().parent
+        runs = Path(runs_dir).resolve()
     except (OSError, RuntimeError):
         return None
+    parent = runs.parent
+    project = project_root(parent)
+    if project is None or project == parent:
+        return parent
+    try:
+        configured = configured_runs_dir(project)
+        if configured is not None and configured.resolve() == runs:
+            return project
+    except (InvalidArgumentError, OSError, RuntimeError):
+        pass  # the runs folder's finder reports a bad setting; a name needs none
+    return parent
 
 
 def notebook_identity(path: str | os.PathLike[str], runs_dir: str | os.PathLike[str]) -> str:

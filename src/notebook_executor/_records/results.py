@@ -27,6 +27,7 @@ __all__ = [
     "CellMap",
     "annotate_cells",
     "build_result",
+    "modified_mark",
     "redact",
     "skip_tagged",
 ]
@@ -37,6 +38,16 @@ RESULT_KEYS = tuple(RunResult.__annotations__)
 #: The keys of a code cell's run metadata that a modified run's edited cell keeps: the
 #: template's text (after substitution) and the note saying why it was changed.
 EDIT_KEYS = ("original_source", "edit_note")
+
+
+def modified_mark(result: Mapping[str, Any]) -> str:
+    """`` [modified: cells 2, 4]`` for a modified run (SPEC section 16: cells replaced for that
+    run only; a result's or a catalog row's ``edited_cells``), else nothing: how the command
+    line's summaries and the report's tables mark it."""
+    edited = result.get("edited_cells") or []
+    if not edited:
+        return ""
+    return f" [modified: cell{'s' if len(edited) > 1 else ''} {', '.join(map(str, edited))}]"
 
 
 @dataclass(frozen=True)

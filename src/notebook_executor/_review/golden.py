@@ -16,13 +16,17 @@ rules file has nbval's ``--nbval-sanitize-with`` format (an INI file whose secti
     regex: id=\\d+
     replace: id=ID
 
-**Where golden outputs live.** For an ``.ipynb`` source, in the notebook itself (the outputs
-saved with it, as nbval reads them). For a text source (``.py``, ``.md``), which keeps no
-outputs, in a JSON file beside it named after it: ``analysis.py`` -> ``analysis.py.golden.json``,
-holding one entry per parameter set (``""`` for a notebook's only set), each mapping a cell
-index to its outputs. Regenerating writes the new outputs of the compared cells there (in the
-``.ipynb``: only those cells' ``outputs`` and ``execution_count`` change; the file is written
-as nbformat writes one, so a notebook saved by Jupyter differs in those cells only).
+**Where golden outputs live.** Per parameter set, in every format. An ``.ipynb`` run with its
+only set keeps them in the notebook itself (the outputs saved with it, as nbval reads them: a
+cell saved with neither outputs nor an execution count, never run, has none yet). Otherwise
+(a text source, ``.py`` or ``.md``, which keeps no outputs, or any notebook run with several
+parameter sets) they are in a JSON file beside the source named after it: ``analysis.py`` ->
+``analysis.py.golden.json``, ``report.ipynb`` -> ``report.ipynb.golden.json``, holding one
+entry per parameter set (``""`` for a notebook's only set), each mapping a cell index to its
+outputs. A compared cell with no golden outputs yet is not compared (a warning says so).
+Regenerating writes the new outputs of the compared cells there (in the ``.ipynb``: only those
+cells' ``outputs`` and ``execution_count`` change; the file is written as nbformat writes one,
+so a notebook saved by Jupyter differs in those cells only).
 """
 
 from __future__ import annotations
@@ -170,11 +174,12 @@ def readable_diff(want: list[list[Any]], got: list[list[Any]], *, limit: int = 6
     return "\n".join(lines)
 
 
-def golden_path(source: str | os.PathLike[str]) -> Path:
-    """Where ``source``'s golden outputs are: the notebook itself for ``.ipynb``, else the
-    ``.golden.json`` file beside it."""
+def golden_path(source: str | os.PathLike[str], set_id: str | None = None) -> Path:
+    """Where ``source``'s golden outputs for parameter set ``set_id`` are: an ``.ipynb``'s
+    only set's (``set_id`` None) in the notebook itself; any other in the ``.golden.json``
+    file beside the source, which holds one entry per set."""
     path = Path(source)
-    if path.suffix.lower() == ".ipynb":
+    if path.suffix.lower() == ".ipynb" and set_id is None:
         return path
     return path.with_name(path.name + GOLDEN_SUFFIX)
 
@@ -182,39 +187,70 @@ def golden_path(source: str | os.PathLike[str]) -> Path:
 def stored_outputs(
     source: str | os.PathLike[str], nb: Any, set_id: str | None
 ) -> dict[int, list[Any]] | None:
-    """The golden outputs of ``source``'s cells, ``{index: outputs}``; ``None`` when none are
-    stored. ``nb`` is the source as read (an ``.ipynb`` holds its own)."""
-    path = golden_path(source)
+    """The golden outputs of ``source``'s cells for parameter set ``set_id``, ``{index:
+    outputs}``; ``None`` when none are stored. ``nb`` is the source as read: an ``.ipynb``
+    holds its only set's, for each cell that was run when it was saved (a cell with neither
+    outputs nor an execution count has none: it was never run).
+
+    Raises
+    ------
+    InvalidArgumentError
+        The golden file cannot be read (not a regular file, not UTF-8, not JSON, not golden
+        outputs), said in one line naming it.
+    """
+    path = golden_path(source, set_id)
     if path == Path(source):
-        return {i: list(cell.get("outputs", [])) for i, cell in enumerate(nb.cells)}
+        return {
+            i: list(cell.get("outputs") or [])
+            for i, cell in enumerate(nb.cells)
+            if cell.get("outputs") or cell.get("execution_count") is not None
+        }
     try:
         data = json.loads(read_regular_text(path, MAX_SOURCE_BYTES))
+        sets = data.get("sets", {}) if isinstance(data, dict) else None
+        if not isinstance(sets, dict):
+            raise ValueError('not golden outputs (no "sets" mapping)')
+        entry = sets.get(set_id or "")
+        if entry is None:
+            return None
+        if not isinstance(entry, dict) or not all(
+            isinstance(outputs, list) for outputs in entry.values()
+        ):
+            raise ValueError(f"not golden outputs (set {set_id or ''!r})")
+        return {int(index): list(outputs) for index, outputs in entry.items()}
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        if isinstance(exc, json.JSONDecodeError):
+            reason = f"not JSON ({exc})"
         raise InvalidArgumentError(
-            f"golden outputs {os.fspath(path)!r} cannot be read: {exc}", argument="golden"
+            f"golden outputs {os.fspath(path)!r} cannot be read: {reason}", argument="golden"
         ) from None
-    entry = data.get("sets", {}).get(set_id or "") if isinstance(data, dict) else None
-    if not isinstance(entry, dict):
-        return None
-    return {int(index): list(outputs) for index, outputs in entry.items()}
 
 
 def store_outputs(
-    source: str | os.PathLike[str], set_id: str | None, outputs: Mapping[int, list[Any]]
+    source: str | os.PathLike[str],
+    set_id: str | None,
+    outputs: Mapping[int, list[Any]],
+    execution_counts: Mapping[int, int | None] | None = None,
 ) -> Path:
-    """Write ``outputs`` (``{index: outputs}``) as ``source``'s golden ones; the path written."""
+    """Write ``outputs`` (``{index: outputs}``) as ``source``'s golden ones for parameter set
+    ``set_id`` (see :func:`golden_path`); the path written (an :class:`InvalidArgumentError`
+    naming the ``.golden.json`` file when it cannot be). In an ``.ipynb``, each cell gets its
+    ``execution_count`` in this run (``execution_counts``) too: a cell that printed nothing
+    then still holds golden outputs, none."""
     from .._sources.files import atomic_write_text
 
-    path = golden_path(source)
+    path = golden_path(source, set_id)
     if path == Path(source):
         nb = json.loads(read_regular_text(path, MAX_SOURCE_BYTES))
         for index, cell_outputs in outputs.items():
             cell = nb["cells"][index]
             cell["outputs"] = _split([_stored(o) for o in cell_outputs])
             counts = [o.get("execution_count") for o in cell_outputs]
-            cell["execution_count"] = next((c for c in counts if c is not None), None)
+            ran = (execution_counts or {}).get(index)
+            cell["execution_count"] = next((c for c in counts if c is not None), ran)
         # As nbformat writes a notebook: a file nbformat wrote changes in those cells only.
         atomic_write_text(path, json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
         return path
@@ -230,7 +266,15 @@ def store_outputs(
         str(index): [_stored(o) for o in cell_outputs]
         for index, cell_outputs in sorted(outputs.items())
     }
-    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
+    try:
+        atomic_write_text(
+            path, json.dumps(data, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+        )
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"golden outputs {os.fspath(path)!r} cannot be written: {exc.strerror or exc}",
+            argument="golden",
+        ) from None
     return path
 
 

@@ -16,7 +16,8 @@ the run is not kept in the run records), honouring nbval's markers:
 - tag ``raises-exception`` or ``# NBVAL_RAISES_EXCEPTION``: the cell must raise, and the run
   goes on past it; a cell so marked that raises nothing is a problem;
 - ``# NBVAL_CHECK_OUTPUT`` or tag ``nbval-check-output``: the cell's new outputs must equal its
-  golden ones (an ``.ipynb``'s stored outputs; for a text source, its ``.golden.json`` file).
+  golden ones for the parameter set (an ``.ipynb``'s stored outputs when it runs with its only
+  set; else the ``.golden.json`` file beside the source, one entry per set).
   Compared as nbval's lax mode does, text only, after normalisation (ANSI colours, memory
   addresses, timestamps, uuids, trailing spaces, the user's rules): see :mod:`.golden`.
 
@@ -72,7 +73,7 @@ if TYPE_CHECKING:
     from .._run.plan import Plan
     from ..engine import Engine
 
-__all__ = ["Checked", "check_notebook", "validate_notebook"]
+__all__ = ["Checked", "cell_syntax_problem", "check_notebook", "validate_notebook"]
 
 Problem = ValidateProblem
 
@@ -336,19 +337,26 @@ def _parameters_problems(nb: NotebookNode) -> list[Problem]:
 def _syntax_problems(nb: NotebookNode) -> list[Problem]:
     problems = []
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or cell.source.lstrip().startswith("%%"):
-            continue
         if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
             continue  # reported by the parameters check
-        try:
-            parse_python(cell.source)
-        except SyntaxError as exc:
-            problems.append(
-                _problem(index, "error", f"syntax error: {exc.msg} (line {exc.lineno})")
-            )
-        except ValueError as exc:  # e.g. NUL bytes
-            problems.append(_problem(index, "error", f"cannot compile: {exc}"))
+        problem = cell_syntax_problem(cell)
+        if problem is not None:
+            problems.append(_problem(index, "error", problem))
     return problems
+
+
+def cell_syntax_problem(cell: Any) -> str | None:
+    """Why a Python code cell does not compile (``validate``'s check; ``edit`` warns with
+    it), or None: a markdown cell, a cell magic, and a cell that parses have none."""
+    if cell.get("cell_type") != "code" or cell.get("source", "").lstrip().startswith("%%"):
+        return None
+    try:
+        parse_python(cell["source"])
+    except SyntaxError as exc:
+        return f"syntax error: {exc.msg} (line {exc.lineno})"
+    except ValueError as exc:  # e.g. NUL bytes
+        return f"cannot compile: {exc}"
+    return None
 
 
 def _language_problems(nb: NotebookNode, language: str) -> list[Problem]:
@@ -441,21 +449,25 @@ def _run_problems(
         for index in sorted(checked - skipped)
         if ran[job_cells[index]].get("execution_count") is not None
     ]
-    golden = stored_outputs(path, nb, rules.set_id) if compared else None
+    # Regenerated goldens replace the stored ones unread (a file that cannot be read too).
+    regenerate = bool(rules.update and compared and result["status"] == "success")
+    golden = stored_outputs(path, nb, rules.set_id) if compared and not regenerate else None
     verdict = Checked(_verdict([]), result=result)
-    if rules.update and compared and result["status"] == "success":
+    if regenerate:
         new = {index: list(ran[job_cells[index]].get("outputs", [])) for index in compared}
-        verdict.golden_written = os.fspath(store_outputs(path, rules.set_id, new))
+        counts = {index: ran[job_cells[index]].get("execution_count") for index in compared}
+        verdict.golden_written = os.fspath(store_outputs(path, rules.set_id, new, counts))
         compared = []
     for index in compared:
         cell = ran[job_cells[index]]
         stored = None if golden is None else golden.get(index)
         if stored is None:
+            golden_file = golden_path(path, rules.set_id)
             problems.append(
                 _problem(
                     index,
                     "warning",
-                    f"outputs not compared: no golden outputs stored in {golden_path(path)} "
+                    f"outputs not compared: no golden outputs stored in {golden_file} "
                     "(pytest --notebooks --notebook-update-golden stores them)",
                 )
             )

@@ -26,7 +26,7 @@ from .._parameters.values import (
     validate_parameters,
 )
 from .._records.results import CellMap, redact
-from .._sources.dependencies import Dependencies
+from .._sources.dependencies import Dependencies, refuse_local_paths_outside
 from .._sources.formats import LoadedSource, load_source, write_notebook
 from .._sources.literals import is_literal_value
 from .._sources.remote import is_url
@@ -118,7 +118,8 @@ def plan_run(
     Raises the typed errors of bad input (:mod:`notebook_executor._errors`) before any kernel
     starts. ``options`` are the caller's; ``kernel_name``, the ``default_*`` limits,
     ``base_env`` (the environment the kernel starts from, default this process's) and
-    ``dotenv_root`` (the folder ``.env`` files are confined to) are the executor's own settings.
+    ``dotenv_root`` (the folder ``.env`` files, and the local projects a declaration names, are
+    confined to) are the executor's own settings.
     The source is read once, here; every check works on what was read. ``options.edits``,
     checked by ``check_edits`` against it (a run with edits needs it), replace cells for this
     run only. A parameter value given as text (:class:`~notebook_executor._parameters.values.
@@ -221,7 +222,7 @@ def plan_run(
     environment = kernel_environment({**extra_env, **secret_env}, base_env)
     made = None
     if declared_environment and own is not None:
-        kernel, made = _in_declared_environment(notebook, kernel, own)
+        kernel, made = _in_declared_environment(notebook, kernel, own, dotenv_root)
         environment = made.activated(environment)
     output = None if output_path is None else os.fspath(output_path)
     if output is not None and is_url(output):
@@ -278,9 +279,10 @@ def uses_declared_environment(declared: Dependencies | None, environment: str | 
 
 
 def _in_declared_environment(
-    notebook: str, kernel: KernelChoice, declared: Dependencies
+    notebook: str, kernel: KernelChoice, declared: Dependencies, root: Path | None
 ) -> tuple[KernelChoice, NotebookEnvironment]:
-    """The kernel of the environment made for ``declared`` (made now, or reused)."""
+    """The kernel of the environment made for ``declared`` (made now, or reused); confined to
+    ``root`` (a server's), a requirement naming a local project outside it is refused."""
     if not kernel.native:
         raise NotebookSourceError(
             notebook,
@@ -288,6 +290,8 @@ def _in_declared_environment(
             f"made for them, but its kernel is {kernel.name!r}; pass environment='current' "
             "(--env current) to run it on that kernel",
         )
+    if root is not None:
+        refuse_local_paths_outside(notebook, declared.dependencies, root)
     made = ensure_environment(notebook, declared.dependencies, declared.requires_python)
     return replace(kernel, interpreter=str(made.python)), made
 

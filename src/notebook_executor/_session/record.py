@@ -69,14 +69,11 @@ class SessionRecord:
         return self.start.run_id
 
     def add(self, kind: str, **fields: Any) -> None:
-        """Append a log entry (texts clipped; secrets redacted when written)."""
+        """Append a log entry (texts clipped, the rest not kept; secrets redacted when
+        written)."""
         entry: dict[str, Any] = {"kind": kind, "at": iso(now_utc())}
         for name, value in fields.items():
-            entry[name] = (
-                clip(value, LOG_TEXT_CHARS, "the session's run")
-                if isinstance(value, str)
-                else value
-            )
+            entry[name] = clip(value, LOG_TEXT_CHARS, None) if isinstance(value, str) else value
         self.log.append(entry)
         if len(self.log) > MAX_LOG_ENTRIES:
             del self.log[0]

@@ -28,7 +28,7 @@ from .._errors import (
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
 from .._run.cell_loop import CellRan, Limits, run_cells
-from .._sources.bounded import unencodable
+from .._sources.bounded import MAX_CODE_CHARS, unencodable
 from .._types import CellText, EvaluationResult, StepResult
 from ..engine import (
     CheckpointError,
@@ -216,10 +216,17 @@ class Session:
     def evaluate(self, code: str) -> EvaluationResult:
         """Run ``code`` in the current state, outside the notebook; returns ``{"status",
         "output", "error"}`` (``output`` bounded ANSI-free text, ``error`` null or ``{"ename",
-        "evalue", "traceback"}``). What it defines stays in the state, as in Jupyter."""
+        "evalue", "traceback"}``). What it defines stays in the state, as in Jupyter; the
+        output is not kept whole anywhere (the log keeps its start). Code longer than
+        :data:`~notebook_executor._sources.bounded.MAX_CODE_CHARS` characters is refused
+        (:class:`InvalidArgumentError`) before anything runs."""
         if not isinstance(code, str):
             raise InvalidArgumentError(
                 f"code must be a string, got {type(code).__name__}", argument="code"
+            )
+        if len(code) > MAX_CODE_CHARS:
+            raise InvalidArgumentError(
+                f"code is over {MAX_CODE_CHARS:,} characters ({len(code):,})", argument="code"
             )
         problem = unencodable(code)
         if problem:  # a kernel is sent UTF-8 text
@@ -252,7 +259,7 @@ class Session:
                 if outcome.failure is not None and outcome.failure.kind != "cell_error":
                     self._broken = True
                 outputs = nb.cells[0].get("outputs", [])
-                text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=-1)
+                text = outputs_text(outputs, self._redactor, run_id=self.run_id, cell=None)
                 error = evaluation_error(outcome.failure, self._redactor)
                 answer: EvaluationResult = {
                     "status": "success" if error is None else "error",
@@ -376,6 +383,11 @@ class Session:
             # A fresh kernel (made anew, or from the checkpoint of one) runs every cell again.
             how = "replay"
         self._broken = False
+        failure = self._record.failure
+        if failure is not None and failure.kind == "cancelled":
+            # The cell cut short is no part of the state any more: the session is what its
+            # steps make of it from here (the log keeps the cancelled step).
+            self._record.failure = None
         step.restored, step.reason = how, reason
         self._record.add(
             "restore",

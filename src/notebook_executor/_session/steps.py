@@ -58,9 +58,8 @@ def evaluation_error(failure: CellFailure | None, redactor: Redactor) -> Evaluat
         return None
     return {
         "ename": redactor.text(strip_ansi(failure.ename)),
-        "evalue": clip(redactor.text(strip_ansi(failure.evalue)), 2_000, "the session's run"),
+        "evalue": clip(redactor.text(strip_ansi(failure.evalue)), 2_000, None),
         "traceback": [
-            clip(redactor.text(strip_ansi(line)), 2_000, "the session's run")
-            for line in failure.traceback[-20:]
+            clip(redactor.text(strip_ansi(line)), 2_000, None) for line in failure.traceback[-20:]
         ],
     }

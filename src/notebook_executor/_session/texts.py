@@ -28,11 +28,13 @@ _IMAGES = {
 }
 
 
-def clip(text: str, limit: int, where: str) -> str:
-    """``text`` cut to ``limit`` characters, with a marker saying where the rest is."""
+def clip(text: str, limit: int, where: str | None) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying where the rest is (``None``:
+    that it is not kept)."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... cut: {len(text) - limit:,} more characters in {where}]"
+    rest = f"in {where}" if where is not None else "not kept"
+    return text[:limit] + f"\n[... cut: {len(text) - limit:,} more characters {rest}]"
 
 
 def outputs_text(
@@ -40,11 +42,12 @@ def outputs_text(
     redactor: Redactor,
     *,
     run_id: str,
-    cell: int,
+    cell: int | None,
     limit: int = CELL_CHARS,
 ) -> str:
     """The text of one cell's outputs: streams, the plain text of results, errors, and
-    ``run://`` references of images (``cell`` is the source index)."""
+    ``run://`` references of images (``cell`` is the source index; ``None``: an evaluation's
+    outputs, which the run's notebook does not hold, so the text says what is not kept)."""
     parts: list[str] = []
     for number, output in enumerate(outputs):
         kind = output.get("output_type")
@@ -57,12 +60,15 @@ def outputs_text(
         else:
             parts.append(_data_text(output.get("data", {}), run_id, cell, number))
     text = redactor.text(strip_ansi("".join(parts)))
-    return clip(text, limit, f"the run's notebook (run {run_id}, cell {cell})")
+    where = None if cell is None else f"the run's notebook (run {run_id}, cell {cell})"
+    return clip(text, limit, where)
 
 
-def _data_text(data: Mapping[str, Any], run_id: str, cell: int, number: int) -> str:
+def _data_text(data: Mapping[str, Any], run_id: str, cell: int | None, number: int) -> str:
     for mime, name in _IMAGES.items():
         if mime in data:
+            if cell is None:
+                return f"[{mime}: not kept]\n"
             return f"[{mime}: run://{run_id}/cells/{cell}/outputs/{number}/{name}]\n"
     for mime in ("text/plain", "text/markdown", "application/json"):
         if mime in data:

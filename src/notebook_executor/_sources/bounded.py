@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "MAX_ALIAS_NODES",
+    "MAX_CODE_CHARS",
     "MAX_PARAMETERS_CHARS",
     "MAX_SOURCE_BYTES",
     "MAX_TEXT_SOURCE_BYTES",
@@ -48,6 +49,11 @@ MAX_SOURCE_BYTES = 64 * 1024 * 1024
 #: are written by hand; 4 MiB is far beyond one. (Many small cells cost jupytext more, 89 s for
 #: 1.1 MB in 20,000 cells: this limit does not bound that.)
 MAX_TEXT_SOURCE_BYTES = 4 * 1024 * 1024
+
+#: Longest code a session evaluates (``Session.evaluate``, ``session eval``), in characters:
+#: code typed or written by an agent, not data. Longer code is refused before anything runs.
+#: A quarter of the run server's bound on a request (4 MiB).
+MAX_CODE_CHARS = 1024 * 1024
 
 
 class YamlRefused(ValueError):

@@ -14,17 +14,22 @@ One reader per place a declaration lives (SPEC section 19):
 it found with :func:`checked_declaration` (requirements as PEP 508 reads them, ``requires-python``
 as a PEP 440 specifier set), so a malformed declaration is a :class:`NotebookSourceError` before
 anything is installed.
+
+A script's PEP 723 block is no cell: :func:`is_script_block` tells the lines a reader took as
+a first cell are only that, for the script reader (:func:`script_cells`) and for ``edit``'s
+span finder alike.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import NotebookSourceError
+from .._errors import DependencyError, NotebookSourceError
 from .parsing import first_line
 
 if TYPE_CHECKING:
@@ -38,7 +43,9 @@ __all__ = [
     "checked_declaration",
     "declared_dependencies",
     "front_matter_dependencies",
+    "is_script_block",
     "metadata_dependencies",
+    "refuse_local_paths_outside",
     "script_metadata",
 ]
 
@@ -109,6 +116,46 @@ def script_metadata(notebook: str, text: str) -> dict[str, Any] | None:
         raise NotebookSourceError(
             notebook, f"the '# /// script' block is not valid TOML: {first_line(exc)}"
         ) from None
+
+
+def is_script_block(text: str) -> bool:
+    """Whether ``text`` (the lines a script's reader took as its first cell) is PEP 723
+    metadata blocks and nothing else, blank lines aside: comments, and no cell (SPEC section
+    19). The one test of it: the readers leave such a cell out (:func:`script_cells`), and the
+    span finder of ``edit`` skips its lines."""
+    text = text.strip("\n") + "\n"
+    return SCRIPT_BLOCK.search(text) is not None and not SCRIPT_BLOCK.sub("", text).strip()
+
+
+def script_cells(nb: NotebookNode) -> NotebookNode:
+    """``nb``, read from a script, without the cell its PEP 723 block was read as: a code
+    cell in a percent script, a markdown one (the comment marks gone) in a light script. Its
+    declaration goes to the metadata."""
+    if not nb.cells:
+        return nb
+    first = nb.cells[0]
+    source = first.source
+    if first.cell_type == "markdown":
+        source = "\n".join(f"# {line}".rstrip() for line in source.split("\n"))
+    elif first.cell_type != "code":
+        return nb
+    if is_script_block(source):
+        del nb.cells[0]
+        _keep_declaration(nb, source)
+    return nb
+
+
+def _keep_declaration(nb: NotebookNode, block: str) -> None:
+    """The left-out block's declaration, kept in the notebook's metadata the ``.ipynb`` way
+    (:func:`metadata_dependencies`), so that a conversion to ``.ipynb`` loses nothing. A
+    malformed block is kept out here and refused where the script's declaration is read."""
+    try:
+        table = script_metadata("", block)
+    except NotebookSourceError:
+        return
+    kept = {key: table[key] for key in ("dependencies", "requires-python") if key in table}
+    if kept:
+        nb.metadata.setdefault(METADATA_KEY, {}).update(kept)
 
 
 def checked_declaration(
@@ -202,3 +249,57 @@ def declared_dependencies(
         if found is not None:
             return found
     return metadata_dependencies(notebook, nb.metadata)
+
+
+#: The transports of a direct URL that fetch from elsewhere (``https://``, ``git+ssh://``...):
+#: any other direct reference (``file:``, ``git+file:``, a bare path) names a local folder.
+_REMOTE_TRANSPORTS = frozenset({"http", "https", "ssh", "git", "svn"})
+
+
+def refuse_local_paths_outside(notebook: str, dependencies: Sequence[str], root: Path) -> None:
+    """Refuse a requirement that names a local path outside ``root`` (resolved): making the
+    environment would run that project's build code (``name @ file:///dir``, ``name @
+    git+file:///repo``, ``name @ ./dir``). A server confined to ``root`` (the MCP server)
+    calls this before any environment is made or reused.
+
+    Raises
+    ------
+    DependencyError
+        A requirement names such a path, or a local path that cannot be told (``$``).
+    """
+    from urllib.parse import unquote, urlsplit
+    from urllib.request import url2pathname
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from .confine import OutsideRoot, confined
+
+    for requirement in dependencies:
+        try:
+            url = Requirement(requirement).url
+        except InvalidRequirement:
+            continue  # refused as malformed where the declaration is read
+        if not url:
+            continue
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme.rpartition("+")[2] in _REMOTE_TRANSPORTS:
+            continue
+        if scheme.rpartition("+")[2] == "file":
+            path = url2pathname(parts.path)
+            if "+" in scheme and "@" in path.rpartition("/")[2]:
+                path = path.rpartition("@")[0]  # a VCS revision: ``git+file:///repo@v1``
+        else:
+            path = url
+        try:
+            if "$" in path:
+                raise OutsideRoot("a variable in it")
+            for candidate in {path, unquote(path)}:
+                confined(Path.cwd() / Path(candidate).expanduser(), root)
+        except OutsideRoot:
+            raise DependencyError(
+                notebook,
+                requirement,
+                "a local project outside the server's root folder: making the environment "
+                "would run its build code, so it is refused",
+            ) from None

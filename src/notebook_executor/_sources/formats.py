@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
     from .._notebook import NotebookNode
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "FORMATS",
     "NESTED_TOO_DEEP",
@@ -66,6 +69,7 @@ __all__ = [
     "notebook_verdict",
     "parse_source_text",
     "read_notebook",
+    "reading_note",
     "write_notebook",
 ]
 
@@ -258,8 +262,31 @@ def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) ->
     digest = hashlib.sha256(data).hexdigest()
     nb = _parse_cached(notebook, text, fmt, digest)
     declared = declared_dependencies(notebook, text, nb, fmt)
-    return LoadedSource(
+    loaded = LoadedSource(
         path=source_path, nb=nb, sha256=digest, format=fmt, dependencies=declared, data=data
+    )
+    note = reading_note(loaded)
+    if note is not None:
+        logger.info("%s: %s", notebook, note)
+    return loaded
+
+
+def reading_note(loaded: LoadedSource) -> str | None:
+    """How a script with no ``# %%`` cell marker (or an empty one) was read, which a reader
+    would not guess: ``run -v`` logs it and ``inspect`` prints it. None for any other source."""
+    if loaded.format.read is not read_script:
+        return None
+    text = loaded.data.decode("utf-8-sig", errors="replace")
+    if not text.strip():
+        return "read as an empty script: no cells"
+    if sniff_script(text):
+        return None
+    cells = len(loaded.nb.cells)
+    shape = loaded.nb.metadata.get("jupytext", {}).get("text_representation", {})
+    how = f" (jupytext's {shape['format_name']} format)" if shape.get("format_name") else ""
+    return (
+        f"read as a script with no '# %%' cell markers{how}: "
+        f"{'one cell' if cells == 1 else f'{cells} cells'}"
     )
 
 

@@ -23,13 +23,22 @@ __all__ = ["Renderer", "Spans", "myst_spans", "text_cell_spans", "text_spans"]
 
 
 def text_cell_spans(text: str, nb: NotebookNode, fmt: SourceFormat) -> tuple[int, Spans]:
-    """``(header_end, spans)`` of ``text``, read as ``nb`` in format ``fmt``."""
+    """``(header_end, spans)`` of ``text``, read as ``nb`` in format ``fmt`` (a script's
+    PEP 723 block, no cell, is part of the header)."""
+    from .dependencies import is_script_block
     from .text_formats import writing_format
 
     jupytext_format = writing_format(nb, fmt)
     if jupytext_format == "md:myst":
         return myst_spans(text)
-    return text_spans(text, jupytext_format)
+    header_end, spans = text_spans(text, jupytext_format)
+    if jupytext_format.startswith("py") and spans:
+        # A script's PEP 723 block is no cell (read_script leaves it out): a header here.
+        start, end = spans[0]
+        if is_script_block("\n".join(text.splitlines()[start:end])):
+            header_end = spans[1][0] if len(spans) > 1 else end
+            spans = spans[1:]
+    return header_end, spans
 
 
 def text_spans(text: str, jupytext_format: str) -> tuple[int, Spans]:

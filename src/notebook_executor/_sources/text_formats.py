@@ -14,6 +14,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from .._errors import NotebookSourceError
+from .dependencies import script_cells
 from .front_matter import translate_front_matter
 from .parsing import normalised, parse_failure
 from .percent import read_plain_percent
@@ -129,11 +130,12 @@ def read_text(
 def read_script(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:
     """A script: the plainest percent scripts by :func:`read_plain_percent`, any other in the
     format jupytext detects, as ``jupytext.read`` does (a light script is never read as one
-    percent cell)."""
+    percent cell), without its PEP 723 block (:func:`.dependencies.script_cells`)."""
     plain = read_plain_percent(text)
     if plain is not None:
         return normalised(plain)
-    return read_text(notebook, text, fmt, "py")
+    # A PEP 723 block above the first cell is no cell (the plain reader takes no such text).
+    return script_cells(read_text(notebook, text, fmt, "py"))
 
 
 def read_markdown(notebook: str, text: str, fmt: SourceFormat) -> NotebookNode:

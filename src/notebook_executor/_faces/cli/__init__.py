@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if status is not None:
         return status
     from ..._errors import NotebookExecutorError
-    from .common import EXIT_OK, EXIT_USAGE, UsageError, configure_logging, fail
+    from .common import EXIT_OK, EXIT_USAGE, UsageError, configure_logging, fail, settle_runs_dir
 
     parser = _PREBUILT[0] if _PREBUILT else _build_parser()
     try:
@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.verbose)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
+        settle_runs_dir(args)
         return handler(args)
     except (NotebookExecutorError, UsageError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

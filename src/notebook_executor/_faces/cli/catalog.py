@@ -1,5 +1,8 @@
 """``runs``, ``scraps``, ``show``, ``reindex``, ``search`` and ``digest``: the catalog of past
-runs, listed, searched and summed up (``digest``: a page, markdown or JSON with ``--json``)."""
+runs, listed, searched and summed up (``digest``: a page, markdown or JSON with ``--json``).
+
+Without ``--runs-dir``, the human output of ``runs`` and ``digest`` starts with the line
+``runs folder: PATH (WHY)``: which history is shown, found from the working folder."""
 
 from __future__ import annotations
 
@@ -103,10 +106,14 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         writer.writerows(rows)
         sys.stdout.write(buffer.getvalue())
     else:
+        from ..._records.results import modified_mark
+
+        common.runs_header(args)
         for row in rows:
             kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
             print(
-                f"{row['run_id']}  {row['status']}{kind}  {row['notebook']}  "
+                f"{row['run_id']}  {row['status']}{kind}  {row['notebook']}"
+                f"{modified_mark(row)}  "
                 f"{(row.get('duration_seconds') or 0):.2f} s"
             )
     return EXIT_OK
@@ -165,5 +172,6 @@ def _cmd_digest(args: argparse.Namespace) -> int:
     if args.json:
         print_json(found)
     else:
+        common.runs_header(args)
         sys.stdout.write(found["text"])
     return EXIT_OK

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..._run.options import RunOptions
     from ..._types import UseDefault
 
@@ -27,6 +29,7 @@ __all__ = [
     "executor",
     "fail",
     "non_negative_int",
+    "output_cut_line",
     "positive_int",
     "print_json",
     "print_result",
@@ -34,12 +37,15 @@ __all__ = [
     "read_text",
     "run_options",
     "runs_dir_arg",
+    "runs_header",
     "seconds",
+    "settle_runs_dir",
     "yaml_document",
     "yaml_mapping",
 ]
 
 PROG = "notebook-executor"
+logger = logging.getLogger(__name__)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -67,11 +73,44 @@ def add_env_option(parser: argparse.ArgumentParser) -> None:
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs-dir",
-        default="runs",
+        default=None,
         type=runs_dir_arg,
         metavar="DIR",
-        help="where run records live (default: runs)",
+        help="where run records live (default: the project's: the nearest runs/ holding a "
+        "catalog up to the folder holding .git or pyproject.toml, else the runs-dir of its "
+        "[tool.notebook-executor], else ./runs)",
     )
+
+
+def settle_runs_dir(args: argparse.Namespace) -> None:
+    """Give a command that takes ``--runs-dir`` and was given none the project's runs folder
+    (:func:`~..._records.project.find_runs_dir`, from the working folder), and say which
+    with ``-v``; ``args.runs_found`` keeps it (None when ``--runs-dir`` was given).
+
+    Raises
+    ------
+    InvalidArgumentError
+        The project's ``pyproject.toml`` cannot be read, or sets a bad ``runs-dir``.
+    """
+    if not hasattr(args, "runs_dir") or args.command == "mcp":
+        return  # the MCP server finds its own, from its root (see ..mcp.server)
+    from ..._records.project import find_runs_dir
+
+    args.runs_found = None
+    if args.runs_dir is None:
+        args.runs_found = find_runs_dir()
+        args.runs_dir = str(args.runs_found.path)
+        logger.info("runs folder: %s", args.runs_found)
+    else:
+        logger.info("runs folder: %s (--runs-dir)", args.runs_dir)
+
+
+def runs_header(args: argparse.Namespace) -> None:
+    """The first line of a listing's human output: the runs folder, when it was found rather
+    than given (``--runs-dir``)."""
+    found = getattr(args, "runs_found", None)
+    if found is not None:
+        print(f"runs folder: {found}")
 
 
 def runs_dir_arg(text: str) -> str:
@@ -179,13 +218,13 @@ def read_text(path: str) -> str:
         raise UsageError(f"cannot read parameters file {path!r}: {reason}") from None
 
 
-def read_input(path: str, what: str) -> str:
-    """The text of file ``path`` (``-``: standard input), at most
-    :data:`~notebook_executor._sources.bounded.MAX_TEXT_SOURCE_BYTES` characters, or a
+def read_input(path: str, what: str, limit: int | None = None) -> str:
+    """The text of file ``path`` (``-``: standard input), at most ``limit`` characters (by
+    default :data:`~notebook_executor._sources.bounded.MAX_TEXT_SOURCE_BYTES`), or a
     :class:`UsageError` naming ``what`` it was for."""
     from ..._sources.bounded import MAX_TEXT_SOURCE_BYTES
 
-    limit = MAX_TEXT_SOURCE_BYTES
+    limit = MAX_TEXT_SOURCE_BYTES if limit is None else limit
     where = "standard input" if path == "-" else repr(path)
     try:
         if path == "-":
@@ -244,8 +283,14 @@ def print_result(result: dict[str, Any]) -> None:
     duration = result.get("duration_seconds")
     took = "unfinished" if duration is None else f"{duration:.2f} s"
     kind = f", {result['error_kind']}" if result.get("error_kind") == "interrupted" else ""
-    out.write(f"{status}: {result['notebook']} ({cells}, {took}{kind})\n")
+    from ..._records.results import modified_mark
+
+    modified = modified_mark(result)
+    out.write(f"{status}: {result['notebook']}{modified} ({cells}, {took}{kind})\n")
     out.write(f"run: {result['run_id']}\noutput: {result['output_path']}\n")
+    cut = output_cut_line(result.get("output_cut") or [])
+    if cut:
+        out.write(cut + "\n")
     failed = result.get("failed_cell")
     if failed:
         out.write(
@@ -262,6 +307,24 @@ def print_result(result: dict[str, Any]) -> None:
                 f"notebook-executor show {result['run_id']} --json]"
             )
         out.write(f"scrap {name} = {text}\n")
+
+
+def output_cut_line(cut: list[Mapping[str, Any]]) -> str:
+    """One line naming the cells whose outputs the run record does not hold whole (the
+    result's ``output_cut``), or nothing."""
+    if not cut:
+        return ""
+    from ..._records.streams import MAX_STREAM_CHARS
+
+    why = {
+        "stream_cap": f"streams over {MAX_STREAM_CHARS:,} characters, the rest cut from the "
+        "run record",
+        "lost": "output still arriving when the wait for it ended, the rest not kept",
+    }
+    return "output cut: " + "; ".join(
+        f"cell {item['index']} ({why.get(str(item['reason']), str(item['reason']))})"
+        for item in cut
+    )
 
 
 def _or_unknown(value: Any) -> str:

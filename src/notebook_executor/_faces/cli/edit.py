@@ -9,6 +9,7 @@ refused. ``--expect`` refuses the change when the cell is no longer what the cal
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,7 @@ def _cmd_edit(args: argparse.Namespace) -> int:
     _existing(args.path)
     source = _text(args.file, "the new source")
     nb = edit_cell(args.path, args.index, source, expect=_expected(args))
+    _warn_syntax(args.path, nb, args.index)
     return _report(args, "edited", args.index, nb)
 
 
@@ -135,7 +137,26 @@ def _cmd_insert(args: argparse.Namespace) -> int:
     _existing(args.path)
     source = _text(args.file, "the new cell's source")
     nb = insert_cell(args.path, args.index, source, args.cell_type)
+    _warn_syntax(args.path, nb, args.index)
     return _report(args, "inserted", args.index, nb)
+
+
+def _warn_syntax(path: str, nb: Any, index: int) -> None:
+    """One line on stderr when the cell written does not compile (``validate``'s check): the
+    change is written all the same, as an editor saves a file mid-edit."""
+    from ..._notebook import notebook_language
+    from ..._review.validate import cell_syntax_problem
+    from ..._run.plan import parses_parameters
+
+    if not parses_parameters(notebook_language(nb)):
+        return
+    problem = cell_syntax_problem(nb.cells[index])
+    if problem is not None:
+        print(
+            f"{common.PROG}: warning: cell {index} of {path}: {problem} (written; "
+            "validate reports it)",
+            file=sys.stderr,
+        )
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:

@@ -30,7 +30,10 @@ def register(commands: Any) -> None:
         "--root", default=".", metavar="DIR", help="folder tools may read and write (default: .)"
     )
     mcp.add_argument(
-        "--runs-dir", metavar="DIR", help="where run records live (default: ROOT/runs)"
+        "--runs-dir",
+        metavar="DIR",
+        help="where run records live (default: the project's runs folder, found from ROOT as "
+        "the other commands find it from the working folder, if inside ROOT; else ROOT/runs)",
     )
     mcp.add_argument(
         "--http",

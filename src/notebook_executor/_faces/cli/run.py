@@ -274,6 +274,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         # show in the text form, the MCP answer and ``inspect_environment``.
         print_json(declared)
         return EXIT_OK
+    note = _reading_note(args.notebook)
+    if note is not None:
+        print(note)
     if not declared:
         print("no parameters (no cell tagged 'parameters')")
     for info in declared.values():
@@ -288,6 +291,15 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             + (f"; requires-python {python}" if python else "")
         )
     return EXIT_OK
+
+
+def _reading_note(notebook: str) -> str | None:
+    """How a script with no cell marker was read (a second read of a local file is a cache
+    hit; a URL is not fetched again)."""
+    from ..._sources.formats import load_source, reading_note
+    from ..._sources.remote import is_url
+
+    return None if is_url(notebook) else reading_note(load_source(notebook))
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:

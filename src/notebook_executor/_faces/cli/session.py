@@ -133,45 +133,62 @@ def _cmd_open(args: argparse.Namespace) -> int:
 
 
 def _ask(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
-    """The answer of the holder of session ``session_id`` to ``message``."""
+    """The answer of the holder of session ``session_id`` to ``message``; a holder gone
+    before it answered (or while it answered) is one :class:`UsageError`, never a hang."""
+    import os
     import socket
 
-    from ..server import wire
+    from ..server import served, wire
 
     if not _SESSION_ID.fullmatch(session_id):
         raise UsageError(f"not a session id: {session_id!r}")
     path = _files().session_socket(session_id)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with sock:
+    holder: int | None = None
+    try:
         try:
             sock.connect(str(path))
-            wire.check_peer(sock)
+            # The holder's pidfd: its death is seen even where its socket outlives it.
+            holder = os.pidfd_open(wire.check_peer(sock))
             wire.send(sock, message)
         except OSError:
             raise UsageError(f"no open session {session_id!r}") from None
         try:
-            _wait_readable(sock)
-            answer = wire.receive(sock, limit=_MAX_ANSWER)
-        except KeyboardInterrupt:
-            # Relay Ctrl-C: the step is cancelled there, and answers.
-            wire.send(sock, {"op": "interrupt"})
-            answer = wire.receive(sock, limit=_MAX_ANSWER)
+            try:
+                answer = _receive(sock, holder)
+            except KeyboardInterrupt:
+                # Ctrl-C is relayed: the step is cancelled there, and answers. The server's end
+                # (its SIGTERM here) is not: the holder ends the step itself, and says so.
+                if not served.server_gone():
+                    wire.send(sock, {"op": "interrupt"})
+                answer = _receive(sock, holder)
         except OSError:
             raise UsageError(f"session {session_id!r} ended during the command") from None
+    finally:
+        sock.close()
+        if holder is not None:
+            os.close(holder)
     if answer.get("interrupted"):
         raise KeyboardInterrupt
     if "error" in answer:
-        raise UsageError(str(answer["error"]))
+        raise UsageError(str(answer["error"]).splitlines()[0] or "the session refused")
     return answer
 
 
-def _wait_readable(sock: Any) -> None:
-    """Wait for the holder's answer in short slices: a Ctrl-C relayed here (SIGINT, which
-    Linux may hand to another thread) is raised at once, not when the answer comes."""
+def _receive(sock: Any, holder: int) -> dict[str, Any]:
+    """The holder's answer, waited for in short slices: a Ctrl-C relayed here (SIGINT, which
+    Linux may hand to another thread) is raised at once, not when the answer comes; the
+    holder's exit (its pidfd ``holder``) with nothing to read ends the wait (``OSError``)."""
     import select
 
-    while not select.select([sock], [], [], 0.05)[0]:
-        pass
+    from ..server import wire
+
+    while True:
+        ready = select.select([sock, holder], [], [], 0.05)[0]
+        if sock in ready:
+            return wire.receive(sock, limit=_MAX_ANSWER)
+        if holder in ready:
+            raise wire.WireError("the session's holder exited")
 
 
 def _cmd_step(args: argparse.Namespace) -> int:
@@ -210,7 +227,11 @@ def _print_step(step: dict[str, Any]) -> None:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    code = common.read_input("-", "CODE") if args.code == "-" else args.code
+    from ..._sources.bounded import MAX_CODE_CHARS
+
+    # Standard input past the bound is refused here, before it is sent (an argument cannot
+    # be that long: Linux bounds one at 128 KiB).
+    code = common.read_input("-", "CODE", MAX_CODE_CHARS) if args.code == "-" else args.code
     answer = _ask(args.session_id, {"op": "eval", "code": code})["answer"]
     if args.json:
         print_json(answer)
@@ -237,7 +258,10 @@ def _cmd_simple(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     from ..server.client import request
 
-    answer = request(_files(), {"op": "status"}) or {}
+    try:
+        answer = request(_files(), {"op": "status"}) or {}
+    except OSError:  # the server went away as it answered
+        answer = {}
     sessions = answer.get("sessions", [])
     if args.json:
         print_json(sessions)
@@ -245,5 +269,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
         print("no open sessions")
     else:
         for entry in sessions:
-            print(f"{entry['session_id']}  {entry['run_id']}  {entry['notebook']}")
+            given = entry.get("parameters") or "(no parameters given)"
+            print(f"{entry['session_id']}  {entry['run_id']}  {entry['notebook']}  {given}")
     return EXIT_OK

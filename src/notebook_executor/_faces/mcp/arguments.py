@@ -69,10 +69,31 @@ def strict_tool(
     return tool
 
 
+#: Other words callers use for a tool's own arguments, not close enough in spelling to be
+#: suggested: ``execute(notebook=...)`` means ``path``, not a notebook parameter ``notebook``.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "path": ("notebook", "notebook_path", "nb", "file", "filename", "file_path", "filepath"),
+    "parameters": ("params", "parameter", "args", "arguments", "values"),
+    "run_id": ("run", "id", "runid"),
+    "session_id": ("session", "sid", "id"),
+    "index": ("cell", "cell_index", "position"),
+    "source": ("code", "text", "content", "new_source"),
+    "query": ("q", "search", "text"),
+}
+
+
+def _alias(name: str, known: list[str]) -> str | None:
+    """The tool's argument that ``name`` is another word for, if any."""
+    return next(
+        (real for real, words in _ALIASES.items() if name.lower() in words and real in known), None
+    )
+
+
 def unknown_arguments(tool: str, known: list[str], arguments: Mapping[str, Any]) -> str | None:
     """Why ``arguments`` cannot be given to ``tool`` (which takes ``known``), or None when
     every name is known. The message suggests the closest known name; for a tool that takes
-    ``parameters``, a name close to none is taken for a notebook parameter."""
+    ``parameters``, a name close to none (and no other word for one of its arguments, such as
+    ``notebook`` for ``path``) is taken for a notebook parameter."""
     unknown = [name for name in arguments if name not in known]
     if not unknown:
         return None
@@ -82,6 +103,9 @@ def unknown_arguments(tool: str, known: list[str], arguments: Mapping[str, Any])
     hints = []
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        alias = None if close else _alias(name, known)
+        if alias is not None:
+            close = [alias]
         if close:
             hints.append(f"{close[0]!r} (for {name!r})" if plural else repr(close[0]))
         elif "parameters" in known:

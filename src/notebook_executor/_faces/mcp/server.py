@@ -13,6 +13,10 @@ through ``/proc``: the server is not dumpable (:func:`hide_environment`), and th
 kernels are forked from starts with no variable but harmless ones. A
 notebook's declared ``env:`` variables are named as secrets, or found in ``.env`` files inside
 the root (the notebook's folder, then the root folder), never outside it.
+
+Runs are recorded where ``--runs-dir`` says, else in the project's runs folder found from the
+root as every face finds it from its working folder (:func:`root_runs_dir`), kept inside the
+root.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._executor import NotebookExecutor
 from ..._kernels.launch import KERNEL_ENV_NAMES, kernel_base_environment
+from ..._records.project import find_runs_dir
 from ..guide import guide_body
 from .paths import Root
 from .tools import add_resources, server_tools
@@ -44,6 +49,7 @@ __all__ = [
     "hide_environment",
     "is_loopback",
     "kernel_base_environment",
+    "root_runs_dir",
     "serve",
 ]
 
@@ -145,7 +151,8 @@ def serve(
 
     hide_environment()
     folder = Path(root).resolve()
-    runs = Path(runs_dir) if runs_dir is not None else folder / "runs"
+    runs = Path(runs_dir) if runs_dir is not None else root_runs_dir(folder)
+    logger.info("runs folder: %s", runs)
     with NotebookExecutor(
         runs_dir=runs,
         progress=False,
@@ -159,6 +166,35 @@ def serve(
             anyio.run(run_stdio, server)
         else:
             anyio.run(_serve_http, server, http, allowed_hosts, token, show_token)
+
+
+def root_runs_dir(folder: Path) -> Path:
+    """The runs folder of a server confined to ``folder`` (resolved) and not told one: the
+    project's, found from the root as every face finds it
+    (:func:`~..._records.project.find_runs_dir`), when it lies inside the root; else
+    ``ROOT/runs`` (with a warning): unless its operator says otherwise (``--runs-dir``), the
+    server writes nowhere but under its root.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The project's ``pyproject.toml`` cannot be read, or sets a bad ``runs-dir``.
+    """
+    found = find_runs_dir(folder)
+    try:
+        inside = found.path.resolve().is_relative_to(folder)
+    except (OSError, RuntimeError):
+        inside = False
+    if inside:
+        return found.path
+    logger.warning(
+        "the project's runs folder %s is outside --root %s: runs go to %s instead "
+        "(--runs-dir chooses)",
+        found,
+        folder,
+        folder / "runs",
+    )
+    return folder / "runs"
 
 
 async def _serve_http(

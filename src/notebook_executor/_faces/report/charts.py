@@ -1,7 +1,10 @@
 """Charts of numeric scraps as inline SVG: drawn here, so a report needs no script library.
 
-A chart is a small line-and-points plot with round tick values on both axes, labelled compactly
-(``16.4k``) and given room enough never to be cut. The SVG comes from a template with autoescape.
+A chart is a small plot with round tick values on both axes, labelled compactly (``16.4k``) and
+given room enough never to be cut: a scrap across runs is a line through its points, in run
+order; a scrap against a parameter is points only (runs that share a parameter's value differ in
+others: no order joins them). Modified runs (SPEC section 16) ran other code than the template:
+they are left out of its charts. The SVG comes from a template with autoescape.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Chart:
     scrap: str
     x_label: str
     points: tuple[tuple[float, float], ...]
+    #: Whether a line joins the points (in their order): runs in order, not a parameter.
+    joined: bool = True
 
     @property
     def title(self) -> str:
@@ -52,10 +57,12 @@ def charts_for(runs: Sequence[Mapping[str, Any]]) -> list[Chart]:
 
     For each notebook and numeric scrap seen in at least two runs: the scrap across runs in
     start order, and, where a numeric parameter takes several values among those runs (a
-    sweep), the scrap against that parameter.
+    sweep), the scrap against that parameter (points, not joined). A modified run (its
+    ``edited_cells``) is none of the template's runs: it is left out.
     """
     by_key: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for run in sorted(runs, key=lambda r: str(r.get("started_at") or "")):
+    plain = [run for run in runs if not run.get("edited_cells")]
+    for run in sorted(plain, key=lambda r: str(r.get("started_at") or "")):
         for name, value in (run.get("scraps") or {}).items():
             if _number(value) is not None:
                 by_key.setdefault((str(run.get("notebook")), str(name)), []).append(run)
@@ -74,7 +81,7 @@ def charts_for(runs: Sequence[Mapping[str, Any]]) -> list[Chart]:
                 if (x := _number((run.get("parameters") or {}).get(parameter))) is not None
                 and (y := _number(run["scraps"][scrap])) is not None
             )
-            charts.append(Chart(notebook, scrap, parameter, tuple(pairs)))
+            charts.append(Chart(notebook, scrap, parameter, tuple(pairs), joined=False))
         if len(charts) >= MAX_CHARTS:
             break
     return charts[:MAX_CHARTS]
@@ -191,7 +198,9 @@ def _layout(chart: Chart) -> dict[str, Any]:
         "x_ticks": [_Tick(round(px(t), 1), s) for t, s in zip(x_ticks, x_labels, strict=True)],
         "y_ticks": [_Tick(round(py(t), 1), s) for t, s in zip(y_ticks, y_labels, strict=True)],
         # Past this many points a line joining them in run order is a scribble: dots only.
-        "path": " ".join(f"{x},{y}" for x, y in placed) if len(placed) <= MAX_LINE_POINTS else "",
+        "path": " ".join(f"{x},{y}" for x, y in placed)
+        if chart.joined and len(placed) <= MAX_LINE_POINTS
+        else "",
         "dots": placed,
     }
 

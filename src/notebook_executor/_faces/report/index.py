@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..._records.results import modified_mark
 from .charts import charts_for, render_svg
 from .values import Cell, Previews, cell_for, clip
 
@@ -179,7 +180,7 @@ def _row(run: Mapping[str, Any], group: Group, prefix: str, frames: Mapping[str,
     run_id = str(run["run_id"])
     return Row(
         status=status,
-        status_text=status + kind,
+        status_text=status + kind + modified_mark(run),
         run_id=run_id,
         href=prefix + page_name(run_id),
         started=str(run.get("started_at") or ""),

@@ -2,11 +2,16 @@
 host.
 
 Forked by :mod:`.daemon` for each command. The child takes its client's working directory,
-environment and standard streams, runs the command line's ``main`` on the client's ``argv``,
-and sends back the exit status: the command behaves as it would in the client's own process
-(the same code, the same files, the same output), without the start-up. Moving to the client's
-folder is safe here: this process serves that one client, as a forked kernel serves one run
-(``os.chdir`` is what the kernel template does too).
+environment, umask, resource limits and standard streams, runs the command line's ``main`` on
+the client's ``argv``, and sends back the exit status: the command behaves as it would in the
+client's own process (the same code, the same files, the same output), without the start-up.
+Moving to the client's folder is safe here: this process serves that one client, as a forked
+kernel serves one run (``os.chdir`` is what the kernel template does too). The request is
+checked as a stranger's (:func:`read_request`); a limit the child cannot take (a hard limit
+above the server's, which only privileged processes may raise) gets the answer
+``in_process``: the client then runs the command itself, as with ``--no-server``. The child,
+as the server, is not dumpable: no other process of the user (a later client's notebook)
+reads its environment or memory through ``/proc``; kernels, new programs, are.
 
 A ``session open`` leaves a session to hold: the child then closes the client's streams and
 serves the session's socket until the session is closed, idle past its ``idle_timeout``, or the
@@ -24,20 +29,125 @@ import ctypes
 import io
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from . import client, served, wire
 from .paths import ServerFiles
 
-__all__ = ["serve_command", "serve_next"]
+__all__ = ["Command", "read_request", "serve_command", "serve_next"]
 
 _PR_SET_PDEATHSIG = 1
+#: The digits of the request's strings (bytes in hexadecimal).
+_HEX = frozenset("0123456789abcdef")
+#: The resources with limits (``RLIMIT_NOFILE``, ...).
+_LIMIT_NAMES = tuple(name for name in dir(resource) if name.startswith("RLIMIT_"))
+#: Largest limit a request may name (``rlim_t`` is 64 bits; unlimited is sent as None).
+_MAX_LIMIT = (1 << 63) - 1
+
+
+class Command(NamedTuple):
+    """A client's command, as :func:`read_request` reads it."""
+
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    umask: int
+    #: ``resource.RLIMIT_*`` -> (soft, hard), ``RLIM_INFINITY`` for unlimited.
+    rlimits: dict[int, tuple[int, int]]
+
+
+def read_request(request: dict[str, Any]) -> Command:
+    """The command a client's request asks for (see :func:`.client.command_request`), read
+    as a stranger's.
+
+    Raises
+    ------
+    ValueError
+        A field is missing or malformed (one line): not hexadecimal, a NUL byte, a
+        variable's name with ``=``, a relative folder, a umask beyond 0o777, a limit
+        unknown, negative, too large, or its soft above its hard.
+    """
+    argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
+    umask, rlimits = request.get("umask"), request.get("rlimits")
+    if not (isinstance(argv, list) and isinstance(env, dict) and isinstance(rlimits, dict)):
+        raise ValueError("malformed command: needs argv, cwd, env, umask and rlimits")
+    if type(umask) is not int or not 0 <= umask <= 0o777:
+        raise ValueError("malformed command: umask is not a number from 0 to 0o777")
+    environ = {}
+    for name, value in env.items():
+        key = _text(name, "a variable's name")
+        if not key or "=" in key:
+            raise ValueError("malformed command: a variable's name is empty or holds '='")
+        environ[key] = _text(value, f"variable {key[:40]!r}")
+    folder = _text(cwd, "the folder")
+    if not folder.startswith("/"):
+        raise ValueError("malformed command: the folder is not an absolute path")
+    return Command(
+        [_text(word, "an argument") for word in argv],
+        folder,
+        environ,
+        umask,
+        {_resource(name): _limits(name, pair) for name, pair in rlimits.items()},
+    )
+
+
+def _text(field: object, what: str) -> str:
+    """A string of the request: the bytes it spells in hexadecimal (any bytes but NUL)."""
+    if not isinstance(field, str) or len(field) % 2 or not _HEX.issuperset(field):
+        raise ValueError(f"malformed command: {what} is not bytes in hexadecimal")
+    data = bytes.fromhex(field)
+    if b"\0" in data:
+        raise ValueError(f"malformed command: {what} holds a NUL byte")
+    return os.fsdecode(data)
+
+
+def _resource(name: object) -> int:
+    number = getattr(resource, f"RLIMIT_{name}", None) if isinstance(name, str) else None
+    if not (isinstance(name, str) and name.isalpha() and name.isupper()) or type(number) is not int:
+        raise ValueError(f"malformed command: no resource limit {str(name)[:40]!r}")
+    return number
+
+
+def _limits(name: str, pair: object) -> tuple[int, int]:
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ValueError(f"malformed command: limit {name} is not [soft, hard]")
+    soft, hard = (_MAX_LIMIT + 1 if value is None else value for value in pair)
+    if not all(type(v) is int and 0 <= v <= _MAX_LIMIT + 1 for v in (soft, hard)) or soft > hard:
+        raise ValueError(f"malformed command: limit {name} is not [soft, hard], soft <= hard")
+    soft, hard = (resource.RLIM_INFINITY if v > _MAX_LIMIT else v for v in (soft, hard))
+    return soft, hard
+
+
+def _own_limits() -> tuple[int, dict[int, tuple[int, int]]]:
+    """This process's umask and limits (no other thread may create a file meanwhile)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    numbers = [getattr(resource, name) for name in _LIMIT_NAMES]
+    return mask, {number: resource.getrlimit(number) for number in numbers}
+
+
+def _take_limits(command: Command) -> str | None:
+    """Take the client's umask and limits; why not, if a limit cannot be taken."""
+    os.umask(command.umask)
+    for number, (soft, hard) in command.rlimits.items():
+        try:
+            resource.setrlimit(number, (soft, hard))
+        except (OSError, ValueError):
+            name = next(n for n in _LIMIT_NAMES if getattr(resource, n) == number)
+            own = resource.getrlimit(number)[1]
+            shown = ["unlimited" if v == resource.RLIM_INFINITY else str(v) for v in (own, hard)]
+            return (
+                f"the run server cannot take this shell's limit {name[7:]}: its hard limit is "
+                f"{shown[0]}, this shell's {shown[1]}"
+            )
+    return None
 
 
 def serve_next(
@@ -58,25 +168,26 @@ def serve_next(
     signal.signal(signal.SIGTERM, served.on_server_gone)
     served.FILES = files
     client.IN_SERVER = True
+    own = _own_limits()  # those of the kernel started ahead
     if last_kernel is not None:
         with contextlib.suppress(Exception):  # a guess: never a reason not to serve
             served.speculate(last_kernel)
     try:
         request, fds = wire.receive_with_fds(channel, max_fds=4)
-        argv, cwd, env = request["argv"], request["cwd"], request["env"]
         conn = socket.socket(fileno=fds[0])
-    except (OSError, KeyError, IndexError, KeyboardInterrupt):
+        asked = read_request(request)
+    except (OSError, KeyError, IndexError, ValueError, KeyboardInterrupt):
         served.drop_speculation()
         served.after_answer()
         os._exit(0)
-    serve_command(conn, argv, cwd, env, fds[1:], files, server_pid, command, channel)
+    if (asked.umask, asked.rlimits) != (own[0], {n: own[1][n] for n in asked.rlimits}):
+        served.drop_speculation()  # started with other limits than its client's
+    serve_command(conn, asked, fds[1:], files, server_pid, command, channel)
 
 
 def serve_command(
     conn: socket.socket,
-    argv: list[str],
-    cwd: str,
-    env: dict[str, str],
+    asked: Command,
     fds: list[int],
     files: ServerFiles,
     server_pid: int,
@@ -92,13 +203,19 @@ def serve_command(
     served.FILES = files
     client.IN_SERVER = True
     conn.settimeout(None)
+    argv, cwd = asked.argv, asked.cwd
+    refused = _take_limits(asked)
+    if refused is not None:
+        served.drop_speculation()
+        _answer(conn, {"in_process": refused})
+        os._exit(0)
     try:
         os.chdir(cwd)
     except OSError as exc:
         _answer(conn, {"error": f"cannot work in {cwd!r}: {exc.strerror}"})
         os._exit(0)
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update(asked.env)
     tempfile.tempdir = None  # TMPDIR is the client's now
     _take_streams(fds)
     logging.root.handlers.clear()  # the command configures logging to the client's stderr

@@ -4,8 +4,16 @@
 and ``session``, it sends the command line, the working directory, the environment and the
 standard streams to this user's server for this interpreter (see :mod:`.paths`), and returns
 the exit status the server's child answers with. It returns None (run in-process) for every
-other command, with ``--no-server`` or ``$NOTEBOOK_EXECUTOR_NO_SERVER=1``, and when no server
-can be reached or started (said once with ``-v``).
+other command, with ``--no-server`` or ``$NOTEBOOK_EXECUTOR_NO_SERVER=1``, when no server
+can be reached or started, and when the server cannot take this process's resource limits (a
+hard limit above its own: said once with ``-v``; a ``session`` command is then refused).
+
+The request (:func:`command_request`) carries the command line, the working directory and
+the environment as the operating system's bytes (in hexadecimal: any byte, UTF-8 or not,
+arrives as it was), the umask, and the soft and hard limit of every resource ``ulimit`` sets
+(:func:`process_limits`). The server is started with a minimal environment of its own
+(:func:`server_environment`): none of the starting client's other variables (its secrets)
+reach it, nor any later client's command.
 
 This module is what a served command imports: the standard library's small modules only
 (measured with ``python -X importtime``; see ``benchmarks/bench_server.py``).
@@ -16,6 +24,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import resource
+import stat
 import sys
 import time
 
@@ -29,10 +39,19 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from _socket import socket
-    from collections.abc import Sequence
+    from collections.abc import Collection, Mapping, Sequence
     from typing import Any
 
-__all__ = ["connect", "forward", "request", "served_command", "start_server"]
+__all__ = [
+    "command_request",
+    "connect",
+    "forward",
+    "process_limits",
+    "request",
+    "served_command",
+    "server_environment",
+    "start_server",
+]
 
 PROG = "notebook-executor"
 EXIT_USAGE = 2
@@ -80,7 +99,7 @@ def forward(argv: Sequence[str]) -> int | None:
         return EXIT_USAGE
     try:
         files = server_files()
-        sock = connect(files) or start_server(files)
+        sock = connect(files) or start_server(files, _secret_names(argv))
     except (RuntimeFolderError, OSError) as exc:
         reason = str(exc)
         sock = None
@@ -94,18 +113,53 @@ def forward(argv: Sequence[str]) -> int | None:
             print(f"{PROG}: INFO: no run server ({reason}): running in-process", file=sys.stderr)
         return None
     try:
-        return _command(sock, list(argv), cwd)
+        status, reason = _command(sock, list(argv), cwd)
     finally:
         sock.close()
+    if status is not None:
+        return status
+    if command == "session":
+        _fail(f"sessions need the run server, and {reason}: stop it (`{PROG} server stop`)")
+        return EXIT_USAGE
+    if verbose:
+        print(f"{PROG}: INFO: {reason}: running in-process", file=sys.stderr)
+    return None
 
 
-def _command(sock: socket, argv: list[str], cwd: str) -> int:
-    message = {"op": "command", "argv": argv, "cwd": cwd, "env": dict(os.environ)}
+def command_request(argv: Sequence[str], cwd: str) -> dict[str, Any]:
+    """The request to run ``argv`` in ``cwd`` with this process's environment, umask and
+    resource limits (strings as the bytes the operating system has, in hexadecimal)."""
+    return {
+        "op": "command",
+        "argv": [os.fsencode(word).hex() for word in argv],
+        "cwd": os.fsencode(cwd).hex(),
+        "env": {name.hex(): value.hex() for name, value in os.environb.items()},
+        **process_limits(),
+    }
+
+
+def process_limits() -> dict[str, Any]:
+    """This process's ``umask`` and ``rlimits``: the soft and hard limit of each resource
+    (``NOFILE`` for ``RLIMIT_NOFILE``; None: unlimited)."""
+    mask = os.umask(0o077)  # a client has no other thread that could create a file meanwhile
+    os.umask(mask)
+    limits = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            pair = resource.getrlimit(getattr(resource, name))
+            limits[name[7:]] = [None if v == resource.RLIM_INFINITY else v for v in pair]
+    return {"umask": mask, "rlimits": limits}
+
+
+def _command(sock: socket, argv: list[str], cwd: str) -> tuple[int | None, str]:
+    """The command's exit status; or None and why, when the server asks for it to be run
+    in-process (it cannot take this process's limits)."""
+    message = command_request(argv, cwd)
     try:
         wire.send_with_fds(sock, message, [0, 1, 2])
     except OSError as exc:
         _fail(f"the run server did not take the command: {exc}")
-        return EXIT_USAGE
+        return EXIT_USAGE, ""
     interrupted = 0
     while True:
         try:
@@ -113,7 +167,7 @@ def _command(sock: socket, argv: list[str], cwd: str) -> int:
         except KeyboardInterrupt:
             interrupted += 1
             if interrupted > 1:
-                return 130
+                return 130, ""
             try:
                 wire.send(sock, {"op": "interrupt"})
             except OSError:
@@ -121,12 +175,14 @@ def _command(sock: socket, argv: list[str], cwd: str) -> int:
             continue
         except OSError:
             _fail("the run server stopped before the command finished")
-            return EXIT_USAGE
+            return EXIT_USAGE, ""
         if "exit" in answer and isinstance(answer["exit"], int):
-            return int(answer["exit"])
+            return int(answer["exit"]), ""
+        if "in_process" in answer:
+            return None, str(answer["in_process"]).splitlines()[0]
         if "error" in answer:
             _fail(f"the run server refused the command: {answer['error']}")
-            return EXIT_USAGE
+            return EXIT_USAGE, ""
 
 
 def connect(files: ServerFiles) -> socket | None:
@@ -158,8 +214,9 @@ def request(files: ServerFiles, message: dict[str, Any]) -> dict[str, Any] | Non
         sock.close()
 
 
-def start_server(files: ServerFiles) -> socket | None:
-    """Start this user's server (one client at a time starts it) and connect to it."""
+def start_server(files: ServerFiles, secrets: Collection[str] = ()) -> socket | None:
+    """Start this user's server (one client at a time starts it) and connect to it; its
+    environment is :func:`server_environment`'s, without the variables named ``secrets``."""
     import subprocess
 
     lock = os.open(files.start_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -168,7 +225,7 @@ def start_server(files: ServerFiles) -> socket | None:
         sock = connect(files)
         if sock is not None:
             return sock
-        log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        log = _open_log(files.log)
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "notebook_executor._faces.cli.serve"],
@@ -176,6 +233,7 @@ def start_server(files: ServerFiles) -> socket | None:
                 stdout=log,
                 stderr=log,
                 cwd=files.folder,
+                env=server_environment(os.environ, secrets),
                 start_new_session=True,
             )
         finally:
@@ -191,6 +249,85 @@ def start_server(files: ServerFiles) -> socket | None:
         return None
     finally:
         os.close(lock)
+
+
+#: What the server keeps of the environment of the client that starts it, besides the
+#: interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``: where its files go,
+#: its locale, nothing secret. Each command runs with its own client's whole environment.
+SERVER_ENV_NAMES = frozenset(
+    {
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "PATH",
+        "SYSTEMROOT",
+        "TEMP",
+        "TMP",
+        "TMPDIR",
+        "TZ",
+        "VIRTUAL_ENV",
+        "XDG_RUNTIME_DIR",
+    }
+)
+
+
+def server_environment(environ: Mapping[str, str], secrets: Collection[str] = ()) -> dict[str, str]:
+    """The environment a server started from ``environ`` gets: :data:`SERVER_ENV_NAMES`, the
+    interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``, never one named
+    in ``secrets``. Its ``/proc/<pid>/environ``, which its children's show too, holds no
+    client's secret."""
+    from ..._kernels.forkserver import startup_environment
+
+    kept = {
+        **startup_environment(dict(environ)),
+        **{
+            name: value
+            for name, value in environ.items()
+            if name in SERVER_ENV_NAMES or name.startswith(("LC_", "NOTEBOOK_EXECUTOR_"))
+        },
+    }
+    return {name: value for name, value in kept.items() if name not in secrets}
+
+
+def _secret_names(argv: Sequence[str]) -> set[str]:
+    """The variables ``argv`` names with ``--secret`` (or an abbreviation of it)."""
+    names = set()
+    for at, word in enumerate(argv):
+        option, equals, value = word.partition("=")
+        if len(option) >= 5 and "--secret".startswith(option):
+            if equals:
+                names.add(value)
+            elif at + 1 < len(argv):
+                names.add(argv[at + 1])
+    return names
+
+
+def _open_log(path: str) -> int:
+    """The server's log, to append to: a regular file, never one that would block the client
+    (a FIFO: opening it waits for a reader, writing for room) or lead elsewhere (a symlink).
+
+    Raises
+    ------
+    RuntimeFolderError
+        Something else than a regular file is there (it is left alone).
+    """
+    odd = RuntimeFolderError(f"the run server's log {path} is not a regular file")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        log = os.open(path, flags | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.ELOOP):  # a FIFO with no reader, a symlink
+            raise odd from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(log).st_mode):
+            raise odd
+        os.fchmod(log, 0o600)
+        fcntl.fcntl(log, fcntl.F_SETFL, fcntl.fcntl(log, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(log)
+        raise
+    return log
 
 
 def _clean_stale(files: ServerFiles) -> None:

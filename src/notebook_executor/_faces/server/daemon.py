@@ -7,13 +7,25 @@ single-threaded so that forking is safe, it answers on its Unix socket:
 
 - ``status``: its pid, version, interpreter, open sessions and commands being served;
 - ``stop``: it stops (every child is told first: sessions finish their records);
-- ``command``: a command line (``argv``) with its client's working directory and environment,
-  and the client's standard streams (as descriptors). A forked child becomes the client's
+- ``command``: a command line (``argv``) with its client's working directory, environment,
+  umask and resource limits, and the client's standard streams (as descriptors); checked as
+  a stranger's request (:func:`.child.read_request`). A forked child becomes the client's
   stand-in (:mod:`.child`): the command runs exactly as it would in the client's process,
   only warm. The child is forked ahead, between commands (a *spare*, waiting on a channel of
   its own), and starts a kernel like the last run's meanwhile: the run of a shell's next
   command, in the same folder and environment, takes it ready (see ``.served.speculate``). A
   child tells the kernel its run took on that channel, once it answered its client.
+
+The server runs with the minimal environment its starting client gave it (see
+:func:`.client.server_environment`) and is not dumpable (``PR_SET_DUMPABLE``), nor are its
+children: no process of the user reads their environment or memory through ``/proc``.
+
+Requests are read as they arrive, from every connected client at once (a ``select`` over the
+listener and the connections whose request is still coming, the server staying single-threaded
+because it forks; see :class:`.wire.Arrivals`): a client that sends nothing, or a byte at a
+time, holds up no other, and gets a one-line refusal once :data:`REQUEST_SECONDS` passed
+without its whole request. At most :data:`MAX_PENDING` requests arrive at once; one more is
+refused at once. Whatever one request does, the server answers it in one line and serves on.
 
 It exits after :data:`~.paths.IDLE_ENV` seconds (default 300) with no child (no command being
 served, no open session), on SIGTERM, and when its socket file is taken away.
@@ -22,6 +34,7 @@ served, no open session), on SIGTERM, and when its socket file is taken away.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import importlib
 import json
@@ -37,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from . import wire
-from .paths import IDLE_ENV, ServerFiles, server_files
+from .paths import IDLE_ENV, ServerFiles, server_files, write_private
 
-__all__ = ["DEFAULT_IDLE_SECONDS", "CommandMain", "main"]
+__all__ = ["DEFAULT_IDLE_SECONDS", "MAX_PENDING", "REQUEST_SECONDS", "CommandMain", "main"]
 
 #: The command line's ``main(argv) -> exit status``, run by each child.
 CommandMain = Callable[[list[str]], int]
@@ -48,8 +61,12 @@ logger = logging.getLogger(__name__)
 
 #: Seconds with no child before the server exits, unless ``$NOTEBOOK_EXECUTOR_SERVER_IDLE``.
 DEFAULT_IDLE_SECONDS = 300.0
-#: Seconds a client has to send its request once connected.
-_REQUEST_SECONDS = 10.0
+#: ``prctl`` option: whether the process may be dumped, traced, or read through ``/proc``.
+_PR_SET_DUMPABLE = 4
+#: Seconds a client has to send its whole request once connected (however slowly it sends).
+REQUEST_SECONDS = 10.0
+#: Requests still arriving, at most: a connection beyond them is refused at once.
+MAX_PENDING = 64
 #: Modules the children use: imported once, here.
 _PRELOAD = (
     "notebook_executor",
@@ -103,6 +120,8 @@ class _Server:
         self.last_kernel: dict[str, Any] | None = None
         #: The channels of the children serving a command, until they tell their run's kernel.
         self.reports: dict[socket.socket, int] = {}
+        #: The connections whose request is still arriving.
+        self.arrivals = wire.Arrivals(REQUEST_SECONDS, MAX_PENDING, max_fds=3)
 
     # -- life ------------------------------------------------------------------------------
 
@@ -111,6 +130,11 @@ class _Server:
         from ..._kernels.launch import kernel_base_environment, kernel_environment
         from ..._kernels.shared_template import SharedForkServer, adopt
 
+        # Not dumpable, and so neither is any child: no other process of the user (a client's
+        # notebook) reads their environment or memory through /proc, or traces them; the
+        # requests of every client pass through them. A new program (the template, a
+        # launched kernel) is dumpable again.
+        _not_dumpable()
         # The template's environment is its kernels' first one (/proc/<pid>/environ): the
         # minimal one, never the variables of the client that started the server; each kernel
         # then takes its own client's whole environment. The interpreter's start-up variables
@@ -158,11 +182,12 @@ class _Server:
         finally:
             os.umask(old)
         listener.listen(64)
+        listener.setblocking(False)
         self.listener = listener
         found = path.stat()
         self.socket_id = (found.st_dev, found.st_ino)
         Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)
-        Path(self.files.pid_file).write_text(f"{os.getpid()}\n")
+        write_private(self.files.pid_file, f"{os.getpid()}\n")
         self.last_busy = time.monotonic()  # idle from now: starting took a while
 
     def serve(self) -> None:
@@ -171,6 +196,7 @@ class _Server:
             self.reap()
             if (
                 not self.children
+                and not self.arrivals.incoming
                 and time.monotonic() - self.last_busy > self.idle
                 and not select.select([self.listener], [], [], 0)[0]  # no client waiting
             ):
@@ -185,14 +211,28 @@ class _Server:
                 with contextlib.suppress(OSError):
                     if not select.select([self.listener], [], [], 0)[0]:
                         self.fork_spare()
-            ready, _, _ = select.select([self.listener, *self.reports], [], [], 0.5)
+            self.arrivals.expire()
+            ready, _, _ = select.select(
+                [self.listener, *self.reports, *self.arrivals.incoming],
+                [],
+                [],
+                self.arrivals.timeout(0.5),
+            )
             for ready_socket in ready:
-                if ready_socket is not self.listener:
+                if ready_socket in self.reports:
                     self.read_report(ready_socket)
                     continue
-                with contextlib.suppress(OSError):
-                    conn, _ = self.listener.accept()
-                    self.handle(conn)
+                conn = ready_socket
+                if ready_socket is self.listener:
+                    try:
+                        conn, _ = self.listener.accept()
+                    except OSError:
+                        continue
+                    arrived = self.arrivals.add(conn)
+                else:
+                    arrived = self.arrivals.read(conn)
+                if arrived is not None:
+                    self.handle(conn, *arrived)
 
     def stop(self) -> None:
         self.stopping = True
@@ -201,6 +241,7 @@ class _Server:
         for channel in self.reports:
             channel.close()
         self.reports.clear()
+        self.arrivals.close("the run server is stopping")
         if self.spare is not None:
             pid, channel = self.spare
             self.spare = None
@@ -251,13 +292,12 @@ class _Server:
 
     # -- requests --------------------------------------------------------------------------
 
-    def handle(self, conn: socket.socket) -> None:
-        fds: list[int] = []
+    def handle(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
+        """Answer ``request`` (in one line when refused), then close ``conn`` and ``fds``;
+        whatever happens, the server serves on."""
+        op = request.get("op")
         try:
-            wire.check_peer(conn)
-            conn.settimeout(_REQUEST_SECONDS)
-            request, fds = wire.receive_with_fds(conn)
-            op = request.get("op")
+            conn.settimeout(wire.ANSWER_SECONDS)  # one that does not read loses its answer
             if op == "status":
                 wire.send(conn, self.status())
             elif op == "stop":
@@ -268,8 +308,10 @@ class _Server:
             else:
                 wire.send(conn, {"error": f"unknown request {str(op)[:40]!r}"})
         except (OSError, ValueError) as exc:
-            with contextlib.suppress(OSError):
-                wire.send(conn, {"error": str(exc).splitlines()[0] if str(exc) else "refused"})
+            wire.refuse(conn, exc)
+        except Exception as exc:
+            logger.exception("request %.40r failed", op)
+            wire.refuse(conn, f"the run server failed on this request ({type(exc).__name__})")
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -313,31 +355,28 @@ class _Server:
         return True
 
     def fork_command(self, conn: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
-        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env")
-        if not (
-            isinstance(argv, list)
-            and all(isinstance(a, str) for a in argv)
-            and isinstance(cwd, str)
-            and isinstance(env, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-            and len(fds) == 3
-        ):
-            raise ValueError("malformed command: needs argv, cwd, env and three streams")
+        from .child import read_request
+
+        if len(fds) != 3:
+            raise ValueError("malformed command: needs three streams")
+        asked = read_request(request)  # checked here, read again by the child
+        if not asked.argv:
+            raise ValueError("malformed command: argv is empty")
+        fields = ("argv", "cwd", "env", "umask", "rlimits")
         if self.refresh_versions() and self.spare is not None:
             self.drop_spare()  # forked before the versions changed
         if self.spare is None:
             self.fork_spare(inherited=[conn.fileno(), *fds])
         assert self.spare is not None
+        conn.setblocking(True)  # for the child: the descriptor's flags are shared
         pid, channel = self.spare
         self.spare = None
         try:
-            wire.send_with_fds(
-                channel, {"argv": argv, "cwd": cwd, "env": env}, [conn.fileno(), *fds]
-            )
+            wire.send_with_fds(channel, {k: request[k] for k in fields}, [conn.fileno(), *fds])
         except OSError:
             channel.close()  # the spare died: reaped as any child
             raise
-        self.children[pid] = argv[0] if argv else ""
+        self.children[pid] = asked.argv[0]
         self.reports[channel] = pid
         self.last_busy = time.monotonic()
 
@@ -357,6 +396,7 @@ class _Server:
                 ours.close()
                 for channel in self.reports:
                     channel.close()
+                self.arrivals.close()
                 for fd in inherited or []:
                     with contextlib.suppress(OSError):
                         os.close(fd)
@@ -378,8 +418,7 @@ class _Server:
         """A child tells the kernel its run took (or closed its channel)."""
         self.reports.pop(channel, None)
         try:
-            channel.settimeout(5)
-            report = wire.receive(channel, limit=wire.MAX_REQUEST_BYTES)
+            report = wire.receive(channel, limit=wire.MAX_REQUEST_BYTES, seconds=5)
         except OSError:
             report = {}
         finally:
@@ -387,6 +426,16 @@ class _Server:
         # A command that ran nothing (a session's step, say): the next is no run's repeat.
         kernel = report.get("kernel")
         self.last_kernel = kernel if isinstance(kernel, dict) else None
+
+
+def _not_dumpable() -> None:
+    """``PR_SET_DUMPABLE`` 0 (Linux; elsewhere, or refused, a warning in the log)."""
+    try:
+        done = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        done = False
+    if not done:
+        logger.warning("cannot make the server undumpable: /proc shows its environment")
 
 
 def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:
@@ -401,6 +450,11 @@ def open_sessions(files: ServerFiles, alive: set[int]) -> list[dict[str, Any]]:
     return found
 
 
+def _close_quietly(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
 def main(command: CommandMain, warm: Callable[[], object]) -> int:
     """Serve until idle or stopped; ``command`` runs one command line in a child, ``warm``
     is called once at start (to import what the commands need)."""
@@ -411,6 +465,17 @@ def main(command: CommandMain, warm: Callable[[], object]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another server holds it
+    # A forked child shares the lock's open file description (O_CLOEXEC only helps at exec):
+    # a child that outlived the server (a session's host, hung) kept the lock, and no server
+    # could start again. Each child closes its copy at once (once: in a child's own children
+    # the number may name another file by then).
+    held = [lock]
+
+    def let_go() -> None:
+        if held:
+            _close_quietly(held.pop())
+
+    os.register_at_fork(after_in_child=let_go)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s"
     )

@@ -1,7 +1,10 @@
 """Where the run server of this user and this interpreter lives: a folder only the user opens.
 
 The folder is ``notebook-executor-<uid>`` under ``$NOTEBOOK_EXECUTOR_RUNTIME_DIR`` (tests give
-their own), else ``$XDG_RUNTIME_DIR``, else the temporary folder. It is made with mode 0700;
+their own), else ``$XDG_RUNTIME_DIR``, else the temporary folder. The folder the user names in
+``$NOTEBOOK_EXECUTOR_RUNTIME_DIR`` is the one used, never another: it is made (mode 0700) when
+missing, and when it cannot be (its parent is missing, say) or is not an absolute path, no
+server is used and the reason is given. The server's folder is made with mode 0700;
 one that exists must belong to the user, be a real folder (no symlink) and be closed to others,
 or no server is used. When that folder's sockets would not fit in a socket's path (107 bytes),
 the folder goes in a short temporary folder instead (see
@@ -16,14 +19,14 @@ Imports only the standard library's small modules: every served command imports 
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
+from ..._kernels.owned import untrusted
 from ..._kernels.socket_paths import MAX_SOCKET_PATH, SHORT_TEMP_DIRS, socket_base
 
 # Paths are strings here, joined with os.path: pathlib (and the re module it brings) would
 # add to every served command's start-up.
-# ruff: noqa: PTH102, PTH112
+# ruff: noqa: PTH102, PTH105, PTH108, PTH112, PTH117, SIM105
 _join = os.path.join
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "RuntimeFolderError",
     "ServerFiles",
     "server_files",
+    "write_private",
 ]
 
 #: Set to ``1`` to run every command in-process (what ``--no-server`` does for one command).
@@ -87,7 +91,11 @@ def server_files() -> ServerFiles:
     RuntimeFolderError
         The folder cannot be made, or exists and is not private to this user.
     """
-    base = os.environ.get(RUNTIME_ENV) or os.environ.get("XDG_RUNTIME_DIR") or ""
+    base = os.environ.get(RUNTIME_ENV) or ""
+    if base:
+        _asked_folder(base)
+    else:
+        base = os.environ.get("XDG_RUNTIME_DIR") or ""
     if not base or not os.path.isdir(base):
         import tempfile
 
@@ -111,6 +119,42 @@ def server_files() -> ServerFiles:
     return ServerFiles(folder, server_key(sys.executable, __version__))
 
 
+def _asked_folder(base: str) -> None:
+    """Make the folder of ``$NOTEBOOK_EXECUTOR_RUNTIME_DIR`` (mode 0700) when it is missing.
+
+    Raises
+    ------
+    RuntimeFolderError
+        It is not an absolute path, not a folder, or cannot be made.
+    """
+    if not os.path.isabs(base):
+        raise RuntimeFolderError(f"{RUNTIME_ENV} must be an absolute path, not {base!r}")
+    try:
+        os.mkdir(base, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(base):
+            raise RuntimeFolderError(f"{RUNTIME_ENV}: {base} is not a folder") from None
+    except OSError as exc:
+        raise RuntimeFolderError(f"{RUNTIME_ENV}: cannot make {base}: {exc.strerror}") from None
+
+
+def write_private(path: str, text: str) -> None:
+    """Put ``text`` in the file at ``path``, readable by the user only (mode 0600): written
+    beside it, then renamed over it, so that a reader sees the old text or the new one."""
+    fresh = f"{path}.{os.getpid()}.new"
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(fresh, path)
+    except BaseException:
+        try:
+            os.unlink(fresh)
+        except OSError:
+            pass
+        raise
+
+
 def private_folder(folder: str | os.PathLike[str]) -> None:
     """Make ``folder`` with mode 0700, or check that the one there is this user's and private.
 
@@ -125,13 +169,6 @@ def private_folder(folder: str | os.PathLike[str]) -> None:
         pass
     except OSError as exc:
         raise RuntimeFolderError(f"cannot make {folder}: {exc.strerror}") from None
-    try:
-        info = os.lstat(folder)
-    except OSError as exc:
-        raise RuntimeFolderError(f"cannot read {folder}: {exc.strerror}") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise RuntimeFolderError(f"{folder} is not a folder")
-    if info.st_uid != os.getuid():
-        raise RuntimeFolderError(f"{folder} belongs to another user")
-    if info.st_mode & 0o077:
-        raise RuntimeFolderError(f"{folder} is open to other users (mode {info.st_mode & 0o777:o})")
+    problem = untrusted(folder)
+    if problem is not None:
+        raise RuntimeFolderError(problem)

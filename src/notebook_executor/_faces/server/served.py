@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..._errors import NotebookExecutorError
 from ...engine import RunCancelled
@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from ..._notebook import NotebookNode
-    from ...engine import CellEnd, EngineKernel, RunJob
+    from ...engine import CellEnd, EngineKernel, RunJob, SupportsCheckpoints
     from .paths import ServerFiles
 
 __all__ = [
     "ServerStopped",
     "ServerUnavailableError",
+    "TemplateGone",
     "after_answer",
     "drop_speculation",
     "executor_class",
@@ -83,6 +84,15 @@ class ServerStopped(RunCancelled):
     ename = "ServerStopped"
     message = "the run server stopped during the run; it is recorded as interrupted"
     exit_status = 2
+
+
+class TemplateGone(ServerStopped):
+    """The run server's kernel template died during a session's step (the session's kernel
+    with it): the step is recorded as ``interrupted``, as :class:`ServerStopped` records it,
+    and the session ends."""
+
+    ename = "TemplateGone"
+    message = "the run server's kernel template died during the step; it is recorded as interrupted"
 
 
 def serving() -> bool:
@@ -208,8 +218,12 @@ def _served_engine_class() -> Any:
                 if GONE.is_set():
                     raise ServerStopped from None
                 raise
-            # A session's kernel keeps its checkpoints; its host answers the server's end.
-            return kernel if job.checkpoints else _ServedKernel(kernel)
+            if job.checkpoints:
+                # A session's: its checkpoints kept, and the template it came from watched.
+                from ..._kernels.shared_template import adopted
+
+                return _ServedSessionKernel(kernel, adopted())
+            return _ServedKernel(kernel)
 
         def close(self) -> None:
             # The command's records and catalog rows are written, its output printed: its
@@ -251,3 +265,47 @@ class _ServedKernel:
 
     def close(self, *, clean: bool) -> None:
         self._kernel.close(clean=clean)
+
+
+class _ServedSessionKernel(_ServedKernel):
+    """A session's kernel (its checkpoints kept): a cell cut short by the server's end, or by
+    the death of the template it was forked from (``template``: the server's, or None),
+    raises :class:`ServerStopped` or :class:`TemplateGone`."""
+
+    def __init__(self, kernel: Any, template: Any) -> None:
+        super().__init__(kernel)
+        self._template = template
+        self._checkpointed = cast("SupportsCheckpoints", kernel)
+
+    def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
+        try:
+            end = self._kernel.run_cell(nb, index, limit)
+        except KeyboardInterrupt:
+            if GONE.is_set():
+                raise self._stopped() from None
+            raise
+        if end.how == "dead" and (server_gone() or self._template_died()):
+            GONE.set()
+            raise self._stopped()
+        return end
+
+    def _template_died(self) -> bool:
+        return self._template is not None and bool(self._template.exited())
+
+    def _stopped(self) -> ServerStopped:
+        return TemplateGone() if self._template_died() else ServerStopped()
+
+    def checkpoint_unsupported(self) -> str | None:
+        return self._checkpointed.checkpoint_unsupported()
+
+    def checkpoint(self, key: int) -> None:
+        self._checkpointed.checkpoint(key)
+
+    def restore(self, key: int) -> None:
+        self._checkpointed.restore(key)
+
+    def checkpoints(self) -> list[int]:
+        return self._checkpointed.checkpoints()
+
+    def lost(self) -> dict[int, str]:
+        return self._checkpointed.lost()

@@ -3,10 +3,17 @@
 After ``session open`` answered its client, the child (:mod:`.child`) holds the session here:
 it listens on ``<server files>/<key>-s/<session_id>.sock`` (the private folder, the peer's uid
 checked) and answers one request at a time, in its main thread, so that a Ctrl-C relayed by the
-client interrupts a step as it would in-process. A file beside the socket describes the session
-for ``session list`` and ``server status``. The child ends when the session is closed (by
-``session close``, or idle past its ``idle_timeout``), or when the server stops or dies
-(SIGTERM): the session's run record is then finished, as the API finishes it.
+client interrupts a step as it would in-process. Requests are read as they arrive, from every
+connected client at once (:class:`.wire.Arrivals`): one that sends nothing, or slowly, holds up
+no other, and is refused in one line after :data:`REQUEST_SECONDS`. A file beside the socket
+(mode 0600) describes the session for ``session list`` and ``server status``. The child ends
+when the session is closed (by ``session close``, or idle past its ``idle_timeout``), or when
+the server stops or dies (SIGTERM, its parent-death signal; also seen by a watch on its
+parent), or the server's kernel template dies (watched through its pidfd; the session's kernel
+dies with it): the session's run record is then finished, as the API finishes it, a step cut
+short recorded as ``interrupted`` naming its cell (:class:`~.served.ServerStopped`), its
+request answered with one line, and the kernel and checkpoints stopped (within bounded waits:
+see ``CheckpointedKernel.close``).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import threading
@@ -21,11 +29,24 @@ from pathlib import Path
 from typing import Any
 
 from . import served, wire
+from .paths import write_private
 
-__all__ = ["hold", "listen"]
+__all__ = ["REQUEST_SECONDS", "hold", "listen"]
 
 #: Seconds between two looks at whether the session closed by itself (idle).
 _POLL_SECONDS = 0.5
+#: Seconds a client has to send its whole request once connected.
+REQUEST_SECONDS = 10.0
+#: Requests arriving at once, at most (one more is refused).
+_MAX_PENDING = 16
+
+#: Seconds between two looks at whether the server or its template died.
+_WATCH_SECONDS = 0.2
+
+#: Why the session ends with the server (set by the watch; the server's SIGTERM otherwise).
+_ENDED: list[str] = []
+_SERVER_ENDED = "the run server stopped"
+_TEMPLATE_ENDED = "the run server's kernel template died"
 
 
 def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
@@ -41,15 +62,16 @@ def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
     finally:
         os.umask(old)
     listener.listen(8)
-    listener.settimeout(_POLL_SECONDS)
+    listener.setblocking(False)
     entry = {
         "session_id": session.id,
         "run_id": session.run_id,
         "notebook": str(session_notebook(session)),
+        "parameters": session_parameters(session),
         "cwd": str(Path.cwd()),
         "pid": os.getpid(),
     }
-    path.with_suffix(".json").write_text(json.dumps(entry))
+    write_private(str(path.with_suffix(".json")), json.dumps(entry))
     return listener, entry
 
 
@@ -60,30 +82,81 @@ def hold(ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]])
     assert files is not None
     path = Path(files.session_socket(session.id))
     info = path.with_suffix(".json")
+    from ..._kernels.shared_template import adopted
+
     listener, entry = listening
+    arrivals = wire.Arrivals(REQUEST_SECONDS, _MAX_PENDING)
     signal.signal(signal.SIGTERM, served.on_server_gone)
+    # The client's streams are let go of: a write to a socket whose reader died (a template,
+    # a client) is an error to handle, not this process's death.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    held = threading.Event()
+    watch = threading.Thread(target=_watch, args=(adopted(), held), daemon=True)
+    watch.start()
     try:
         while not session.closed and not served.GONE.is_set():
             try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
+                arrivals.expire()
+                ready, _, _ = select.select(
+                    [listener, *arrivals.incoming], [], [], arrivals.timeout(_POLL_SECONDS)
+                )
+                for conn in ready:
+                    if conn is listener:
+                        try:
+                            conn, _ = listener.accept()
+                        except OSError:
+                            continue
+                        arrived = arrivals.add(conn)
+                    else:
+                        arrived = arrivals.read(conn)
+                    if arrived is None:
+                        continue
+                    request, _fds = arrived
+                    if session.closed:
+                        wire.refuse(conn, "the session is closed")
+                        continue
+                    with conn:
+                        _answer(conn, session, entry, request)
             except KeyboardInterrupt:
-                break
-            with conn:
-                try:
-                    _answer(conn, session, entry)
-                except KeyboardInterrupt:
-                    if served.GONE.is_set():
-                        break
+                if served.GONE.is_set():
+                    break
     finally:
+        held.set()
+        arrivals.close("the session is closed")
         listener.close()
         for leftover in (path, info):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+        if served.GONE.is_set():
+            # Nothing may cut the end short now (a relayed Ctrl-C, the server's signal).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            with contextlib.suppress(BaseException):
+                session._close(_ended())
         # Closing the executor closes the session: its record is finished.
         with contextlib.suppress(BaseException):
             ex.close()
+
+
+def _ended() -> str:
+    return _ENDED[0] if _ENDED else _SERVER_ENDED
+
+
+def _watch(template: Any, held: threading.Event) -> None:
+    """Until the session is no longer held: when the server dies (this process's parent
+    changes: its parent-death signal may be lost) or its kernel template (``template``, the
+    one the session's kernel came from) dies, end the session as the server's SIGTERM does."""
+    while not held.wait(_WATCH_SECONDS):
+        if served.GONE.is_set():
+            return
+        if served.server_gone():
+            _ENDED.append(_SERVER_ENDED)
+        elif template is not None and template.exited():
+            _ENDED.append(_TEMPLATE_ENDED)
+        else:
+            continue
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
 
 
 def session_notebook(session: Any) -> Any:
@@ -91,26 +164,48 @@ def session_notebook(session: Any) -> Any:
     return getattr(plan, "notebook", "")
 
 
-def _answer(conn: socket.socket, session: Any, entry: dict[str, Any]) -> None:
+#: Most characters of one parameter's value, and of them all, in a session's description.
+_VALUE_CHARS, _PARAMETERS_CHARS = 40, 160
+
+
+def session_parameters(session: Any) -> str:
+    """The parameters given to the session, as ``name=value, ...`` (each value's repr,
+    secrets redacted before anything is cut; bounded): what tells two sessions of one
+    notebook apart in ``session list``."""
+    given = getattr(getattr(session, "_plan", None), "given", None) or {}
+    redactor = getattr(session, "_redactor", None)
+    parts = []
+    for name, value in given.items():
+        shown = repr(value)
+        if redactor is not None:
+            shown = redactor.text(shown)
+        if len(shown) > _VALUE_CHARS:
+            shown = shown[: _VALUE_CHARS - 3] + "..."
+        parts.append(f"{name}={shown}")
+    text = ", ".join(parts)
+    return text if len(text) <= _PARAMETERS_CHARS else text[: _PARAMETERS_CHARS - 3] + "..."
+
+
+def _answer(
+    conn: socket.socket, session: Any, entry: dict[str, Any], request: dict[str, Any]
+) -> None:
     from ..._errors import NotebookExecutorError
 
-    try:
-        wire.check_peer(conn)
-        conn.settimeout(10)
-        request = wire.receive(conn)
-        conn.settimeout(None)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            wire.send(conn, {"error": str(exc).splitlines()[0] if str(exc) else "refused"})
-        return
     done = threading.Event()
     threading.Thread(target=_relay_interrupt, args=(conn, done), daemon=True).start()
+    gone: KeyboardInterrupt | None = None
     try:
         reply = _call(session, entry, request)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if served.GONE.is_set():
-            raise
-        reply = {"interrupted": True}  # the client's Ctrl-C, relayed
+            # The server's end (or its template's): said in one line, then the session ends.
+            gone = exc
+            message = getattr(exc, "message", None)
+            if not isinstance(message, str):
+                message = f"{_ended()}: the session is closed"
+            reply = {"error": message}
+        else:
+            reply = {"interrupted": True}  # the client's Ctrl-C, relayed
     except NotebookExecutorError as exc:
         reply = {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     except (TypeError, ValueError) as exc:
@@ -119,6 +214,8 @@ def _answer(conn: socket.socket, session: Any, entry: dict[str, Any]) -> None:
         done.set()
     with contextlib.suppress(OSError):
         wire.send(conn, reply)
+    if gone is not None:
+        raise gone
 
 
 def _call(session: Any, entry: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
@@ -160,5 +257,9 @@ def _relay_interrupt(conn: socket.socket, done: threading.Event) -> None:
         message = wire.receive(conn, limit=4096)
     except OSError:
         message = {"op": "gone"}
-    if not done.is_set() and message.get("op") in ("interrupt", "gone"):
+    if (
+        not done.is_set()
+        and not served.server_gone()  # the step ends with the server already
+        and message.get("op") in ("interrupt", "gone")
+    ):
         os.kill(os.getpid(), signal.SIGINT)

@@ -127,15 +127,32 @@ def redirect_std(stderr_path: str | None) -> None:
     os.close(err)
 
 
+def take_limits(request: dict[str, Any]) -> None:
+    """Take the host's ``umask`` and resource limits (``rlimits``: ``NOFILE`` -> [soft,
+    hard]) of ``request``, as a kernel the host launched would inherit them; a limit this
+    process may not take (a hard one above its own) stays its own."""
+    import resource
+
+    if isinstance(request.get("umask"), int):
+        os.umask(request["umask"])
+    for name, pair in dict(request.get("rlimits") or {}).items():
+        with contextlib.suppress(AttributeError, OSError, TypeError, ValueError):
+            resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), tuple(pair))
+
+
 def become_kernel_child(request: dict[str, Any], control: socket.socket, parent: int) -> list[str]:
     """In a process just forked to be a kernel: leave the server (its socket, its children,
     its session and its output), die with ``parent``, and return the kernel's command line
     from the host's ``request``."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     CHILDREN.clear()
-    control.close()
+    # Closed for real: ``close()`` leaves the descriptor open while ``serve``'s reader holds
+    # it, and a kernel (then its checkpoints) kept the server's end of the host's channel, so
+    # the host never saw the server die (no EOF while an orphaned checkpoint lived).
+    os.close(control.detach())
     os.setsid()
     die_with_parent(parent)
+    take_limits(request)
     redirect_std(request["stderr"])
     return [
         "-f",
