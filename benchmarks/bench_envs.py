@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import sides
+
 from notebook_executor import NotebookExecutor
 from notebook_executor._kernels.environments import uv_binary
 
@@ -74,8 +76,11 @@ def command(*argv: str, env: dict[str, str]) -> Callable[[], object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sides.run_sides(__file__, argv):  # --before PATH: both trees, side by side
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per median")
+    sides.add_options(parser)
     args = parser.parse_args(argv)
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory(prefix="bench-envs-") as folder:

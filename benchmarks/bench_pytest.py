@@ -126,6 +126,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import sides
 
 CELLS = [
     "import math\nimport json",
@@ -238,10 +239,17 @@ def cpu_by_process(command: list[str], cwd: Path) -> dict[str, float]:
     kinds.pop("kernels (still running at a reading)", None)
     kinds["unaccounted"] = max(0.0, total - sum(kinds.values()))
     kinds["total"] = total
+    # One forked kernel's start, cells and exit: the kernels' CPU over the kernels seen.
+    kernels = sum(1 for parent, *_ in seen.values() if parent in templates)
+    if kernels:
+        reaped = kinds.get("kernels (reaped by their template)", 0.0)
+        kinds[f"CPU ms per kernel ({kernels} seen)"] = reaped / kernels * 1000
     return kinds
 
 
 def main() -> None:
+    if sides.run_sides(__file__):  # --before PATH: both trees, side by side
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
@@ -257,6 +265,7 @@ def main() -> None:
         help="also run pytest --notebooks once serially and once with -n JOBS (untimed), and "
         "print its CPU by process kind (Linux)",
     )
+    sides.add_options(parser)
     args = parser.parse_args()
     for module in ("nbmake", "nbval", "xdist"):
         if importlib.util.find_spec(module) is None:

@@ -70,6 +70,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import sides
+
 REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "notebooks" / "hello.py"
 TARGET_RUN_MS = 100.0
@@ -143,9 +145,12 @@ def _served_cpu_ms(command: list[str], cwd: Path, env: dict[str, str], repeat: i
 
 
 def main() -> None:
+    if sides.run_sides(__file__):  # --before PATH: both trees, side by side
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--slow", type=float, default=10.0)
+    sides.add_options(parser)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
     runtime = Path(tempfile.mkdtemp(prefix="nbxrt", dir="/tmp"))

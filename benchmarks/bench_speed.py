@@ -2,6 +2,13 @@
 
 On the same notebooks (a trivial one, and one that imports scrapbook and glues a value):
 
+0. interleaved (issue 47): what a caller who interleaves runs with other work sees. One
+   process, a warm ``NotebookExecutor``, issue 47's notebook (a parameters cell ``x = 1``, ``y =
+   x + 1``, a ``scrapbook`` glue); each of ``--rounds`` rounds runs papermill, ploomber-engine
+   and ours once in turn with a new ``x`` (papermill is the other work: ``--skip-papermill-
+   interleaved`` pauses 0.5 s instead). Target: ours <= 1.0x ploomber-engine, medians. Step 1's
+   pairs measured something else: each ploomber-engine run came right after a 0.5 s sleep (its
+   process idle, its caches cold) and each of ours right after it, so ours looked 0.69x;
 1. per-run latency: papermill (a new kernel per run), ploomber-engine (in-process, no
    isolation), and a warm ``NotebookExecutor`` (a fresh kernel process per run, started ahead),
    each of its runs paired with a ploomber-engine run just before it;
@@ -20,9 +27,12 @@ jupyter_server brings ``jsonschema[format-nongpl]``, making ``import nbformat`` 
 
 Usage::
 
-    python benchmarks/bench_speed.py [--repeat 5] [--warm-runs 30] [--sweep 40]
+    python benchmarks/bench_speed.py [--repeat 5] [--warm-runs 30] [--sweep 40] [--rounds 15]
                                      [--memory-runs 1000] [--skip-papermill-sweep]
-                                     [--env-label NAME]
+                                     [--env-label NAME] [--only STEP] [--before PATH]
+
+``--before PATH`` (every script of this folder has it: ``sides.py``) runs the same
+measurement with an older checkout's interpreter too, and prints both side by side.
 """
 
 from __future__ import annotations
@@ -39,12 +49,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import sides
+
 TRIVIAL = """# %% tags=["parameters"]
 x = 1
 
 # %%
 y = x + 1
 print(y)
+"""
+
+#: Issue 47's notebook: a parameters cell, a cell, and a glue.
+GLUE = """# %% tags=["parameters"]
+x = 1
+
+# %%
+y = x + 1
+
+# %%
+import scrapbook as sb
+
+sb.glue("y", y)
 """
 
 SCRAPBOOK = """# %% tags=["parameters"]
@@ -80,7 +105,7 @@ def _write_notebooks(workdir: Path) -> dict[str, tuple[Path, Path]]:
     import nbformat
 
     notebooks = {}
-    for name, text in (("trivial", TRIVIAL), ("scrapbook", SCRAPBOOK)):
+    for name, text in (("trivial", TRIVIAL), ("scrapbook", SCRAPBOOK), ("glue", GLUE)):
         # Not "scrapbook.py": next to the notebook, it would shadow the scrapbook package.
         source = workdir / f"nb_{name}.py"
         source.write_text(text)
@@ -126,6 +151,8 @@ def bench_latency(report: Report, notebooks: dict[str, tuple[Path, Path]], args:
 
     out = Path(args.workdir)
     for name, (source, ipynb) in notebooks.items():
+        if name == "glue":  # issue 47's notebook: measured interleaved (bench_interleaved)
+            continue
         print(f"latency, {name} notebook", flush=True)
         pm = _median_seconds(
             lambda i, ipynb=ipynb: papermill.execute_notebook(
@@ -201,6 +228,57 @@ def bench_latency(report: Report, notebooks: dict[str, tuple[Path, Path]], args:
             f"{name}: ours back to back / ploomber-engine back to back", f"{ours / pe_hot:.2f}x"
         )
         report.figure(f"{name}: papermill / ours back to back", f"{pm / ours:.1f}x")
+
+
+def bench_interleaved(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    """What a caller who interleaves runs with other work sees (issue 47): one process, a warm
+    ``NotebookExecutor``; each round runs papermill, ploomber-engine and ours once in turn,
+    each with a new ``x``, so each of ours finds its kernel ready after other work, as
+    ploomber-engine's run finds its process after ours. Medians of ``--rounds``."""
+    import papermill
+    from ploomber_engine import execute_notebook
+
+    from notebook_executor import NotebookExecutor
+
+    out = Path(args.workdir)
+    source, ipynb = notebooks["glue"]
+    print(f"interleaved, {args.rounds} rounds: papermill, ploomber-engine, ours", flush=True)
+    times: dict[str, list[float]] = {"papermill": [], "ploomber-engine": [], "ours": []}
+    with NotebookExecutor(runs_dir=out / "runs-interleaved") as ex:
+        for i in range(3):  # warm: the full template, scrapbook's first glue
+            ex.execute(source, parameters={"x": i})
+        execute_notebook(str(ipynb), str(out / "pe.ipynb"), progress_bar=False, log_output=False)
+        for i in range(args.rounds):
+            runs = {
+                "papermill": lambda i=i: papermill.execute_notebook(
+                    str(ipynb), str(out / "pm.ipynb"), parameters={"x": i}, progress_bar=False
+                ),
+                "ploomber-engine": lambda i=i: execute_notebook(
+                    str(ipynb),
+                    str(out / "pe.ipynb"),
+                    parameters={"x": i},
+                    progress_bar=False,
+                    log_output=False,
+                ),
+                "ours": lambda i=i: ex.execute(source, parameters={"x": i}),
+            }
+            for name, run in runs.items():
+                if name == "papermill" and args.skip_papermill_interleaved:
+                    time.sleep(0.5)  # the other work: a pause, then the kernel is ready
+                    continue
+                began = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - began)
+    medians = {name: statistics.median(t) for name, t in times.items() if t}
+    for name, median in medians.items():
+        report.figure(f"interleaved: {name} per run", f"{median * 1000:.1f} ms")
+    report.target(
+        "interleaved: ours / ploomber-engine (median)",
+        medians["ours"] / medians["ploomber-engine"],
+        "<=",
+        1.0,
+        "x",
+    )
 
 
 def bench_sweep(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
@@ -313,6 +391,8 @@ def bench_memory(report: Report, notebooks: dict[str, tuple[Path, Path]], args: 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks and print the table; return 0."""
+    if sides.run_sides(__file__, argv):  # --before PATH: both trees, side by side
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="repeats of slow measurements")
     parser.add_argument("--warm-runs", type=int, default=30, help="warm runs to time")
@@ -323,11 +403,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="estimate papermill's sweep from its per-run median",
     )
-    parser.add_argument("--only", choices=["latency", "sweep", "cold", "memory"], action="append")
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of the interleaved runs")
+    parser.add_argument(
+        "--skip-papermill-interleaved",
+        action="store_true",
+        help="between interleaved rounds, pause 0.5 s instead of running papermill",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["interleaved", "latency", "sweep", "cold", "memory"],
+        action="append",
+    )
     parser.add_argument("--workdir", default=None)
     parser.add_argument(
         "--env-label", default="dependencies only", help="names the environment in the output"
     )
+    sides.add_options(parser)
     args = parser.parse_args(argv)
     keep = args.workdir is not None
     args.workdir = args.workdir or tempfile.mkdtemp(prefix="nbx-bench-")
@@ -338,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = _write_notebooks(Path(args.workdir))
     report = Report()
     steps = {
+        "interleaved": bench_interleaved,
         "latency": bench_latency,
         "sweep": bench_sweep,
         "cold": bench_cold,

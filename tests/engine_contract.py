@@ -27,6 +27,7 @@ from notebook_executor._notebook import (
 from notebook_executor._run.cell_loop import run_job
 from notebook_executor.engine import (
     CellFailure,
+    CellHooks,
     CellReply,
     EngineOutcome,
     KernelChoice,
@@ -192,10 +193,14 @@ def run_case(engine: Any, case: Case, cwd: Path, env: Mapping[str, str]) -> Obse
         cwd=cwd,
         env=dict(env),
         cell_timeout=case.cell_timeout,
-        on_cell=done.append,
-        on_cell_start=starting.append,
-        on_output=lambda index, output: outputs.append((index, str(output["output_type"]))),
         cancel=threading.Event(),
+        hooks=CellHooks(
+            on_cell_start=[lambda event: starting.append(event.index)],
+            on_output=[
+                lambda event: outputs.append((event.index, str(event.output["output_type"])))
+            ],
+            on_cell_executed=[lambda ran: done.append(ran.index) if ran.completed else None],
+        ),
     )
     try:
         outcome = run_job(engine, job)

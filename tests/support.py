@@ -32,7 +32,8 @@ __all__ = [
     "wait_gone",
 ]
 
-#: The keys of the result dict, in order (SPEC section 4), written here once and pinned by the
+#: The keys of the result dict, in order (docs/reference/results.md), written here once and pinned
+#: by the
 #: tests that compare a result's keys with it: a copy of the contract, not read from the
 #: package, so that a change there fails a test. Once the package exports a ``TypedDict`` of
 #: the result, the tests pin its keys against this list.

@@ -17,6 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ._dispatch.jobs import Job
     from ._errors import (
         CatalogError,
         ClusterError,
@@ -57,6 +58,8 @@ if TYPE_CHECKING:
         EvaluationFailure,
         EvaluationResult,
         FailedCell,
+        JobState,
+        JobStatus,
         NotebookDiff,
         OutputCut,
         ParameterInfo,
@@ -100,6 +103,9 @@ _LAZY = {
     "ExecutorClosedError": "._errors",
     "FailedCell": "._types",
     "InvalidArgumentError": "._errors",
+    "Job": "._dispatch.jobs",
+    "JobState": "._types",
+    "JobStatus": "._types",
     "KernelStartError": "._errors",
     "NotebookDiff": "._types",
     "NotebookExecutor": "._executor",
@@ -156,6 +162,9 @@ __all__ = [
     "ExecutorClosedError",
     "FailedCell",
     "InvalidArgumentError",
+    "Job",
+    "JobState",
+    "JobStatus",
     "KernelStartError",
     "NotebookDiff",
     "NotebookExecutor",

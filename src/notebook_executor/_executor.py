@@ -3,13 +3,14 @@
 Data flows one way: source -> parameters -> engine -> results -> run records and catalog.
 
 The executor holds what it works with: its engine and its run records
-(:class:`~._facade.records.RunRecords`: the run store and the catalog). What needs no
+(:class:`~._catalog.records.RunRecords`: the run store and the catalog). What needs no
 executor (a source's declared parameters, one cell edited) is a function of
-:mod:`._facade.sources`, which the executor exposes as a static method.
+:mod:`._review.sources`, which the executor exposes as a static method.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,23 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 from ._dispatch.foreground import run_in_foreground
 from ._dispatch.threads import run_all
-from ._errors import ExecutorClosedError, InvalidArgumentError
-from ._facade import sources
-from ._facade.records import RunRecords
+from ._errors import InvalidArgumentError
+from ._history import RunHistory
 from ._kernels.kernel_engine import KernelEngine
 from ._records.project import find_runs_dir
-from ._run.checks import PathLike, check_count, check_env, check_path, check_seconds
-from ._run.options import RunOptions
-from ._run.plan import Plan, plan_run
+from ._review import sources
+from ._review.run_edits import check_edits
+from ._run.checks import PathLike, check_count, check_env, check_hooks, check_path, check_seconds
+from ._run.options import RunOptions, sweep_options
+from ._run.plan import Plan, Planner
 from ._run.runner import prepared_notebook, run_plan
 from ._sources.formats import read_notebook, write_notebook
 from ._types import (
     USE_DEFAULT,
     CellEdit,
-    NotebookDiff,
-    RunDiff,
     RunResult,
-    SearchHit,
     UseDefault,
     ValidateAnswer,
 )
@@ -42,18 +41,16 @@ from .engine import Engine, SupportsPrepare, SupportsPrestart
 
 if TYPE_CHECKING:
     import nbformat
-    import pandas as pd
 
-    from ._catalog.store import Catalog
+    from ._dispatch.jobs import Job
     from ._review.golden import OutputRules
     from ._review.validate import Checked
     from ._session.session import Session
-    from ._types import Digest
 
-__all__ = ["NotebookExecutor"]
+__all__ = ["NotebookExecutor", "check_notebook"]
 
 
-class NotebookExecutor:
+class NotebookExecutor(RunHistory):
     """Run notebooks as parameterized tasks and keep every run as an audit record.
 
     Parameters
@@ -77,33 +74,24 @@ class NotebookExecutor:
         What runs notebooks; the default starts a fresh Jupyter kernel per run. Tests hand in a
         fake one.
     warm_kernels : int, optional
-        Kernels the default engine keeps started and ready once it has run a notebook, so the
-        next run pays only for its own cells (default 2; 0 disables). Every run still gets a
-        fresh kernel process: a kernel never serves two runs.
+        Kernels the default engine keeps ready once it has run a notebook (default 2; 0
+        disables); every run still gets a fresh kernel process, never one that served another.
     progress : bool, optional
-        Show progress bars on stderr: of cells while :meth:`execute` runs a notebook for longer
-        than a second, of runs in :meth:`execute_many`. By default only when stderr is a
-        terminal, and not with ``log_output``.
+        Progress bars on stderr: of cells for a run over a second, of runs in
+        :meth:`execute_many` (default: when stderr is a terminal, and not with ``log_output``).
     log_output : bool, default False
         Write cell outputs (streams, the text of results, tracebacks) to stderr as they
         arrive, secrets masked; papermill's ``log_output``.
     base_env : mapping of str to str, optional
-        The environment every kernel starts from, overlaid by a run's ``env`` and
-        ``secrets``; a notebook's declared ``env:`` variables are looked for there (then in
-        ``.env`` files) instead of in this process's environment. By default kernels start
-        from this process's whole environment. A server running notebooks for others (the
-        MCP server) gives a minimal one, so that no variable of its own reaches a kernel. A
-        kernel can still read ``/proc/<pid>/environ`` of this process unless it is not
-        dumpable (the MCP server makes itself so: ``PR_SET_DUMPABLE``).
+        The environment every kernel starts from (default: this process's), overlaid by a
+        run's ``env`` and ``secrets``; declared ``env:`` variables are looked for there (then
+        in ``.env`` files). A server running notebooks for others (the MCP server) gives a
+        minimal one and makes itself not dumpable, so that nothing of its own reaches a kernel.
     dotenv_root : path, optional
-        Where a notebook's declared ``env:`` variables may be read from ``.env`` files: with
-        it, only the ``.env`` of the notebook's folder (when inside this folder) and of this
-        folder itself, never the working directory's, and neither through a symlink that
-        leads out of this folder. By default, the notebook's folder and the working
-        directory. A server confined to a folder (the MCP server) gives its root, so that no
-        file outside the root feeds a kernel. With it, a declared dependency naming a local
-        project outside this folder (``name @ file:///dir``) is a :class:`DependencyError`:
-        making the environment would run that project's build code.
+        Confines which ``.env`` files declared variables come from to the notebook's folder
+        and this folder (no symlink leading out; default: the notebook's folder and the
+        working directory); a declared dependency on a local project outside it is a
+        :class:`DependencyError`. A server confined to a folder (the MCP server) gives its root.
 
     Examples
     --------
@@ -125,24 +113,27 @@ class NotebookExecutor:
         base_env: Mapping[str, str] | None = None,
         dotenv_root: PathLike | None = None,
     ) -> None:
-        self.runs_dir = find_runs_dir().path if runs_dir is None else Path(runs_dir)
-        self._records = RunRecords(self.runs_dir)
-        self.dotenv_root = None if dotenv_root is None else Path(dotenv_root).resolve()
-        self.base_env = None if base_env is None else dict(check_env("base_env", base_env))
+        super().__init__(find_runs_dir().path if runs_dir is None else Path(runs_dir))
         self.progress = progress
         self.log_output = log_output
-        self.kernel_name = kernel_name
-        self.timeout = check_seconds("timeout", timeout)
-        self.cell_timeout = check_seconds("cell_timeout", cell_timeout)
+        self._planner = Planner(
+            kernel_name=kernel_name,
+            timeout=check_seconds("timeout", timeout),
+            cell_timeout=check_seconds("cell_timeout", cell_timeout),
+            base_env=None if base_env is None else check_env("base_env", base_env),
+            dotenv_root=None if dotenv_root is None else Path(dotenv_root).resolve(),
+            check_edits=check_edits,
+        )
         if engine is not None and warm_kernels is not None:
             raise InvalidArgumentError("warm_kernels applies to the default engine only")
         check_count("warm_kernels", warm_kernels, minimum=0)
         self._engine: Engine = (
             engine if engine is not None else KernelEngine(warm_kernels=warm_kernels)
         )
-        self._closed = False
+        if isinstance(self._engine, SupportsPrepare):
+            self._planner.prepare_kernel = self._engine.prepare_kernel
         self._sessions: set[Session] = set()
-        self._prepare_once_read = False
+        self._jobs: list[Job] = []
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -156,8 +147,10 @@ class NotebookExecutor:
         """Stop every kernel and release the catalog. Safe to call more than once."""
         if self._closed:
             return
+        from ._dispatch.jobs import end_jobs
         from ._session.opening import close_sessions
 
+        end_jobs(self._jobs)  # cancelled, and recorded so, while the executor is still open
         # Sessions finish their records (and catalog rows) while the executor is still open.
         close_sessions(self._sessions)
         self._closed = True
@@ -169,24 +162,18 @@ class NotebookExecutor:
     def prepare_kernel(self, *, once_read: bool = False) -> None:
         """Give the engine a head start on the first run, before that run is known.
 
-        For a caller that runs one notebook and has work to do before :meth:`execute` (the
-        command line, with ``once_read``: its work is reading and checking the run). The
-        default engine starts a template process that imports ipykernel meanwhile, and forks
-        the first kernel from it once :meth:`execute` asks for one. No kernel starts here, so
-        bad input still starts none. Does nothing with an engine that has no
-        :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook.
-
-        With ``once_read``, the head start waits until the next run's source is read, and is
-        given only when that run is on this interpreter's Python kernel (not on another
-        kernelspec, nor in the environment made for the notebook's declared dependencies,
-        whose kernels start from elsewhere): for a caller that cannot tell beforehand without
-        reading the source itself (the command line).
+        The default engine starts a template process that imports ipykernel meanwhile, and
+        forks the first kernel from it once :meth:`execute` asks for one; no kernel starts
+        here. Does nothing with an engine that has no
+        :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook. With
+        ``once_read`` (the command line), the head start waits until the next run's source is
+        read, and is given only when that run is on this interpreter's Python kernel.
         """
         self._check_open()
         if once_read:
-            self._prepare_once_read = True
-        elif isinstance(self._engine, SupportsPrepare):
-            self._engine.prepare_kernel()
+            self._planner.head_start_pending = True
+        elif self._planner.prepare_kernel is not None:
+            self._planner.prepare_kernel()
 
     def execute(
         self,
@@ -207,55 +194,20 @@ class NotebookExecutor:
     ) -> RunResult:
         """Run one notebook and return its result dict.
 
-        Never raises for a failure inside the notebook (the result says ``"status": "error"``);
-        raises for bad input before any kernel starts.
+        A failure inside a run (a cell error, a timeout, a dead kernel, even an unexpected
+        failure of the engine itself) is never raised: the run is recorded and its result has
+        ``status`` ``"error"`` and an ``error_kind``. Only bad input (raised before anything
+        starts), ``OutputWriteError`` and a cancel raise.
 
         Parameters
         ----------
         input_path : path
             ``.ipynb``, percent ``.py`` or markdown ``.md`` source (named ``input_path``, as
-            papermill names it, by SPEC section 3; other methods call a source ``path``).
-        output_path : path, optional
-            The caller's copy: also write the whole executed notebook here (``.ipynb``, the
-            usual file mode; the stream cap is for the run record only; secrets redacted as
-            there). The run record is always kept under ``runs_dir``. The source itself is
-            refused. The result's ``output_path`` is this copy when given, else the run
-            record's ``.ipynb`` (SPEC section 4: the path of the executed notebook).
-        parameters : mapping, optional
-            Values for the notebook's declared parameters.
-        timeout, cell_timeout : float or None, optional
-            Limits in seconds for the whole run and for each cell. Not given
-            (:data:`~notebook_executor.USE_DEFAULT`), the executor's; ``None``, no limit for
-            this run even when the executor has one.
-        request : str, optional
-            Free-text reason for the run, kept in the record.
-        cwd : path, optional
-            Working directory of the kernel; default the notebook's folder.
-        env : mapping, optional
-            Extra environment variables for the kernel (their names are recorded, not values).
-        secrets : mapping, optional
-            Environment variables whose values are never written anywhere: not to the result,
-            the run records, the catalog or logs. Occurrences in outputs are redacted; an output
-            or scrap that holds one where text search cannot reach (an image's bytes, a
-            DataFrame) is withheld. Values shorter than 6 characters are not searched for
-            (they would damage ordinary text); the record lists them and a warning is logged.
-        edits : list of CellEdit, optional
-            A modified run: ``[{"index": i, "source": text, "note": why}]`` replaces cell
-            ``i`` (as in ``failed_cell.index``; a code or markdown cell, not the parameters
-            cell) for this run only; the source file is not touched. Parameters, placeholders
-            and secrets work as in a plain run. The run's ``.md`` shows each edited cell's
-            template code, the note (or the request), then the code as run; the ``.ipynb``
-            keeps the template code in ``cell.metadata.notebook_executor.original_source``;
-            the result lists ``edited_cells``. A bad edit (an index out of range, a text that
-            would split the cell in the source's format, an unknown key) is refused before
-            any kernel starts.
-        environment : {None, "declared", "current"}, optional
-            A notebook that declares dependencies (a PEP 723 block, front matter
-            ``dependencies:``, ``.ipynb`` metadata ``notebook_executor.dependencies``) runs
-            by default on a kernel in an environment made by uv for them, cached by a hash of
-            the declaration and the Python (made before the kernel starts, reused after);
-            ``"current"`` runs it on the executor's own interpreter instead. Without a
-            declaration, every run is on the executor's own interpreter.
+            papermill names it; other methods call a source ``path``).
+        output_path, parameters, timeout, cell_timeout, request, cwd, env, secrets, edits, \
+environment
+            The run options: see :class:`~notebook_executor.RunOptions`, where each is
+            described once.
         on_cell : callable, optional
             Progress hook: ``on_cell(done, total)`` each time a code cell completes, ``total``
             counting the code cells that run (the injected parameters cell included). Called
@@ -270,36 +222,17 @@ class NotebookExecutor:
         NotebookSourceError
             The source is missing, malformed or unsupported, or its kernel is not installed.
         ParameterError
-            A parameter is unknown, missing, or of the wrong type; or a declared environment
-            variable is found nowhere.
+            A parameter unknown, missing or mistyped; a declared variable found nowhere.
         InvalidArgumentError
             Another argument is not acceptable (:class:`OutputPathError` for ``output_path``).
-        DependencyError
-            The declared dependencies cannot be installed (a requirement uv cannot resolve,
-            no Python satisfying ``requires-python``, no network with nothing cached).
-        RunsDirError
-            ``runs_dir`` cannot hold run records.
+        DependencyError, RunsDirError
+            Declared dependencies that cannot be installed; a ``runs_dir`` that cannot be used.
         OutputWriteError
-            The run finished and is recorded, but ``output_path`` could not be written; the
-            error's ``result`` is the run's result dict.
-
-        Notes
-        -----
-        A failure inside a run (a cell error, a timeout, a dead kernel, or even an unexpected
-        failure of the engine itself) is never raised: the run is recorded and its result has
-        ``status`` ``"error"`` and an ``error_kind``. Only bad input (above, raised before
-        anything starts), ``OutputWriteError`` and a cancel raise.
+            The run is recorded but ``output_path`` could not be written (its ``result``).
         """
         self._check_open()
-        if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-            raise InvalidArgumentError(
-                f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
-            )
-        if on_cell is not None and not callable(on_cell):
-            raise InvalidArgumentError(
-                f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
-            )
-        plan = self._plan(
+        check_hooks(on_cell, cancel)
+        plan = self._planner.plan(
             input_path,
             RunOptions(
                 output_path=output_path,
@@ -342,15 +275,12 @@ class NotebookExecutor:
     ) -> Session:
         """Start a live kernel on a notebook, to step through it: a :class:`Session`.
 
-        The same checks and errors as :meth:`execute`, before any kernel starts; nothing runs
-        until :meth:`Session.run`. Each step reads the source as it is then. ``timeout`` bounds
-        each step, ``cell_timeout`` each cell (not given: the executor's; None: no limit);
-        ``idle_timeout`` (seconds, None: never) closes a session left idle;
-        ``checkpoint_memory`` (bytes, None: no limit) bounds the memory of its checkpoints, the
-        oldest evicted first. The session is a run record under ``runs_dir``, brought up to
-        date after every step; :meth:`close` closes every session.
-        ``environment`` is :meth:`execute`'s: a notebook that declares dependencies runs in the
-        environment made for them unless it is ``"current"``.
+        The checks, errors and options of :meth:`execute`, before any kernel starts; nothing
+        runs until :meth:`Session.run`, each step reading the source as it is then, bounded by
+        ``timeout`` (its cells by ``cell_timeout``). ``idle_timeout`` (seconds, None: never)
+        closes a session left idle; ``checkpoint_memory`` (bytes, None: no limit) bounds its
+        checkpoints, the oldest evicted first. The session is a run record under ``runs_dir``,
+        brought up to date after every step; :meth:`close` closes every session.
         """
         self._check_open()
         from ._session.opening import open_session
@@ -366,7 +296,7 @@ class NotebookExecutor:
             environment=environment,
         )
         session = open_session(
-            lambda: self._plan(input_path, options),
+            lambda: self._planner.plan(input_path, options),
             self._engine,
             runs_dir=self.runs_dir,
             on_record=self._records.index,
@@ -376,6 +306,20 @@ class NotebookExecutor:
         )
         self._sessions.add(session)
         return session
+
+    def submit(self, input_path: PathLike, **options: Any) -> Job:
+        """Start :meth:`execute` ``(input_path, **options)`` and return at once a :class:`Job
+        <notebook_executor.Job>`: ``job.status()``, ``job.wait(timeout=None)`` (the result
+        dict; ``TimeoutError`` when the timeout passes first), ``job.cancel()``.
+
+        The run goes on a thread of its own; at most one job per core runs at once, the others
+        wait (``queued``). Bad input is raised by ``wait``, as ``execute`` raises it. Closing
+        the executor cancels its jobs (recorded as cancelled). SPEC section 22.
+        """
+        from ._dispatch.jobs import submit
+
+        self._check_open()
+        return submit(self._jobs, self.execute, input_path, options)
 
     def execute_many(
         self,
@@ -389,57 +333,31 @@ class NotebookExecutor:
     ) -> list[RunResult]:
         """Run one notebook once per parameter set; results come in the order of the sets.
 
-        Every set is checked before the first run starts, so bad input raises before any
-        kernel starts. Runs go in parallel, each on its own fresh kernel, up to ``max_workers``
-        at a time (default: the number of CPUs); a progress bar shows on a terminal.
-        ``options`` are those of :meth:`execute` but ``output_path`` and ``parameters`` (an
-        unknown name is refused).
+        Every set is checked before any kernel starts. Runs go in parallel on fresh kernels,
+        up to ``max_workers`` (default: the CPUs). ``options``: :meth:`execute`'s but
+        ``output_path`` and ``parameters``.
 
-        With ``client`` (a ``distributed.Client``, or a Dask scheduler address such as
-        ``"tcp://host:8786"``; needs the ``[dask]`` extra) each run executes on a kernel of a
-        Dask worker, which needs this package installed but no copy of the notebook: the
-        notebook travels with the run. The executed notebooks come back and their run records
-        and catalog entries are written here. Without ``cwd``, a run's working directory is a
-        copy of the notebook's folder on its worker (at most 10 MB; hidden entries and
-        ``runs_dir`` left out; what the run writes there is discarded); with ``cwd``, that
-        folder must exist on every worker (a shared path). ``secrets`` reach the workers'
-        kernels only, never the scheduler. A run runs at most once: one whose worker is lost
-        ends as ``"error"``, ``error_kind`` ``"interrupted"`` (even when Dask hands its task to
-        another worker), unless ``retries`` (with ``client``) lets it begin again up to that
-        many times; its record lists every attempt. Ctrl-C cancels the runs not started yet.
-        A notebook that declares dependencies is refused on a cluster (:class:`ClusterError`,
-        before anything is submitted) unless ``environment="current"``: its workers' own
-        interpreters then run it.
-
-        Raises
-        ------
-        NotebookExecutorError
-            Bad input (before anything runs), or a scheduler that cannot be reached.
+        With ``client`` (a ``distributed.Client``, or a scheduler address such as
+        ``"tcp://host:8786"``; the ``[dask]`` extra) each run executes on a Dask worker's
+        kernel, the notebook (and, without ``cwd``, a copy of its folder) travelling with it;
+        the run records are written here. A run whose worker is lost ends ``"interrupted"``
+        unless ``retries`` lets it begin again; a notebook that declares dependencies is
+        refused there (:class:`ClusterError`) unless ``environment="current"``. The details
+        are in docs/how-to/sweeps.md. Ctrl-C cancels the runs not started yet. Raises
+        :class:`NotebookExecutorError` for bad input (before anything runs), or a scheduler
+        that cannot be reached.
         """
         self._check_open()
-        given = RunOptions.from_keywords("execute_many", options)
-        if given.output_path is not None:
-            raise InvalidArgumentError("execute_many does not take output_path")
-        if given.parameters is not None:
-            raise InvalidArgumentError("execute_many takes its parameters from parameter_sets")
-        check_count("max_workers", max_workers, minimum=1)
-        if client is not None and max_workers is not None:
-            raise InvalidArgumentError("max_workers applies to local runs, not with client")
-        check_count("retries", retries, minimum=0)
-        if retries and client is None:
-            raise InvalidArgumentError("retries applies to runs on a Dask cluster (client=)")
-        try:
-            all_sets = list(parameter_sets)
-        except TypeError:
-            raise InvalidArgumentError(
-                "parameter_sets must be an iterable of parameter mappings, "
-                f"got {type(parameter_sets).__name__}"
-            ) from None
+        given, all_sets = sweep_options(
+            options, parameter_sets, max_workers=max_workers, client=client, retries=retries
+        )
         if client is not None:
             from ._dispatch.cluster import refuse_declared_environment_on_dask
 
             refuse_declared_environment_on_dask(input_path, given.environment)
-        plans = [self._plan(input_path, given.replace(parameters=values)) for values in all_sets]
+        plans = [
+            self._planner.plan(input_path, given.replace(parameters=values)) for values in all_sets
+        ]
         if client is not None:
             from ._dispatch.cluster import run_on_dask
 
@@ -469,125 +387,19 @@ class NotebookExecutor:
         Papermill's ``prepare_only``: no kernel starts. The prepared notebook has the
         parameters injected and papermill's metadata (with no times), secrets redacted; it is
         written to ``output_path`` when one is given (``.ipynb``: a path or a URL), and
-        returned. ``options`` are those of :meth:`execute`. Nothing is recorded.
-
-        Raises
-        ------
-        NotebookSourceError, ParameterError, NotebookExecutorError
-            Bad input, as :meth:`execute` raises it.
+        returned. ``options`` are those of :meth:`execute`. Nothing is recorded. Bad input
+        raises as it does in :meth:`execute`.
         """
         import nbformat
 
         self._check_open()
         given = RunOptions.from_keywords("prepare", {"output_path": output_path, **options})
-        plan = self._plan(input_path, given, make_environment=False)
+        plan = self._planner.plan(input_path, given, make_environment=False)
         prepared = prepared_notebook(plan)
         if plan.output_path is not None:
             write_notebook(prepared, plan.output_path)
         nb: nbformat.NotebookNode = nbformat.from_dict(prepared)
         return nb
-
-    # -- past runs -------------------------------------------------------------------------
-
-    def get_run(self, run_id: str) -> RunResult:
-        """The result dict of a past run (a run whose process died shows as interrupted)."""
-        self._check_open()
-        return self._records.get_run(run_id)
-
-    def runs(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int | None = None,
-    ) -> list[RunResult]:
-        """Past runs as result dicts, newest first, optionally filtered."""
-        return self._catalog().runs(notebook=notebook, status=status, since=since, limit=limit)
-
-    def scraps(
-        self,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-    ) -> pd.DataFrame:
-        """One row per run (index ``run_id``) with its parameters and JSON scraps as columns."""
-        frame: pd.DataFrame = self._catalog().scraps(notebook=notebook, status=status, since=since)
-        return frame
-
-    def collect_outputs(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:
-        """The scraps of an executed notebook (a path) or of a past run (a run id), decoded:
-        ``{scrap_name: value}`` (a pandas scrap is a DataFrame).
-
-        Named ``collect_outputs``, with the argument ``notebook_path_or_run_id``, by SPEC
-        section 3: what it collects are the notebook's scraps (``sb.glue``), not its cell
-        outputs. The result's ``scraps`` are the same scraps, JSON-encodable or summarised.
-        """
-        return self._records.scraps(notebook_path_or_run_id)
-
-    def search(
-        self,
-        query: str,
-        *,
-        notebook: PathLike | None = None,
-        status: str | None = None,
-        since: Any = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """Full-text search over every run record; hits best first, one per run.
-
-        Each hit is ``{"run_id", "notebook", "status", "started_at", "where", "snippet",
-        "score"}``; ``where`` says where the run matched best (``request``, ``parameters``,
-        ``narrative``, ``code``, ``output``, ``error`` or ``scraps``). Query syntax: words (all
-        must match), ``"exact phrases"``, ``prefix*``, ``OR``, ``NOT``, ``AND``, parentheses.
-        Filters as in :meth:`runs`.
-
-        Raises
-        ------
-        NotebookExecutorError
-            The query is malformed (an unbalanced quote, a bare ``AND``...).
-        """
-        return self._catalog().search(
-            query, notebook=notebook, status=status, since=since, limit=limit
-        )
-
-    def digest(
-        self,
-        notebook: PathLike | None = None,
-        *,
-        since: Any = None,
-        limit_chars: int = 4000,
-    ) -> Digest:
-        """What earlier runs of a notebook (or of every notebook) found, in one page.
-
-        Computed from the catalog: runs by status with the first and last run times; the
-        parameter values tried, as ranges or sets; the scraps of the latest successful run
-        and how each numeric scrap moved across runs; the errors grouped by cell and name,
-        each with its count and the last run that had it; the requests and edit notes,
-        newest first. Every item names run ids that :meth:`get_run` and :meth:`search`
-        accept. Filters as in :meth:`runs`.
-
-        Parameters
-        ----------
-        notebook : path, optional
-            Only runs of this notebook; all runs by default.
-        since : str, date or datetime, optional
-            Only runs started at or after this moment.
-        limit_chars : int, default 4000
-            Longest ``text``; whole items are left out to keep within it, and a last line
-            says how many.
-
-        Returns
-        -------
-        Digest
-            ``{"notebook", "since", "runs", "statuses", "parameters", "scraps", "trends",
-            "errors", "notes", "omitted", "text"}`` (see :class:`notebook_executor.Digest`);
-            ``text`` is the same digest as markdown.
-        """
-        return self._catalog().digest(notebook, since=since, limit_chars=limit_chars)
-
-    def reindex(self) -> int:
-        """Rebuild the catalog from the run records; return the number of runs indexed."""
-        return self._catalog().reindex()
 
     # -- sources and review ----------------------------------------------------------------
 
@@ -599,52 +411,17 @@ class NotebookExecutor:
     insert_cell = staticmethod(sources.insert_cell)
     delete_cell = staticmethod(sources.delete_cell)
 
-    def diff_notebooks(self, a: PathLike, b: PathLike, *, outputs: bool = False) -> NotebookDiff:
-        """Compare two notebooks, each a source path (any format) or a run id.
-
-        Returns ``{"identical", "cells", "metadata_changed"}``; ``cells`` lists the cells
-        ``"added"``, ``"removed"`` or ``"modified"`` with ``index_a``, ``index_b`` (indices of
-        ``read_notebook``; a run's injected parameters cell is left out), a unified
-        ``source_diff`` and ``outputs_changed`` (compared only with ``outputs=True``, without
-        execution counts, timings or memory addresses).
-        """
-        from ._review.diff import diff_cells
-
-        return diff_cells(
-            self._records.notebook(a),
-            self._records.notebook(b),
-            outputs=outputs,
-            labels=(os.fspath(a), os.fspath(b)),
-        )
-
-    def diff_runs(self, run_a: str, run_b: str) -> RunDiff:
-        """What differs between two past runs: ``{"status": [a, b], "parameters": {name:
-        [a, b]}, "scraps": {name: [a, b]}, "packages": {name: [a, b]}, "cells": [...]}`` (only
-        differing names; ``packages``: the versions that ran, those of the notebook's own
-        environment when it declares dependencies; ``cells`` as in :meth:`diff_notebooks`
-        with outputs compared)."""
-        from ._review.diff import diff_records
-
-        return diff_records(
-            self.get_run(run_a),
-            self.get_run(run_b),
-            self._records.run_notebook(run_a),
-            self._records.run_notebook(run_b),
-        )
-
     def validate(
         self, path: PathLike, *, execute: bool = False, **execute_options: Any
     ) -> ValidateAnswer:
         """Check a notebook: ``{"valid": bool, "problems": [{"cell", "severity", "message"}]}``.
 
-        Checks the nbformat schema, that the parameters cell parses, that code cells compile,
-        one language, an installed kernel and the declared environment variables. With
-        ``execute=True`` it also runs the notebook (options as for :meth:`execute`; the run is
-        not recorded) and honours nbval's markers: ``# NBVAL_SKIP`` / tags ``skip-execution``,
-        ``nbval-skip``; ``raises-exception`` (the cell must raise; the run goes on);
-        ``# NBVAL_CHECK_OUTPUT`` (outputs must equal the stored ones, sanitised). ``cell`` is
-        an index of ``read_notebook(path).cells`` or None; ``severity`` is ``"error"`` or
-        ``"warning"``; the notebook is valid when there is no error.
+        Checks the schema, the parameters cell, that code cells compile, one language, an
+        installed kernel and the declared environment variables. ``execute=True`` also runs it
+        (options as for :meth:`execute`; not recorded), honouring nbval's markers (``#
+        NBVAL_SKIP``, tags ``skip-execution``, ``nbval-skip``, ``raises-exception``, ``#
+        NBVAL_CHECK_OUTPUT``). ``cell``: an index of ``read_notebook(path).cells`` or None;
+        ``severity``: ``"error"`` or ``"warning"``; valid when there is no error.
         """
         from ._review.validate import validate_notebook
 
@@ -653,85 +430,22 @@ class NotebookExecutor:
         return validate_notebook(
             path,
             execute=execute,
-            plan=self._plan_keywords,
+            plan=self._planner.plan_keywords,
             engine=self._engine,
             options=execute_options,
         )
 
-    def _check_notebook(
-        self,
-        path: PathLike,
-        *,
-        execute: bool,
-        record: bool = False,
-        outputs: OutputRules | None = None,
-        skip_unset: bool = True,
-        **execute_options: Any,
-    ) -> Checked:
-        """The verdict ``check`` and ``pytest --notebooks`` both give (one code, so the two
-        never disagree): :meth:`validate`'s answer, the run's result and output diffs, or the
-        reason the notebook is skipped (with ``skip_unset``: a required parameter or declared
-        environment variable not given). With ``record`` the run is kept under ``runs_dir``
-        and indexed, as any run."""
-        from ._review.validate import check_notebook
+    def reproduce(self, run_id: str) -> dict[str, Any]:
+        """Run past run ``run_id``'s source again with its parameters and compare every cell's
+        outputs with the record's (SPEC section 23): ``{"reproduced": bool, "run_id": the new
+        run, "first_difference": None | {"cell", "diff"}, "inputs_changed": [...], ...}``
+        (see :func:`~notebook_executor._review.reproduce.reproduce_run`)."""
+        from ._review.reproduce import reproduce_run
 
         self._check_open()
-        check_path("path", path)
-        return check_notebook(
-            path,
-            execute=execute,
-            plan=self._plan_keywords,
-            engine=self._engine,
-            options=execute_options,
-            run=self._recorded_run if record else None,
-            outputs=outputs,
-            skip_unset=skip_unset,
-        )
+        return reproduce_run(run_id, self._records, self.runs_dir, self.execute)
 
     # -- internals -------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ExecutorClosedError("this NotebookExecutor is closed")
-
-    def _catalog(self) -> Catalog:
-        self._check_open()
-        return self._records.catalog()
-
-    def _plan(
-        self, input_path: PathLike, options: RunOptions, *, make_environment: bool = True
-    ) -> Plan:
-        from ._review.run_edits import check_edits
-
-        head_start, self._prepare_once_read = self._prepare_once_read, False
-        return plan_run(
-            input_path,
-            options,
-            kernel_name=self.kernel_name,
-            default_timeout=self.timeout,
-            default_cell_timeout=self.cell_timeout,
-            base_env=self.base_env,
-            dotenv_root=self.dotenv_root,
-            make_environment=make_environment,
-            check_edits=check_edits,
-            head_start=self._head_start if head_start else None,
-        )
-
-    def _head_start(self) -> None:
-        """``prepare_kernel(once_read=True)``'s head start, now that the run is known to be
-        on this interpreter's Python kernel (the planner calls it once the source is read)."""
-        if isinstance(self._engine, SupportsPrepare):
-            self._engine.prepare_kernel()
-
-    def _plan_keywords(
-        self, input_path: PathLike, *, make_environment: bool = True, **given: Any
-    ) -> Plan:
-        """:meth:`_plan` for options given as :meth:`validate`'s keywords."""
-        return self._plan(
-            input_path,
-            RunOptions.from_keywords("validate", given),
-            make_environment=make_environment,
-        )
 
     def _announce(self, plans: list[Plan]) -> None:
         """Get ready for ``plans``: the runs folder made, each run's kernel started (when the
@@ -747,3 +461,34 @@ class NotebookExecutor:
     def _recorded_run(self, plan: Plan) -> RunResult:
         self._announce([plan])
         return self._run(plan)
+
+
+def check_notebook(
+    executor: NotebookExecutor,
+    path: PathLike,
+    *,
+    execute: bool,
+    record: bool = False,
+    outputs: OutputRules | None = None,
+    skip_unset: bool = True,
+    base_env: Mapping[str, str] | None = None,
+    **execute_options: Any,
+) -> Checked:
+    """The verdict ``check`` and ``pytest --notebooks`` both give (one code: they never
+    disagree): :meth:`~NotebookExecutor.validate`'s answer, the run's result and output diffs,
+    or why the notebook is skipped (``skip_unset``: a required input not given). ``record``
+    keeps the run under ``runs_dir``; ``base_env`` replaces the executor's for this run."""
+    from ._review.validate import check_notebook as check
+
+    executor._check_open()
+    check_path("path", path)
+    return check(
+        path,
+        execute=execute,
+        plan=functools.partial(executor._planner.plan_keywords, base_env=base_env),
+        engine=executor._engine,
+        options=execute_options,
+        run=executor._recorded_run if record else None,
+        outputs=outputs,
+        skip_unset=skip_unset,
+    )

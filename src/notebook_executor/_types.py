@@ -6,36 +6,39 @@ real answers, so the keys here are the keys returned.
 
 ::
 
-    RunResult          execute, execute_many, get_run, runs       (SPEC section 4)
+    RunResult          execute, execute_many, get_run, runs       (docs/reference/results.md)
      ├── FailedCell    its "failed_cell"
      └── OutputCut     each item of its "output_cut"
-    ParameterInfo      each value of inspect_parameters           (SPEC section 3)
-    SearchHit          each item of search                        (SPEC section 10)
-    NotebookDiff       diff_notebooks                             (SPEC section 11)
+    ParameterInfo      each value of inspect_parameters           (docs/reference/api.md)
+    SearchHit          each item of search                        (docs/how-to/search.md)
+    NotebookDiff       diff_notebooks                             (docs/how-to/review.md)
      └── CellChange    each item of its "cells"
     RunDiff            diff_runs
-    CellEdit           an item of execute's edits (an argument)  (SPEC section 16)
+    CellEdit           an item of execute's edits (an argument)  (docs/how-to/modified-runs.md)
     ValidateAnswer     validate
      └── ValidateProblem  each item of its "problems"
-    StepResult         Session.run, Session.rerun_from            (SPEC section 15)
+    StepResult         Session.run, Session.rerun_from            (docs/how-to/sessions.md)
      └── CellText      each item of its "outputs"
     EvaluationResult   Session.evaluate
      └── EvaluationFailure  its "error"
-    Digest             digest                                     (SPEC section 17)
+    Digest             digest                                     (docs/how-to/modified-runs.md)
      ├── DigestStatus, DigestParameter (└── DigestValue), DigestScraps, DigestTrend
      ├── DigestFailure each item of its "errors" (a recurring error)
      └── DigestNote    each item of its "notes"
 
-Beside them, :data:`ErrorKind` (the values of ``error_kind``) and :data:`USE_DEFAULT` (a limit
-not given, so that ``None`` can mean "no limit").
+Beside them, :data:`ErrorKind` (the values of ``error_kind``), :data:`USE_DEFAULT` (a limit
+not given, so that ``None`` can mean "no limit") and :class:`Timeouts` (every time limit of
+running a notebook, with its default: :data:`TIMEOUTS`).
 """
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 __all__ = [
+    "TIMEOUTS",
     "USE_DEFAULT",
     "CellChange",
     "CellEdit",
@@ -54,6 +57,8 @@ __all__ = [
     "EvaluationFailure",
     "EvaluationResult",
     "FailedCell",
+    "JobState",
+    "JobStatus",
     "NotebookDiff",
     "OutputCut",
     "ParameterInfo",
@@ -61,6 +66,7 @@ __all__ = [
     "RunResult",
     "SearchHit",
     "StepResult",
+    "Timeouts",
     "UseDefault",
     "ValidateAnswer",
     "ValidateProblem",
@@ -83,6 +89,39 @@ class UseDefault(enum.Enum):
 #: "Not given": a limit left at this takes the executor's default, so ``None`` can mean "no
 #: limit" for one call (``NotebookExecutor(timeout=5).execute(nb, timeout=None)``).
 USE_DEFAULT = UseDefault.USE_DEFAULT
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Every time limit of running a notebook, in seconds, as httpx's ``Timeout`` names its
+    own: one typed object, the defaults here (:data:`TIMEOUTS`), read wherever a limit is.
+
+    ``run`` and ``cell`` are the caller's (``timeout`` and ``cell_timeout``; None: no limit);
+    the cell loop (``_run/cell_loop.py``) applies them and the start limit. The others bound
+    the kernel engine's own waits.
+    """
+
+    #: The whole run (a session's step); None: no limit.
+    run: float | None = None
+    #: Each cell; None: no limit.
+    cell: float | None = None
+    #: A kernel's start, up to its first answer, unless the run's deadline is nearer (the cell
+    #: loop gives an engine the smaller: ``RunJob.start_timeout``).
+    kernel_start: float = 60.0
+    #: A warm kernel started ahead of any run, or a template process (nothing waits on them).
+    template_start: float = 120.0
+    #: A cell's output still arriving after its reply, when the cell has no limit.
+    output_drain: float = 300.0
+    #: A cancelled cell's wait on the kernel loop, once its kernel is told to stop.
+    cancel_wait: float = 10.0
+    #: A session kernel's stop or close on the kernel loop; then it is killed by process id.
+    kernel_stop: float = 20.0
+    #: A checkpoint's answer from the kernel.
+    checkpoint: float = 30.0
+
+
+#: The defaults of every limit (:class:`Timeouts`).
+TIMEOUTS = Timeouts()
 
 
 class CellEdit(TypedDict, total=False):
@@ -122,7 +161,7 @@ class OutputCut(TypedDict):
 
 
 class RunResult(TypedDict):
-    """The result dict of one run (SPEC section 4); its keys, in this order.
+    """The result dict of one run (docs/reference/results.md); its keys, in this order.
 
     ``status`` is ``"running"`` only for a run still going, as ``runs()`` lists it.
     """
@@ -147,8 +186,8 @@ class RunResult(TypedDict):
     failed_cell: FailedCell | None
     scraps: dict[str, Any]
     output_cut: list[OutputCut]
-    #: Source indices of the cells a modified run replaced (``execute(edits=...)``, SPEC
-    #: section 16); empty for a plain run.
+    #: Source indices of the cells a modified run replaced (``execute(edits=...)``, see
+    #: docs/how-to/modified-runs.md); empty for a plain run.
     edited_cells: list[int]
 
 
@@ -164,7 +203,8 @@ class ParameterInfo(TypedDict):
     required: bool
 
 
-#: What a notebook declares it needs (SPEC section 19), as ``inspect_environment`` and the
+#: What a notebook declares it needs (docs/how-to/environments.md), as ``inspect_environment`` and
+#: the
 #: ``environment`` attribute of ``inspect_parameters``' answer describe it: the requirements,
 #: the ``requires-python`` specifier (or None), and where the declaration is (``"script
 #: block"``, ``"front matter"`` or ``"metadata"``).
@@ -175,8 +215,8 @@ EnvironmentInfo = TypedDict(
 
 
 class DeclaredParameters(dict[str, ParameterInfo]):
-    """``inspect_parameters``' answer: ``{name: ParameterInfo}`` (a plain mapping, as SPEC
-    section 3 says), which also carries the notebook's declared dependencies as its
+    """``inspect_parameters``' answer: ``{name: ParameterInfo}`` (a plain mapping, as
+    docs/reference/api.md says), which also carries the notebook's declared dependencies as its
     ``environment`` attribute (an :data:`EnvironmentInfo`, or None)."""
 
     def __init__(
@@ -227,8 +267,12 @@ class RunDiff(TypedDict):
     parameters: dict[str, list[Any]]
     scraps: dict[str, list[Any]]
     #: Package versions that differ (``None`` where one run had no such package): from the
-    #: notebook's own environment when it declares dependencies (SPEC section 19).
+    #: notebook's own environment when it declares dependencies (docs/how-to/environments.md).
     packages: dict[str, list[Any]]
+    #: The recorded inputs that differ (SPEC section 23): ``files`` (path -> the two sha256,
+    #: None where a run did not open it), ``git`` (commit, branch, dirty), ``machine`` and
+    #: ``environment`` (the lock's hash), each ``[a, b]``; only what differs appears.
+    inputs: dict[str, Any]
     cells: list[CellChange]
 
 
@@ -402,3 +446,23 @@ class Digest(TypedDict):
     notes: list[DigestNote]
     omitted: dict[str, int]
     text: str
+
+
+#: A job's status (SPEC section 22).
+JobState = Literal["queued", "running", "success", "error", "cancelled", "interrupted"]
+
+
+class JobStatus(TypedDict):
+    """What a job is doing (SPEC section 22): :meth:`Job.status
+    <notebook_executor.Job.status>`, ``job show --json``, the MCP tool ``job_status``."""
+
+    job_id: str
+    status: JobState
+    #: The running code cell's index, as ``failed_cell.index`` counts; None when none runs.
+    cell: int | None
+    #: Seconds since the job was started, up to its end.
+    elapsed_seconds: float
+    #: The last lines of the job's output (at most 20, each cut to 200 characters).
+    tail: list[str]
+    #: The result dict once the job finished (a list of them for a sweep), else None.
+    result: Any

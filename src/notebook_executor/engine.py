@@ -43,8 +43,9 @@ result, the run files, sessions, a face) can be tested without a kernel.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -58,7 +59,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CellEnd",
     "CellFailure",
+    "CellHooks",
+    "CellOutput",
+    "CellRan",
     "CellReply",
+    "CellStart",
     "CheckpointError",
     "Engine",
     "EngineKernel",
@@ -90,6 +95,118 @@ class KernelChoice:
     interpreter: str | None = None
 
 
+@dataclass(frozen=True)
+class CellStart:
+    """A code cell about to run: what :attr:`CellHooks.on_cell_start` is told."""
+
+    index: int
+    #: When it started (ISO-8601, UTC).
+    started: str
+
+
+@dataclass(frozen=True)
+class CellOutput:
+    """One output of a running code cell, as it arrives from the kernel: what
+    :attr:`CellHooks.on_output` is told. ``output`` is an nbformat output dict (``stream``,
+    ``execute_result``, ``display_data`` or ``error``); streamed text arrives piece by piece,
+    as the kernel sends it."""
+
+    index: int
+    output: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CellRan:
+    """A code cell that ran, completed or not: what :attr:`CellHooks.on_cell_executed` is
+    told (a cell the run was cancelled in included)."""
+
+    index: int
+    #: When it started (ISO-8601, UTC).
+    started: str
+    seconds: float
+    #: How it failed; None: it completed.
+    failure: CellFailure | None
+    #: It ended with ``sys.exit()`` (or 0): completed, and the run ends there.
+    exited: bool
+
+    @property
+    def completed(self) -> bool:
+        return self.failure is None
+
+
+@dataclass
+class CellHooks:
+    """The observers of a job's code cells, as nbclient's ``on_cell_start`` and
+    ``on_cell_executed``: each a list of callables, called in order with a typed context.
+
+    The executor's cell loop calls ``on_cell_start`` before each code cell it runs and
+    ``on_cell_executed`` after it, whether it completed or failed; the engine's kernel calls
+    ``on_output`` (through :meth:`output_hook`) with each output as it arrives. All are called
+    from the thread that runs the job. Progress, live output, papermill's cell states and a
+    session's record and checkpoints subscribe here. An observer must not fail the run: what
+    one raises (an ``Exception``) is logged and ignored.
+    """
+
+    on_cell_start: list[Callable[[CellStart], None]] = field(default_factory=list)
+    on_output: list[Callable[[CellOutput], None]] = field(default_factory=list)
+    on_cell_executed: list[Callable[[CellRan], None]] = field(default_factory=list)
+
+    def cell_started(self, event: CellStart) -> None:
+        """Tell every ``on_cell_start`` observer."""
+        _tell(self.on_cell_start, event)
+
+    def cell_executed(self, event: CellRan) -> None:
+        """Tell every ``on_cell_executed`` observer."""
+        _tell(self.on_cell_executed, event)
+
+    def output_hook(self) -> Callable[[int, Mapping[str, Any]], None] | None:
+        """What an engine calls with ``(index, output)`` for each output of a cell, telling
+        every ``on_output`` observer; None when there is none (the engine may then skip the
+        call)."""
+        if not self.on_output:
+            return None
+        observers = self.on_output
+
+        def output(index: int, output: Mapping[str, Any]) -> None:
+            _tell(observers, CellOutput(index, output))
+
+        return output
+
+    @contextlib.contextmanager
+    def observing(
+        self,
+        *,
+        on_cell_start: Callable[[CellStart], None] | None = None,
+        on_output: Callable[[CellOutput], None] | None = None,
+        on_cell_executed: Callable[[CellRan], None] | None = None,
+    ) -> Iterator[CellHooks]:
+        """Subscribe the observers given for the ``with`` block only."""
+        added = [
+            (observers, observer)
+            for observers, observer in (
+                (self.on_cell_start, on_cell_start),
+                (self.on_output, on_output),
+                (self.on_cell_executed, on_cell_executed),
+            )
+            if observer is not None
+        ]
+        for observers, observer in added:
+            observers.append(observer)  # type: ignore[arg-type]
+        try:
+            yield self
+        finally:
+            for observers, observer in added:
+                observers.remove(observer)  # type: ignore[arg-type]
+
+
+def _tell(observers: list[Callable[[Any], None]], event: object) -> None:
+    for observer in observers:
+        try:
+            observer(event)
+        except Exception as exc:
+            logger.debug("a cell observer failed: %s", exc)
+
+
 @dataclass
 class RunJob:
     """Everything an engine needs to run one notebook.
@@ -110,49 +227,21 @@ class RunJob:
     env: dict[str, str]
     cell_timeout: float | None = None
     timeout: float | None = None
-    #: Called with a code cell's index each time one completes (from the engine's thread);
-    #: for progress display only. Engines call :meth:`cell_done`, not this.
-    on_cell: Callable[[int], None] | None = None
-    #: Set (from any thread) to cancel the run: the engine stops its kernel and raises
-    #: :class:`RunCancelled`, as on Ctrl-C. An engine that does not honour it runs to the end.
+    #: Set (from any thread) to cancel the run: the cell loop stops the kernel and raises
+    #: :class:`RunCancelled`, as on Ctrl-C. An engine ends its waits when it is set (a
+    #: kernel's start, a cell's reply); one that does not is stopped after its wait.
     cancel: threading.Event | None = None
-    #: Called with a code cell's index and each output (an nbformat output dict: ``stream``,
-    #: ``execute_result``, ``display_data`` or ``error``) as it arrives from the kernel, from
-    #: the engine's thread; for live display only (``--log-output``): what it raises is
-    #: logged and ignored. Streamed text arrives piece by piece, as the kernel sends it.
-    on_output: Callable[[int, Mapping[str, Any]], None] | None = None
-    #: Called with a code cell's index just before the engine runs it, from the engine's
-    #: thread (papermill's engine marks the cell running there); engines call
-    #: :meth:`cell_starting`, not this.
-    on_cell_start: Callable[[int], None] | None = None
-    #: Longest the kernel may take to start and answer (seconds); None: the engine's own limit.
+    #: Longest the kernel may take to start and answer (seconds). The cell loop sets it before
+    #: :meth:`Engine.open`: the caller's (None: :attr:`Timeouts.kernel_start
+    #: <notebook_executor._types.Timeouts.kernel_start>`, 60 s), or what is left of the run's
+    #: ``timeout`` when that is less. An engine gives up starting after it.
     start_timeout: float | None = None
     #: True for a session's kernel: checkpoints will be asked for (an engine that cannot take
     #: them opens its usual kernel). ``checkpoint_memory``: most bytes they may hold.
     checkpoints: bool = False
     checkpoint_memory: int | None = None
-
-    def cell_starting(self, index: int) -> None:
-        """Report that the code cell at ``index`` is about to run; never fails the run."""
-        if self.on_cell_start is None:
-            return
-        try:
-            self.on_cell_start(index)
-        except Exception as exc:
-            logger.debug("the cell start callback failed: %s", exc)
-
-    def cell_done(self, index: int) -> None:
-        """Report that the code cell at ``index`` completed; never fails the run.
-
-        An engine calls this after each cell it completes, so that progress shows. What the
-        caller's ``on_cell`` raises is logged and ignored.
-        """
-        if self.on_cell is None:
-            return
-        try:
-            self.on_cell(index)
-        except Exception as exc:
-            logger.debug("the cell progress callback failed: %s", exc)
+    #: Who is told of each code cell: its start, its outputs, its end (:class:`CellHooks`).
+    hooks: CellHooks = field(default_factory=CellHooks)
 
 
 @dataclass
@@ -180,6 +269,9 @@ class EngineOutcome:
     exited: int | None = None
     #: Cells whose output was lost in part (the engine marks the place in the cell's outputs).
     output_lost: list[int] = field(default_factory=list)
+    #: Files the notebook opened, by absolute path: ``"r"``, ``"w"`` or ``"rw"`` (the kernel's
+    #: audit hook reports them with its execute replies: ``_records/files.py``).
+    files: dict[str, str] = field(default_factory=dict)
 
 
 class RunCancelled(KeyboardInterrupt):
@@ -244,10 +336,11 @@ class EngineKernel(Protocol):
 
     def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
         """Run code cell ``index`` of ``nb``: its execution count and outputs go into the cell
-        as they arrive (the job's ``on_output`` is told of each). Wait ``limit`` seconds at most
-        for the reply (None: as long as the kernel lives). Ctrl-C (``KeyboardInterrupt``) or
-        the job's ``cancel`` event ends the wait: this raises ``KeyboardInterrupt``, and the
-        loop then stops the kernel."""
+        as they arrive (each told to the job's observers with ``job.hooks.output_hook()``).
+        Wait ``limit`` seconds at most for the reply (None: as long as the kernel lives; the
+        loop computes it). Ctrl-C (``KeyboardInterrupt``) or the job's ``cancel`` event ends
+        the wait: this raises ``KeyboardInterrupt`` (or returns ``CellEnd("cancelled")``), and
+        the loop then stops the kernel."""
         ...
 
     def save_widgets(self, nb: NotebookNode) -> None:
@@ -298,8 +391,9 @@ class Engine(Protocol):
     ``open`` may be called from several threads at once
     (:meth:`~notebook_executor.NotebookExecutor.execute_many`). A kernel that cannot start
     raises (any exception; its message says why): the run is then recorded as failed on its
-    first code cell (``kernel_died``, or ``timeout`` past the run's deadline), and a session
-    raises :class:`~notebook_executor.KernelStartError`.
+    first code cell (``kernel_died``, or ``timeout`` once the run's deadline has passed;
+    ``cancelled`` when the job's ``cancel`` was set meanwhile), and a session raises
+    :class:`~notebook_executor.KernelStartError`.
 
     Two hooks are optional, each a protocol of its own so that an engine has either, both or
     neither: :class:`SupportsPrepare` (a head start before any run is known) and
@@ -307,8 +401,9 @@ class Engine(Protocol):
     """
 
     def open(self, job: RunJob) -> EngineKernel:
-        """A started kernel for ``job`` (its kernel, working directory and environment);
-        within ``job.start_timeout`` seconds when given."""
+        """A started kernel for ``job`` (its kernel, working directory and environment),
+        within ``job.start_timeout`` seconds (the cell loop always sets it). The job's
+        ``cancel`` event (or Ctrl-C) ends the wait: raise ``KeyboardInterrupt``."""
         ...
 
     def close(self) -> None:
@@ -438,16 +533,14 @@ class ScriptedKernel:
         cell["execution_count"] = self.count
         cell["outputs"] = []
         reply = () if self.handler is None else self.handler(job, index)
+        on_output = job.hooks.output_hook()
         if isinstance(reply, CellFailure):
             return self._failed(reply)
         for output in reply:
             node = from_dict(dict(output))
             cell["outputs"].append(node)
-            if job.on_output is not None:
-                try:
-                    job.on_output(index, node)
-                except Exception as exc:
-                    logger.debug("the output callback failed: %s", exc)
+            if on_output is not None:
+                on_output(index, node)
         errors = [o for o in cell["outputs"] if o.get("output_type") == "error"]
         return CellEnd("error" if errors else "ok", idle=True)
 

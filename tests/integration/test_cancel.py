@@ -25,9 +25,11 @@ def _alive(pid: int) -> bool:
 
 def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path: Path) -> None:
     pid_file = tmp_path / "kernel.pid"
+    sleeping = tmp_path / "sleeping"
     (tmp_path / "slow.py").write_text(
         f"# %%\nimport os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n\n"
-        "# %%\nimport time\ntime.sleep(600)\n\n# %%\nprint('never')\n",
+        f"# %%\nimport time\nopen({str(sleeping)!r}, 'w').close()\ntime.sleep(600)\n\n"
+        "# %%\nprint('never')\n",
         encoding="utf-8",
     )
     cancel = threading.Event()
@@ -40,9 +42,11 @@ def test_a_cancel_event_stops_the_kernel_and_records_the_run_cancelled(tmp_path:
 
     def cancel_once_started() -> None:
         # Once cell 0 is reported done (its pid file can exist while it still runs, and a
-        # cancel then stops cell 0), and a moment into cell 1's sleep.
+        # cancel then stops cell 0), and cell 1 has begun its sleep.
         first_done.wait(timeout=120)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 120
+        while not sleeping.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)  # a poll of the event, with a deadline
         cancel.set()
 
     watcher = threading.Thread(target=cancel_once_started)

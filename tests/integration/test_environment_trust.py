@@ -1,4 +1,4 @@
-"""Per-notebook environments trust only what this user made (SPEC section 19).
+"""Per-notebook environments trust only what this user made (docs/how-to/environments.md).
 
 Real runs of a notebook that declares dependencies, through the command line and its run
 server (the ``shell`` fixture of ``test_run_server``) or an MCP server process: an environment

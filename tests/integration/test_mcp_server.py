@@ -45,12 +45,16 @@ TOOLS = {
     "collect_outputs",
     "diff",
     "validate",
+    "reproduce",
     "open_session",
     "session_run",
     "session_evaluate",
     "session_rerun_from",
     "close_session",
     "list_sessions",
+    "job_status",
+    "job_wait",
+    "job_cancel",
 }
 
 HELLO = """\

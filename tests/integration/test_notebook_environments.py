@@ -1,4 +1,5 @@
-"""Notebooks that declare dependencies run in environments made by the real uv (SPEC section 19).
+"""Notebooks that declare dependencies run in environments made by the real uv
+(docs/how-to/environments.md).
 
 The environments are made with the network off (``UV_OFFLINE=1``) from a package this test
 builds into a local folder (``UV_FIND_LINKS``) and the kernel's packages in uv's cache (put

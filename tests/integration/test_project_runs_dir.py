@@ -1,4 +1,5 @@
-"""One project, one runs folder (SPEC section 24): with no ``--runs-dir``, the command line run
+"""One project, one runs folder (docs/reference/cli.md): with no ``--runs-dir``, the command line
+run
 from the project's folder and from a subfolder (in its own process, and through the run
 server), and the MCP server started from another subfolder, all record their runs in one
 catalog, which ``runs`` in the project's folder lists whole."""

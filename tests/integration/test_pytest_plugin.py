@@ -1,4 +1,5 @@
-"""``pytest --notebooks`` (SPEC section 20), proven by running pytest in a subprocess on a real
+"""``pytest --notebooks`` (docs/how-to/review.md), proven by running pytest in a subprocess on a
+real
 temporary project: real kernels, the real plugin loaded through its ``pytest11`` entry point,
 pytest-xdist's real workers. And ``check``'s parameter sets (issue 36, item 4) on the same
 notebooks, so the two are seen to agree."""

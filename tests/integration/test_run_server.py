@@ -1,4 +1,4 @@
-"""The per-user run server (SPEC section 18), proven against the real server process.
+"""The per-user run server (docs/how-to/server.md), proven against the real server process.
 
 Every test starts its own server (in a private runtime folder of its own, through the command
 line, as a user's shell would) and stops it; the suite's process check then finds nothing

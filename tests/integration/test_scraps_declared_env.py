@@ -1,4 +1,5 @@
-"""Scraps in a declared environment, and the PEP 723 block that is no cell (SPEC section 19).
+"""Scraps in a declared environment, and the PEP 723 block that is no cell
+(docs/how-to/environments.md).
 
 The environment is made by the real uv from the package index (``dependencies = []``: only
 the kernel), once for the module, in a folder of its own; every command runs as a user's shell

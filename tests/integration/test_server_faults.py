@@ -8,7 +8,8 @@ the run record ends truthfully (``open: false``; a step cut short ``interrupted`
 cell), no process of the session is left 10 s after the kill, and the next command starts a
 server (or uses the live one) and works.
 
-A checkpoint is the session's to lose (SPEC section 15: only a cache of the state): killed, the
+A checkpoint is the session's to lose (docs/how-to/sessions.md: only a cache of the state):
+killed, the
 session goes on, and its step succeeds.
 """
 

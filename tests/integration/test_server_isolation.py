@@ -1,5 +1,5 @@
 """A served command is the in-process one: its client's environment, umask, limits and bytes,
-and nothing of the client that started the server (SPEC section 18), proven against the real
+and nothing of the client that started the server (docs/how-to/server.md), proven against the real
 server process (the ``shell`` fixture of test_run_server.py).
 """
 

@@ -48,10 +48,12 @@ def test_ctrl_c_during_a_step_stops_the_cell_and_logs_the_step(tmp_path: Path) -
         session.run(until=0)
 
         def interrupt_when_started() -> None:
+            # Once the slow cell has logged its start (it then sleeps for seconds).
             deadline = time.monotonic() + 60
-            while not log.exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
-            time.sleep(1.0)
+            while (not log.exists() or log.read_text() != "slow started\n") and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.02)  # a poll of the event, with a deadline
             _thread.interrupt_main()
 
         interrupter = threading.Thread(target=interrupt_when_started)
@@ -63,10 +65,10 @@ def test_ctrl_c_during_a_step_stops_the_cell_and_logs_the_step(tmp_path: Path) -
         finally:
             interrupter.join()
         assert time.monotonic() - began < 4, "the step waited for the cell"
-        # The cell does not run on in the kernel.
-        time.sleep(3.5)
-        assert log.read_text() == "slow started\n"
+        # The cell does not run on in the kernel: an evaluation runs after whatever the kernel
+        # is doing, so a cell running on would have finished (and logged it) before it.
         assert session.evaluate("'finished' in dir()")["output"] == "False\n"
+        assert log.read_text() == "slow started\n"
         # The next step runs the interrupted cell again, once, and the one after it.
         step = session.run()
         assert step["status"] == "success", step

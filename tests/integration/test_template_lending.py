@@ -158,7 +158,12 @@ def test_closing_a_copy_while_it_waits_for_its_template_returns_at_once(
 
     waiting = threading.Thread(target=wait)
     waiting.start()
-    time.sleep(0.05)  # the request is on its way; the template imports pandas for a while
+    # Until the lender has the request (it spawns the template, which imports pandas for a
+    # while): the copy is then waiting for the answer.
+    deadline = time.monotonic() + 30
+    while "full" not in lender.templates and time.monotonic() < deadline:
+        time.sleep(0.01)  # a poll of the event, with a deadline
+    assert "full" in lender.templates, "the request never reached the lender"
     began = time.monotonic()
     full.close()
     kernel.close()

@@ -67,7 +67,7 @@ def test_the_version_is_written_once(dist: Path) -> None:
         names = archive.namelist()
     assert f"\nVersion: {version}\n" in metadata
     assert "notebook_executor/py.typed" in names
-    # The extras SPEC section 8 names are all declared (pip warns of an unknown one).
+    # The extras docs/getting-started.md names are all declared (pip warns of an unknown one).
     for extra in ("mcp", "dask", "s3", "diff"):
         assert f"\nProvides-Extra: {extra}\n" in metadata, extra
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
-"""Declared dependencies (SPEC section 19) are read from every kind of source, as uv reads a
+"""Declared dependencies (docs/how-to/environments.md) are read from every kind of source, as uv
+reads a
 PEP 723 block; a malformed declaration is refused before anything is installed; uv's errors are
 condensed to one line naming the requirement. No kernel and no uv here (fake engine)."""
 
@@ -175,7 +176,7 @@ def test_inspect_shows_the_declaration_and_keeps_the_parameters_shape(
     path = write(tmp_path / "nb.py", SCRIPT)
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
         answer = ex.inspect_parameters(path)
-        # SPEC section 3's shape, unchanged: {name: {...}}.
+        # docs/reference/api.md's shape, unchanged: {name: {...}}.
         assert answer == {
             "n": {"name": "n", "type": "int", "default": 1, "help": "", "required": False}
         }

@@ -1,4 +1,5 @@
-"""The digest (SPEC 17): every item checked against the runs that produced it (fake engine)."""
+"""The digest (docs/how-to/modified-runs.md): every item checked against the runs that produced it
+(fake engine)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ from notebook_executor._run.cell_loop import run_job
 from notebook_executor._sources.formats import load_source
 from notebook_executor.engine import (
     CellEnd,
+    CellHooks,
+    CellRan,
     EngineKernel,
     KernelChoice,
     NotebookNode,
@@ -138,19 +140,29 @@ def test_bad_input_reaches_no_hook_but_prepare(tmp_path: Path) -> None:
     assert engine.calls == ["prepare_kernel", "close"]
 
 
-def test_cell_done_reports_each_completed_cell_and_survives_a_failing_callback(
+def test_the_hooks_hear_each_cell_and_survive_a_failing_observer(
     notebook: Path, tmp_path: Path
 ) -> None:
     engine = PlainEngine()
-    seen: list[int] = []
-    job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=seen.append)
+    seen: list[tuple[str, int]] = []
+    hooks = CellHooks(
+        on_cell_start=[lambda event: seen.append(("start", event.index))],
+        on_cell_executed=[lambda ran: seen.append(("ran", ran.index))],
+    )
+    job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, hooks=hooks)
     run_job(engine, job)
-    assert seen == [0, 2]
+    assert seen == [("start", 0), ("ran", 0), ("start", 2), ("ran", 2)]
 
-    def broken(index: int) -> None:
-        raise RuntimeError(f"display failed at {index}")
+    def broken(event: CellRan) -> None:
+        raise RuntimeError(f"display failed at {event.index}")
 
-    job = RunJob(load_source(notebook).nb, _kernel(), tmp_path, {}, on_cell=broken)
+    job = RunJob(
+        load_source(notebook).nb,
+        _kernel(),
+        tmp_path,
+        {},
+        hooks=CellHooks(on_cell_executed=[broken]),
+    )
     assert run_job(engine, job).completed == [0, 2]
 
 

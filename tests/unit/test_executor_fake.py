@@ -502,6 +502,9 @@ def test_public_names_are_pinned() -> None:
         "ExecutorClosedError",
         "FailedCell",
         "InvalidArgumentError",
+        "Job",
+        "JobState",
+        "JobStatus",
         "KernelStartError",
         "NotebookDiff",
         "NotebookExecutor",
@@ -664,9 +667,9 @@ def test_the_engine_reports_each_completed_code_cell(workdir: Path, engine: Fake
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
         ex.execute("fails.py")
     job = engine.jobs[-1]
-    assert job.on_cell is None
+    assert job.hooks.on_cell_executed == []
     seen: list[int] = []
-    job.on_cell = seen.append
+    job.hooks.on_cell_executed.append(lambda ran: seen.append(ran.index) if ran.completed else None)
     run_job(engine, job)
     assert seen == [0]
 

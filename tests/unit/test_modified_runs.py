@@ -1,4 +1,5 @@
-"""Modified runs (SPEC 16): cells replaced for one run, the template untouched (fake engine)."""
+"""Modified runs (docs/how-to/modified-runs.md): cells replaced for one run, the template
+untouched (fake engine)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The project's runs folder (SPEC section 24): the search rules of
+"""The project's runs folder (docs/reference/cli.md): the search rules of
 :func:`~notebook_executor._records.project.find_runs_dir`, and the faces that ask it."""
 
 from __future__ import annotations

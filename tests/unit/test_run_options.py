@@ -51,7 +51,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> list[RunOptions]:
         planned.append(options)
         return real(input_path, options, **settings)
 
-    monkeypatch.setattr("notebook_executor._executor.plan_run", spy)
+    monkeypatch.setattr(planning, "plan_run", spy)  # what the executor's Planner calls
     return planned
 
 
@@ -74,7 +74,7 @@ def test_execute_takes_every_option_as_the_contract_spells_it() -> None:
     # Each defaults to "not given", as RunOptions does (None for a limit means "no limit").
     defaults = {f.name: f.default for f in fields(RunOptions)}
     assert all(signature[name].default is defaults[name] for name in RUN_OPTIONS)
-    # SPEC section 3: these four by position, the rest by keyword only.
+    # docs/reference/api.md: these four by position, the rest by keyword only.
     positional = [
         name
         for name, p in signature.items()

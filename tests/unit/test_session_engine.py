@@ -113,3 +113,30 @@ def test_a_session_whose_engine_cannot_start_a_kernel_raises_kernel_start_error(
         assert result["status"] == "error" and result["error_kind"] == "kernel_died"
         with pytest.raises(KernelStartError, match="the kernel did not start"):
             ex.open_session(notebook)
+
+
+@pytest.mark.parametrize(
+    ("stop", "kind"),
+    [
+        (RuntimeError("the kernel died before answering"), "kernel_died"),
+        (KeyboardInterrupt(), "cancelled"),
+    ],
+)
+def test_a_session_that_never_started_is_recorded_as_failed_not_as_a_success(
+    notebook: Path, tmp_path: Path, stop: BaseException, kind: str
+) -> None:
+    """A session whose kernel did not start, or whose opening was cut off (Ctrl-C, the run
+    server gone), ran no cell: its record and catalog row say so (they said ``success``)."""
+
+    class NoKernel(ScriptedEngine):
+        def open(self, job: RunJob) -> ScriptedKernel:
+            raise stop
+
+    with NotebookExecutor(runs_dir=tmp_path / "runs", engine=NoKernel()) as ex:
+        with pytest.raises((KernelStartError, KeyboardInterrupt)):
+            ex.open_session(notebook)
+        (row,) = ex.runs()
+        record = ex.get_run(row["run_id"])
+    assert row["status"] == record["status"] == "error"
+    assert row["error_kind"] == record["error_kind"] == kind
+    assert failed_cell(record)["index"] == 0  # the first code cell

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,21 @@ def session(tmp_path: Path) -> Iterator[tuple[int, list[int], str]]:
         leader.wait(timeout=10)
 
 
+@pytest.fixture
+def swept(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """What each sweep of a recorded session killed, as it returns it: it returns once its
+    signals are sent, so an empty list means no process was signalled (nothing to wait for)."""
+    killed: list[list[int]] = []
+    real = sessions.sweep
+
+    def spy(leader: int, started: int, ids: Any) -> list[int]:
+        killed.append(real(leader, started, ids))
+        return killed[-1]
+
+    monkeypatch.setattr(sessions, "sweep", spy)
+    return killed
+
+
 def _abandon(workdir: Workdir) -> None:
     """The owner dies without removing its folder: the OS drops the lock."""
     assert workdir._lock_fd is not None
@@ -86,7 +102,9 @@ def test_a_recorded_session_is_killed_once_its_owner_is_gone(
     assert wait_gone(pids) == set()
 
 
-def test_a_reused_pid_is_never_hit(tmp_root: Path, session: tuple[int, list[int], str]) -> None:
+def test_a_reused_pid_is_never_hit(
+    tmp_root: Path, session: tuple[int, list[int], str], swept: list[list[int]]
+) -> None:
     leader, pids, identifier = session
     workdir = make_workdir()
     started = sessions.start_time(leader)
@@ -95,19 +113,19 @@ def test_a_reused_pid_is_never_hit(tmp_root: Path, session: tuple[int, list[int]
     _record(workdir, leader, [identifier], started=started - 1)
     _abandon(workdir)
     assert sweep_stale() == [workdir.path]
-    time.sleep(0.2)
+    assert swept == [[]]
     assert all(alive(pid) for pid in pids)
 
 
 def test_processes_without_the_kernel_identifier_are_spared(
-    tmp_root: Path, session: tuple[int, list[int], str]
+    tmp_root: Path, session: tuple[int, list[int], str], swept: list[list[int]]
 ) -> None:
     leader, pids, _ = session
     workdir = make_workdir()
     _record(workdir, leader, ["some-other-kernel"])
     _abandon(workdir)
     assert sweep_stale() == [workdir.path]
-    time.sleep(0.2)
+    assert swept == [[]]
     assert all(alive(pid) for pid in pids)
 
 

@@ -7,10 +7,14 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals"),
+    pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux /proc"),
+]
 
 #: The main thread blocks SIGINT, so the kernel of the OS hands it to the other thread; Python
 #: runs its handler in the main thread once that wakes up. ``WAIT`` is how the main thread waits.
@@ -37,9 +41,22 @@ def _host(wait: str) -> subprocess.Popen[str]:
     )
     assert host.stdout is not None
     assert host.stdout.readline() == "waiting\n"
-    time.sleep(0.5)  # into the wait
+    _wait_blocked(host.pid)
     host.send_signal(signal.SIGINT)
     return host
+
+
+def _wait_blocked(pid: int) -> None:
+    """Return once the host's main thread sleeps in the wait: after "waiting" it does nothing
+    else that sleeps, so a Ctrl-C sent now reaches the wait, not the code before it."""
+    deadline = time.monotonic() + 30
+    stat = Path(f"/proc/{pid}/task/{pid}/stat")
+    while time.monotonic() < deadline:
+        state = stat.read_text().rpartition(")")[2].split()[0]
+        if state == "S":
+            return
+        time.sleep(0.01)  # a poll, not a wait
+    raise AssertionError("the host never blocked in its wait")
 
 
 def test_ctrl_c_taken_by_another_thread_interrupts_the_wait() -> None:

@@ -64,6 +64,19 @@ SOURCES: dict[str, tuple[str, list[tuple[str, str, int | None]]]] = {
     ),
 }
 
+#: Notebooks of ours, run with every sample, by name (``ours/<name>``): cells whose output
+#: depends on what a library fixed at import from what it saw of its host (issue 47: pandas
+#: imported by the template outside any kernel made ``display.max_columns`` 0, not 20, and
+#: a wide DataFrame printed as ``col0 col1 ... col11`` where nbclient wraps its columns).
+OURS: dict[str, list[str]] = {
+    "wide_dataframe.ipynb": [
+        "import pandas as pd\npd.get_option('display.max_columns')",
+        "pd.DataFrame({f'column_{i}': range(3) for i in range(12)})",
+        "print(pd.DataFrame({f'column_{i}': [i * 1000] for i in range(12)}))",
+        "import sys\nprint(type(sys.stdout).__name__, sys.stdout.isatty(), sys.stdout.encoding)",
+    ],
+}
+
 #: Notebooks not run at all, and why.
 NOT_RUN: dict[str, str] = {
     "nbclient/Parallel Execute A.ipynb": "needs nbclient's parallel harness (a variable injected)",
@@ -157,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.sample:
             step = max(1, len(notebooks) / args.sample)
             notebooks = [notebooks[int(i * step)] for i in range(min(args.sample, len(notebooks)))]
-        print(f"corpus: {total} notebooks from {len(SOURCES)} projects; running {len(notebooks)}")
+        notebooks += [nb for nb in ours(work) if not args.only or args.only in nb.name]
+        print(
+            f"corpus: {total} notebooks from {len(SOURCES)} projects and {len(OURS)} of ours; "
+            f"running {len(notebooks)}"
+        )
         for name, why in NOT_RUN.items():
             print(f"  not run: {name}: {why}")
         totals = Totals()
@@ -191,6 +208,25 @@ def corpus(work: Path) -> list[Notebook]:
                 nb = Notebook(project, ipynb)
                 if nb.name not in NOT_RUN:
                     found.append(nb)
+    return found
+
+
+def ours(work: Path) -> list[Notebook]:
+    """The notebooks of :data:`OURS`, written as ``.ipynb`` files under ``work``."""
+    import nbformat
+
+    folder = work / "ours"
+    folder.mkdir(exist_ok=True)
+    found = []
+    for name, sources in OURS.items():
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+        nb.metadata["kernelspec"] = {
+            "name": KERNEL,
+            "display_name": "Python 3",
+            "language": "python",
+        }
+        nbformat.write(nb, folder / name)
+        found.append(Notebook("ours", folder / name))
     return found
 
 

@@ -82,7 +82,7 @@ def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def result(row: Mapping[str, Any]) -> RunResult:
-    """The result dict (SPEC section 4) of a catalog row."""
+    """The result dict (docs/reference/results.md) of a catalog row."""
     return {  # type: ignore[return-value]  # the keys are RunResult's (RESULT_KEYS)
         key: (None if row[key] is None else json.loads(row[key])) if key in _JSON_KEYS else row[key]
         for key in RESULT_KEYS

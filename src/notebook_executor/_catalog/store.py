@@ -236,7 +236,7 @@ class Catalog:
         Returns
         -------
         list of dict
-            Result dicts (SPEC section 4); a run still going has ``status: "running"``.
+            Result dicts (docs/reference/results.md); a run still going has ``status: "running"``.
         """
         where, values = filters(notebook, status, since, self.runs_dir)
         sql = SELECT_RESULT + where + NEWEST_FIRST

@@ -36,7 +36,7 @@ from .._records.results import redact
 from .._records.scrub import scrub_notebook
 from .._run.cell_loop import run_job
 from .._times import iso, now_utc
-from ..engine import EngineOutcome, KernelChoice, RunJob
+from ..engine import CellHooks, CellRan, EngineOutcome, KernelChoice, RunJob
 
 __all__ = [
     "PLUGIN_NAME",
@@ -232,8 +232,9 @@ def _run(
 ) -> WorkerResult:
     import nbformat
 
-    def on_cell(index: int) -> None:
-        worker.log_event(job.topic, {"run": job.run, "cell": index})
+    def on_cell(ran: CellRan) -> None:
+        if ran.completed:
+            worker.log_event(job.topic, {"run": job.run, "cell": ran.index})
 
     nb = nbformat.reads(job.nb_json, as_version=4)
     task_job = RunJob(
@@ -243,7 +244,7 @@ def _run(
         env=kernel_environment({**job.env, **secrets}),
         cell_timeout=job.cell_timeout,
         timeout=job.timeout,
-        on_cell=on_cell,
+        hooks=CellHooks(on_cell_executed=[on_cell]),
     )
     worker.log_event(job.topic, {"run": job.run, "started": worker.address})
     started = now_utc()

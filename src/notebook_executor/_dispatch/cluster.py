@@ -22,7 +22,7 @@ __all__ = ["refuse_declared_environment_on_dask", "run_on_dask"]
 
 def refuse_declared_environment_on_dask(input_path: PathLike, environment: str | None) -> None:
     """Refuse, before anything is submitted or made, a sweep on a cluster of a notebook that
-    declares dependencies (SPEC section 19): the environment made for them here does not
+    declares dependencies (docs/how-to/environments.md): the environment made for them here does not
     exist on the workers, whose own interpreters run it only with ``environment="current"``.
 
     Raises

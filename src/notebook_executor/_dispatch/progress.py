@@ -11,7 +11,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..engine import CellRan
 
 __all__ = ["BAR_DELAY", "cell_hook", "cell_progress", "run_progress"]
 
@@ -84,18 +87,22 @@ def cell_hook(
     bar: Callable[[int], None] | None,
     hook: Callable[[int, int], None] | None,
     total: int,
-) -> Callable[[int], None] | None:
-    """The engine's per-cell callback: the progress bar's and the caller's ``(done, total)``,
-    whichever are given."""
-    if hook is None:
-        return bar
+) -> Callable[[CellRan], None] | None:
+    """An ``on_cell_executed`` observer (:class:`~notebook_executor.engine.CellHooks`) that
+    counts the completed cells: it moves the progress bar and calls the caller's ``(done,
+    total)``, whichever are given; None when neither is."""
+    if bar is None and hook is None:
+        return None
     done = 0
 
-    def on_cell(index: int) -> None:
+    def on_cell_executed(ran: CellRan) -> None:
         nonlocal done
+        if ran.failure is not None:
+            return
         done += 1
         if bar is not None:
-            bar(index)
-        hook(done, total)
+            bar(ran.index)
+        if hook is not None:
+            hook(done, total)
 
-    return on_cell
+    return on_cell_executed

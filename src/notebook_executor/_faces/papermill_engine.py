@@ -34,7 +34,7 @@ from papermill.engines import Engine
 
 from .._kernels.kernel_engine import KernelEngine
 from .._kernels.launch import choose_kernel, kernel_environment
-from ..engine import EngineOutcome, RunJob
+from ..engine import CellHooks, EngineOutcome, RunJob
 
 __all__ = ["NotebookExecutorEngine"]
 
@@ -117,10 +117,14 @@ class NotebookExecutorEngine(Engine):  # type: ignore[misc]
             cwd=Path.cwd().resolve(),
             env=kernel_environment(None),
             cell_timeout=execution_timeout or None,
-            on_cell_start=manager.start,
-            on_cell=manager.complete,
-            on_output=manager.output,
             start_timeout=start_timeout or None,
+            hooks=CellHooks(
+                on_cell_start=[lambda event: manager.start(event.index)],
+                on_output=[lambda event: manager.output(event.index, event.output)],
+                on_cell_executed=[
+                    lambda ran: manager.complete(ran.index) if ran.completed else None
+                ],
+            ),
         )
         # Papermill's own engine says so before the first cell, log_output or not.
         _papermill_log.info(f"Executing notebook with kernel: {kernel_name or kernel.name}")

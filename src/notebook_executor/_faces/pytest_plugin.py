@@ -9,7 +9,7 @@ installed; it does nothing unless ``--notebooks`` is given (importing it imports
   with several parameter sets (``--notebook-parameter-sets``, the file ``check
   --parameter-sets`` reads), one item per set, ``path[set id]``.
 - **Running.** Each item is checked by the code ``check --execute`` runs
-  (``NotebookExecutor._check_notebook``), so the two never disagree: nbval's and nbmake's
+  (``notebook_executor._executor.check_notebook``), so the two never disagree: nbval's and nbmake's
   markers honoured, a notebook whose required parameters or declared environment variables are
   not given skipped with the reason. One executor per pytest process (each pytest-xdist worker
   has its own warm kernels), closed when the session ends: its kernel template starts when the
@@ -426,17 +426,19 @@ class NotebookItem(pytest.Item):
             self.add_marker(pytest.mark.timeout(state.timeout + _TIMEOUT_GRACE))
 
     def runtest(self) -> None:
+        from .._executor import check_notebook
+
         state = self.config.stash[_STATE]
         options: dict[str, Any] = {"parameters": self.parameter_set.parameters}
         if state.timeout is not None:
             options["timeout"] = state.timeout
-        executor = state.executor()
-        executor.base_env = _kernel_base_env()
-        checked = executor._check_notebook(
+        checked = check_notebook(
+            state.executor(),
             _shown_path(self.path),
             execute=True,
             record=state.record,
             outputs=state.rules_for(self.parameter_set),
+            base_env=_kernel_base_env(),
             **options,
         )
         if checked.result is not None:

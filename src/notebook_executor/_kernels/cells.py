@@ -28,6 +28,7 @@ from queue import Empty
 from typing import TYPE_CHECKING, Any
 
 from .._notebook import output_from_msg
+from .._types import TIMEOUTS
 from ..engine import CellEnd
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 ALIVE_POLL = 1.0
 
 #: Longest to wait for a cell's output after its reply, when the cell has no time limit.
-IOPUB_DRAIN_SECONDS = 300.0
+IOPUB_DRAIN_SECONDS = TIMEOUTS.output_drain
 
 #: Messages that carry an output, possibly with a ``display_id``.
 _DISPLAY_TYPES = frozenset({"execute_result", "display_data", "update_display_data"})

@@ -18,46 +18,47 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import KernelStartError
+from .._types import TIMEOUTS
 from ..engine import CellEnd, CheckpointError
-from .cells import Displays, execute_cell, iopub_seconds
+from .cells import Displays
 from .widgets import Widgets
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from ..engine import RunJob
     from .forkserver import ForkChannel
+    from .launch import RunningKernel
     from .live import LiveKernel
     from .loop import KernelLoop
 
-__all__ = ["START_TIMEOUT", "STOP_SECONDS", "CheckpointedKernel"]
+__all__ = ["STOP_SECONDS", "CheckpointedKernel"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-#: How a cell's end is waited for (the engine's :meth:`wait
-#: <notebook_executor._kernels.kernel_engine.KernelEngine.wait>`: Ctrl-C and cancel reach it).
-CellWait = Callable[["concurrent.futures.Future[CellEnd]", "threading.Event | None"], CellEnd]
-
-#: Longest a session's kernel may take to start (seconds), when its job gives no limit.
-START_TIMEOUT = 120.0
+#: How a cell runs: the engine's :meth:`run_cell
+#: <notebook_executor._kernels.kernel_engine.KernelEngine.run_cell>`, as for a run's kernel.
+CellRun = Callable[
+    ["RunningKernel", "RunJob", "tuple[Displays, Widgets]", "NotebookNode", int, "float | None"],
+    CellEnd,
+]
 
 #: Longest :meth:`CheckpointedKernel.stop` and :meth:`~CheckpointedKernel.close` wait for the
 #: kernel loop (seconds); then what is left is killed by process id.
-STOP_SECONDS = 20.0
+STOP_SECONDS = TIMEOUTS.kernel_stop
 
 
 class CheckpointedKernel:
     """A session's live kernel; made by :meth:`start`."""
 
-    def __init__(self, wait: CellWait, loop: KernelLoop, job: RunJob, live: LiveKernel):
-        self._wait = wait
+    def __init__(self, run: CellRun, loop: KernelLoop, job: RunJob, live: LiveKernel):
+        self._run = run
         self._loop = loop
         self._job = job
         self._live: LiveKernel | None = live
@@ -74,7 +75,7 @@ class CheckpointedKernel:
     @classmethod
     def start(
         cls,
-        wait: CellWait,
+        run: CellRun,
         loop: KernelLoop,
         job: RunJob,
         template: Callable[[], ForkChannel | None] | None,
@@ -86,7 +87,7 @@ class CheckpointedKernel:
         from .live import LiveKernel
         from .loop import result_of
 
-        ready = job.start_timeout or START_TIMEOUT
+        ready = job.start_timeout or TIMEOUTS.kernel_start  # the cell loop sets it
         for attempt in range(3):
             server = None
             if template is not None and attempt < 2:
@@ -101,6 +102,9 @@ class CheckpointedKernel:
             )
             try:
                 live = result_of(future, job.cancel)
+            except (KeyboardInterrupt, concurrent.futures.CancelledError):
+                future.cancel()  # Ctrl-C or the job's cancel: the start is given up
+                raise KeyboardInterrupt from None
             except ForkServerError as exc:
                 if server is None:
                     raise KernelStartError(f"the kernel did not start: {exc}") from None
@@ -110,7 +114,7 @@ class CheckpointedKernel:
                 raise KernelStartError(
                     f"the kernel did not start: {exc or type(exc).__name__}"
                 ) from None
-            return cls(wait, loop, job, live)
+            return cls(run, loop, job, live)
         raise KernelStartError("the kernel did not start: the template could not fork")
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -138,23 +142,7 @@ class CheckpointedKernel:
         live = self._live
         if live is None or self._stopped:
             return CellEnd("dead")
-        end = self._wait(
-            self._loop.submit(
-                execute_cell(
-                    live.client,
-                    nb,
-                    index,
-                    timeout=limit,
-                    iopub_timeout=iopub_seconds(limit),
-                    alive=live.alive,
-                    displays=self._displays,
-                    on_output=self._job.on_output,
-                    widgets=self._widgets,
-                )
-            ),
-            self._job.cancel,
-        )
-        return live.kernel.account_for(end)
+        return self._run(live.kernel, self._job, (self._displays, self._widgets), nb, index, limit)
 
     def checkpoint_unsupported(self) -> str | None:
         if self._live is None or self._stopped:

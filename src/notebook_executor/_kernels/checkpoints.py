@@ -16,6 +16,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from .._types import TIMEOUTS
 from ..engine import CheckpointError
 from .forkserver import ForkChannel
 from .workdirs import Workdir
@@ -23,7 +24,7 @@ from .workdirs import Workdir
 __all__ = ["Checkpoint", "CheckpointError", "held_memory", "hello", "smaps_rollup"]
 
 #: Longest a checkpoint may take to answer a request (it answers a fork at once).
-REPLY_TIMEOUT = 30.0
+REPLY_TIMEOUT = TIMEOUTS.checkpoint
 
 
 class Checkpoint(ForkChannel):

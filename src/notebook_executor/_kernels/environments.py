@@ -1,6 +1,6 @@
 """Per-notebook environments: made by uv from a notebook's declared dependencies, and cached.
 
-A notebook that declares dependencies (SPEC section 19) runs on a kernel in a virtual
+A notebook that declares dependencies (docs/how-to/environments.md) runs on a kernel in a virtual
 environment made for them: ``uv venv`` then ``uv pip install`` of the declared requirements plus
 :data:`KERNEL_REQUIREMENT` (the kernel-side programs of ``inside/``, ``kernel_main.py``
 and ``template_server.py``, run by path and import nothing else of this package). Nothing here

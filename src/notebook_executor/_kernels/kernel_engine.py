@@ -3,9 +3,11 @@
 The seam is :mod:`notebook_executor.engine`: :class:`KernelEngine` opens kernels (from its
 :class:`~.pool.KernelPool` for runs; kernels that take checkpoints for sessions, see
 :mod:`.checkpointed`) and runs one cell at a time on request (with :mod:`.cells`, on
-jupyter_client); the executor's cell loop (``_run/cell_loop.py``) drives them. Every kernel
-of an engine lives on the engine's event loop (:mod:`.loop`); the calling thread waits in
-slices, so Ctrl-C reaches it at once.
+jupyter_client); the executor's cell loop (``_run/cell_loop.py``) drives them and owns their
+limits: a kernel starts within the job's ``start_timeout``, a cell runs within the limit the
+loop gives :meth:`KernelEngine.run_cell`, the one way a cell runs on either kind of kernel.
+Every kernel of an engine lives on the engine's event loop (:mod:`.loop`); the calling thread
+waits in slices, so Ctrl-C and the job's ``cancel`` reach it at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .._errors import KernelStartError
+from .._types import TIMEOUTS
 from ..engine import CellEnd, EngineKernel, RunJob
 from .launch import RunningKernel
 
@@ -27,19 +30,15 @@ if TYPE_CHECKING:
 
     from .._notebook import NotebookNode
     from ..engine import KernelChoice
+    from .cells import Displays
     from .forkserver import ForkChannel
     from .loop import KernelLoop
     from .pool import KernelPool
+    from .widgets import Widgets
 
-__all__ = ["KERNEL_READY_TIMEOUT", "KernelEngine", "imports_beyond_stdlib"]
+__all__ = ["KernelEngine", "imports_beyond_stdlib"]
 
 logger = logging.getLogger(__name__)
-
-#: Longest a kernel may take to start and answer, when the run itself has no deadline.
-KERNEL_READY_TIMEOUT = 60.0
-
-#: Longest a cancelled cell's wait may take to end, once its kernel is told to stop (s).
-CANCEL_WAIT = 10.0
 
 
 class KernelEngine:
@@ -75,7 +74,9 @@ class KernelEngine:
         """A fresh kernel for ``job`` (see :class:`~notebook_executor.engine.Engine`): one of
         the pool's for a run; for a session (``job.checkpoints``), one of its own that takes
         checkpoints, forked from the pool's template when it can be. Raises
-        :class:`~notebook_executor.KernelStartError` if it does not start in time."""
+        :class:`~notebook_executor.KernelStartError` if it does not start within the job's
+        ``start_timeout`` (the cell loop sets it), ``KeyboardInterrupt`` if the job's
+        ``cancel`` is set first."""
         from .loop import result_of
 
         loop, pool = self._kernel_loop()
@@ -83,16 +84,14 @@ class KernelEngine:
             from .checkpointed import CheckpointedKernel
 
             return CheckpointedKernel.start(
-                self.wait,
+                self.run_cell,
                 loop,
                 job,
                 template=lambda: self.template(
                     job.kernel, job.cwd, job.env, data=imports_beyond_stdlib(job)
                 ),
             )
-        ready_timeout = job.start_timeout or KERNEL_READY_TIMEOUT
-        if job.timeout is not None:
-            ready_timeout = max(0.01, min(ready_timeout, job.timeout))
+        ready_timeout = job.start_timeout or TIMEOUTS.kernel_start
 
         async def acquire() -> RunningKernel:
             return await asyncio.wait_for(
@@ -116,13 +115,46 @@ class KernelEngine:
             ) from None
         return _PoolKernel(self, loop, pool, kernel, job)
 
-    def wait(
+    def run_cell(
+        self,
+        kernel: RunningKernel,
+        job: RunJob,
+        state: tuple[Displays, Widgets],
+        nb: NotebookNode,
+        index: int,
+        limit: float | None,
+    ) -> CellEnd:
+        """Run cell ``index`` of ``nb`` on ``kernel`` within ``limit`` (see
+        :meth:`EngineKernel.run_cell <notebook_executor.engine.EngineKernel.run_cell>`), on
+        the engine's loop: the one way a cell runs, for a run's kernel and a session's.
+        ``state``: the displays a later cell may update and the widgets, kept across cells.
+        Ctrl-C in this thread, the job's ``cancel`` event, or :meth:`cancel` from another
+        thread ends the wait: the cell's wait on the loop is cancelled (the loop then stops
+        the kernel) and this raises ``KeyboardInterrupt``."""
+        from .cells import execute_cell, iopub_seconds
+
+        displays, widgets = state
+        cell = execute_cell(
+            kernel.client,
+            nb,
+            index,
+            timeout=limit,
+            iopub_timeout=iopub_seconds(limit),
+            alive=kernel.manager.is_alive,
+            displays=displays,
+            on_output=job.hooks.output_hook(),
+            widgets=widgets,
+        )
+        loop = self._loop
+        if loop is None:  # the engine was closed: its kernels with it
+            cell.close()
+            return CellEnd("dead")
+        return kernel.account_for(self._wait(loop.submit(cell), job.cancel))
+
+    def _wait(
         self, future: concurrent.futures.Future[CellEnd], cancel: threading.Event | None
     ) -> CellEnd:
-        """The end of a cell running on the loop as ``future``. Ctrl-C in this thread, the
-        job's ``cancel`` event, or :meth:`cancel` from another thread ends the wait: the
-        cell's wait on the loop is cancelled (the loop then stops the kernel) and this raises
-        ``KeyboardInterrupt``."""
+        """The end of a cell running on the loop as ``future`` (see :meth:`run_cell`)."""
         from .loop import result_of
 
         with self._lock:
@@ -132,7 +164,7 @@ class KernelEngine:
         except (KeyboardInterrupt, concurrent.futures.CancelledError):
             future.cancel()
             with contextlib.suppress(Exception, KeyboardInterrupt):
-                concurrent.futures.wait([future], timeout=CANCEL_WAIT)
+                concurrent.futures.wait([future], timeout=TIMEOUTS.cancel_wait)
             raise KeyboardInterrupt from None
         finally:
             with self._lock:
@@ -244,35 +276,16 @@ class _PoolKernel:
         self._kernel: RunningKernel | None = kernel
         self._job = job
         self.info = kernel.info
-        self._displays = Displays()
-        self._widgets = Widgets(kernel.client)
+        self._state = (Displays(), Widgets(kernel.client))
 
     def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
-        from .cells import execute_cell, iopub_seconds
-
         kernel = self._kernel
         if kernel is None:
             return CellEnd("dead")
-        end = self._engine.wait(
-            self._loop.submit(
-                execute_cell(
-                    kernel.client,
-                    nb,
-                    index,
-                    timeout=limit,
-                    iopub_timeout=iopub_seconds(limit),
-                    alive=kernel.manager.is_alive,
-                    displays=self._displays,
-                    on_output=self._job.on_output,
-                    widgets=self._widgets,
-                )
-            ),
-            self._job.cancel,
-        )
-        return kernel.account_for(end)
+        return self._engine.run_cell(kernel, self._job, self._state, nb, index, limit)
 
     def save_widgets(self, nb: NotebookNode) -> None:
-        self._widgets.save(nb)
+        self._state[1].save(nb)
 
     def stop(self) -> None:
         self._release(clean=False)

@@ -121,7 +121,8 @@ def _spec_manager(choice: KernelChoice) -> Any:
     if not choice.native:
         return KernelSpecManager()
     manager = _native_spec_manager_class()()
-    # A notebook's own environment (SPEC section 19): the same kernel program, its Python.
+    # A notebook's own environment (docs/how-to/environments.md): the same kernel program, its
+    # Python.
     manager.interpreter = choice.interpreter
     return manager
 

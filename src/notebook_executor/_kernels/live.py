@@ -96,6 +96,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._types import TIMEOUTS
 from ..engine import KernelChoice
 from .checkpoints import Checkpoint, CheckpointError, held_memory, hello, smaps_rollup
 from .forkserver import ForkChannel, fork_supported
@@ -113,7 +114,7 @@ __all__ = ["Checkpoint", "CheckpointError", "LiveKernel", "smaps_rollup"]
 logger = logging.getLogger(__name__)
 
 #: Longest a kernel may take to answer a checkpoint request, and its copy to say hello.
-CHECKPOINT_TIMEOUT = 30.0
+CHECKPOINT_TIMEOUT = TIMEOUTS.checkpoint
 
 #: The shell message that asks the kernel for a checkpoint (see ``inside/kernel_main.py``).
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"

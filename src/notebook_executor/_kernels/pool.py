@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._types import TIMEOUTS
 from ..engine import KernelChoice
 from .launch import RunningKernel
 from .options import is_own_interpreter
@@ -66,7 +67,7 @@ FIRST_FILL_DELAY = 0.3
 SETTLE_DELAY = 0.05
 
 #: Longest a pooled kernel may take to start in the background.
-POOL_READY_TIMEOUT = 120.0
+POOL_READY_TIMEOUT = TIMEOUTS.template_start
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ __all__ = ["MAX_ENVIRONMENT_TEMPLATES", "KernelStarts", "PoolPhase", "PoolState"
 
 logger = logging.getLogger("notebook_executor._kernels.pool")
 
-#: Templates of notebooks' own environments (SPEC section 19) a pool keeps, the most recently
+#: Templates of notebooks' own environments (docs/how-to/environments.md) a pool keeps, the most
+#: recently
 #: used; an older one is stopped when another is needed.
 MAX_ENVIRONMENT_TEMPLATES = 3
 

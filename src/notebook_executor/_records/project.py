@@ -1,5 +1,5 @@
 """The project's runs folder: the one place every face (API, command line, run server, MCP
-server) learns where run records go when it is not told (SPEC section 24).
+server) learns where run records go when it is not told (docs/reference/cli.md).
 
 The rule, from a working folder:
 

@@ -127,3 +127,190 @@ def environment_record() -> dict[str, Any]:
         "platform": sys.platform,
         "packages": package_versions(),
     }
+
+
+@functools.lru_cache(maxsize=1)
+def installed_lock() -> tuple[str, ...]:
+    """``name==version`` of every distribution this interpreter sees, sorted, read from the
+    ``.dist-info`` folders' names on ``sys.path`` (a millisecond; ``importlib.metadata``
+    takes a fifth of a second), once per process."""
+    found: set[str] = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")  # noqa: PTH208
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                project, _, version = name[: -len(".dist-info")].partition("-")
+                found.add(f"{project.lower().replace('_', '-')}=={version}")
+    return tuple(sorted(found))
+
+
+def lock_sha256(packages: dict[str, str] | None = None) -> str:
+    """sha256 of an environment's lock: ``packages`` (``{name: version}``, a notebook's own
+    environment's resolved versions), else every distribution this interpreter sees."""
+    import hashlib
+
+    lines = (
+        installed_lock()
+        if packages is None
+        else tuple(sorted(f"{name.lower()}=={version}" for name, version in packages.items()))
+    )
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def machine_record() -> dict[str, Any]:
+    """The machine a run ran on: CPU model and count, memory, GPUs and driver when present
+    (read once per process)."""
+    cpu = platform.machine()
+    memory: int | None = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:  # noqa: PTH123
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.partition(":")[2].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": memory,
+        "system": f"{platform.system()} {platform.release()}",
+        "gpus": _gpus(),
+    }
+
+
+def _gpus() -> list[dict[str, str]]:
+    """NVIDIA GPUs (name, driver) from ``nvidia-smi`` when it is installed (2 s at most)."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        listed = subprocess.run(
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=2,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in listed.splitlines():
+        name, _, driver = line.rpartition(",")
+        if name.strip():
+            gpus.append({"name": name.strip(), "driver": driver.strip()})
+    return gpus
+
+
+@functools.lru_cache(maxsize=64)
+def _git_folder(folder: str) -> tuple[str, str] | None:
+    """(work tree, git folder) of the repository holding ``folder``, once per process."""
+    here = Path(folder)
+    for candidate in (here, *here.parents):
+        dot = candidate / ".git"
+        if dot.is_dir():
+            return os.fspath(candidate), os.fspath(dot)
+        if dot.is_file():
+            text = dot.read_text(encoding="utf-8", errors="replace").strip()
+            if text.startswith("gitdir:"):
+                return os.fspath(candidate), os.fspath(candidate / text[7:].strip())
+    return None
+
+
+def _read_ref(git_dir: Path, ref: str) -> str | None:
+    common = git_dir
+    if (git_dir / "commondir").is_file():
+        common = git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    for base in (git_dir, common):
+        loose = base / ref
+        if loose.is_file():
+            return loose.read_text(encoding="utf-8").strip() or None
+    packed = common / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text(encoding="utf-8").splitlines():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return sha
+    return None
+
+
+class GitState:
+    """The git commit, branch and dirty flag of the repository holding a notebook.
+
+    The commit and branch are read from the ``.git`` folder (no process: microseconds); the
+    dirty flag (and, when dirty, the sha256 of ``git diff HEAD`` of the notebook's own file)
+    comes from ``git status``, started in the background as the run begins and awaited
+    (2 s at most) when it ends, so it costs the run nothing it would wait for."""
+
+    def __init__(self, notebook: str | os.PathLike[str]) -> None:
+        self.record: dict[str, Any] | None = None
+        self._dirty: dict[str, Any] = {}
+        self._thread: Any = None
+        if is_url(notebook):
+            return
+        path = Path(notebook).absolute()
+        found = _git_folder(os.fspath(path.parent))
+        if found is None:
+            return
+        tree, git_dir = found
+        try:
+            head = (Path(git_dir) / "HEAD").read_text(encoding="utf-8").strip()
+            branch: str | None = None
+            if head.startswith("ref:"):
+                ref = head[4:].strip()
+                branch = ref.removeprefix("refs/heads/")
+                commit = _read_ref(Path(git_dir), ref)
+            else:
+                commit = head
+        except OSError:
+            return
+        self.record = {"commit": commit, "branch": branch, "dirty": None}
+        import threading
+
+        self._thread = threading.Thread(
+            target=self._status, args=(tree, os.fspath(path)), name="git-status", daemon=True
+        )
+        self._thread.start()
+
+    def _status(self, tree: str, notebook: str) -> None:
+        import hashlib
+        import subprocess
+
+        def git(*args: str) -> str:
+            return subprocess.run(
+                ["git", "-C", tree, *args],
+                capture_output=True,
+                text=True,
+                timeout=2,
+                check=True,
+                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            ).stdout
+
+        try:
+            changed = git("status", "--porcelain", "--untracked-files=no")
+            self._dirty["dirty"] = bool(changed.strip())
+            if changed.strip():
+                diff = git("diff", "HEAD", "--", notebook)
+                if diff:
+                    self._dirty["notebook_diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+        except (OSError, subprocess.SubprocessError):
+            return
+
+    def finished(self) -> dict[str, Any] | None:
+        """The record, once ``git status`` answered (or 2 s passed)."""
+        if self.record is None:
+            return None
+        if self._thread is not None:
+            self._thread.join(2.5)
+        return {**self.record, **self._dirty}

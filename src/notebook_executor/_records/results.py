@@ -1,4 +1,5 @@
-"""Building the result dict (SPEC section 4) from an executed notebook and the engine's outcome.
+"""Building the result dict (docs/reference/results.md) from an executed notebook and the engine's
+outcome.
 
 Indices: the engine works on the job notebook, which holds one injected-parameters cell the
 source does not have. :class:`CellMap` translates back, so ``failed_cell.index`` is a position in
@@ -32,7 +33,7 @@ __all__ = [
     "skip_tagged",
 ]
 
-#: Keys of the result dict, in order (SPEC section 4): those of :class:`RunResult`.
+#: Keys of the result dict, in order (docs/reference/results.md): those of :class:`RunResult`.
 RESULT_KEYS = tuple(RunResult.__annotations__)
 
 #: The keys of a code cell's run metadata that a modified run's edited cell keeps: the
@@ -41,7 +42,8 @@ EDIT_KEYS = ("original_source", "edit_note")
 
 
 def modified_mark(result: Mapping[str, Any]) -> str:
-    """`` [modified: cells 2, 4]`` for a modified run (SPEC section 16: cells replaced for that
+    """`` [modified: cells 2, 4]`` for a modified run (docs/how-to/modified-runs.md: cells
+    replaced for that
     run only; a result's or a catalog row's ``edited_cells``), else nothing: how the command
     line's summaries and the report's tables mark it."""
     edited = result.get("edited_cells") or []

@@ -258,6 +258,7 @@ def diff_records(
         "parameters": _differing(result_a.get("parameters"), result_b.get("parameters")),
         "scraps": _differing(result_a.get("scraps"), result_b.get("scraps")),
         "packages": _differing(run_packages(nb_a), run_packages(nb_b)),
+        "inputs": differing_inputs(_record(nb_a), _record(nb_b)),
         "cells": diff_cells(
             nb_a,
             nb_b,
@@ -267,9 +268,54 @@ def diff_records(
     }
 
 
+def _record(nb: NotebookNode) -> Mapping[str, Any]:
+    record = nb.get("metadata", {}).get("notebook_executor")
+    return record if isinstance(record, Mapping) else {}
+
+
+def recorded_files(record: Mapping[str, Any]) -> dict[str, str | None]:
+    """``{path: sha256}`` of the files a run's record says it opened (SPEC section 23)."""
+    files = record.get("files")
+    listed = files.get("files") if isinstance(files, Mapping) else None
+    return {
+        str(entry["path"]): entry.get("sha256")
+        for entry in listed or ()
+        if isinstance(entry, Mapping) and "path" in entry
+    }
+
+
+def differing_inputs(record_a: Mapping[str, Any], record_b: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded inputs of two runs that differ: files (by path: their sha256), the git
+    commit, branch and dirty state, the machine, the environment's lock."""
+    found: dict[str, Any] = {}
+    files = _differing(recorded_files(record_a), recorded_files(record_b))
+    git = _differing(record_a.get("git"), record_b.get("git"))
+    machine = _differing(record_a.get("machine"), record_b.get("machine"))
+    env_a, env_b = record_a.get("environment"), record_b.get("environment")
+    locks = [env.get("lock_sha256") if isinstance(env, Mapping) else None for env in (env_a, env_b)]
+    for name, value in (("files", files), ("git", git), ("machine", machine)):
+        if value:
+            found[name] = value
+    if locks[0] != locks[1]:
+        found["environment"] = locks
+    return found
+
+
+def changed_input_names(inputs: Mapping[str, Any], packages: Mapping[str, Any]) -> list[str]:
+    """One readable name per input that changed: ``file data.csv``, ``package pandas``,
+    ``git commit``, ``machine cpu``, ``environment lock``."""
+    names = [f"file {path}" for path in inputs.get("files", {})]
+    names += [f"package {name}" for name in packages]
+    names += [f"git {key}" for key in inputs.get("git", {})]
+    names += [f"machine {key}" for key in inputs.get("machine", {})]
+    if "environment" in inputs:
+        names.append("environment lock")
+    return names
+
+
 def run_packages(nb: NotebookNode) -> dict[str, str]:
     """The package versions a run's record says ran: those resolved in the notebook's own
-    environment (SPEC section 19), else the executor's own that the record lists."""
+    environment (docs/how-to/environments.md), else the executor's own that the record lists."""
     record = nb.get("metadata", {}).get("notebook_executor")
     if not isinstance(record, Mapping):
         return {}

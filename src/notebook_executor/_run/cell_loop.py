@@ -2,13 +2,17 @@
 
 An engine only opens kernels and runs one cell on request (:mod:`notebook_executor.engine`);
 this loop owns everything around the cells, for runs and sessions alike: which cells run
-(markdown, raw and ``skip-execution`` cells are passed over, a blank code cell completes
-without being sent, as with nbclient), each cell's limit (the smaller of its ``cell_timeout``
-and what is left of the run's or step's ``timeout``), how a cell's end becomes a failure (an
-error, a clean ``sys.exit()``, a timeout, a dead kernel with its exit status, Ctrl-C), the
-"output lost" marker of a cell whose output was still arriving, the widgets' state written at
-the end, and cancellation: Ctrl-C or the job's ``cancel`` event stops the kernel and raises
-:class:`~notebook_executor.engine.RunCancelled` with what ran so far.
+(:func:`~notebook_executor._notebook.code_cell_indices`: markdown, raw and ``skip-execution``
+cells are passed over; a blank code cell completes without being sent, as with nbclient), the
+time limits (:class:`Limits`: the kernel's start, the smaller of the start limit and what is
+left of the run's ``timeout``; each cell's, the smaller of its ``cell_timeout`` and what is
+left), how a kernel's start or a cell's end becomes a failure (an error, a clean
+``sys.exit()``, a timeout, a dead kernel with its exit status, Ctrl-C), the "output lost"
+marker of a cell whose output was still arriving, the widgets' state written at the end, the
+job's observers (:class:`~notebook_executor.engine.CellHooks`: told of each cell's start and
+end), and cancellation: Ctrl-C or the job's ``cancel`` event, while the kernel starts or a
+cell runs, stops the kernel and raises :class:`~notebook_executor.engine.RunCancelled` with
+what ran so far.
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._notebook import code_cell_indices, is_blank, skipped
+from .._records.files import note_files
 from .._times import iso, now_utc
-from ..engine import CellEnd, CellFailure, EngineOutcome, RunCancelled
+from .._types import TIMEOUTS
+from ..engine import CellEnd, CellFailure, CellRan, CellStart, EngineOutcome, RunCancelled
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -30,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCELLED",
-    "KERNEL_READY_TIMEOUT",
     "OUTPUT_LOST_MARKER",
     "CellRan",
     "Limits",
@@ -38,6 +43,7 @@ __all__ = [
     "clean_exit",
     "code_cell_indices",
     "is_blank",
+    "open_kernel",
     "run_cells",
     "run_job",
     "set_language_info",
@@ -45,9 +51,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-#: Longest a kernel may take to start and answer, when the run itself has no deadline.
-KERNEL_READY_TIMEOUT = 60.0
 
 CANCELLED = "the run was cancelled"
 
@@ -59,28 +62,26 @@ OUTPUT_LOST_MARKER = "[notebook-executor: output lost here: {why}]\n"
 class Limits:
     """The time limits of a run or a step: ``timeout`` bounds the whole (from ``started``, a
     ``time.monotonic()``), ``cell_timeout`` each cell; None: no limit. ``whole`` names the
-    whole in messages (``"run"``, ``"step"``)."""
+    whole in messages (``"run"``, ``"step"``). ``kernel_start`` bounds a kernel's start (the
+    job's ``start_timeout`` when it gives one), within the whole's deadline."""
 
     cell_timeout: float | None
     timeout: float | None
     started: float
     whole: str = "run"
+    kernel_start: float = TIMEOUTS.kernel_start
 
     @property
     def deadline(self) -> float | None:
         return None if self.timeout is None else self.started + self.timeout
 
-
-@dataclass(frozen=True)
-class CellRan:
-    """What the loop tells its caller after each cell it ran (completed or not)."""
-
-    index: int
-    started: str
-    seconds: float
-    failure: CellFailure | None
-    #: The cell ended with ``sys.exit()`` (or 0): completed, and the run ends there.
-    exited: bool
+    def start_limit(self) -> float:
+        """How long a kernel may take to start from now: ``kernel_start``, or what is left of
+        the whole when that is less (at least 10 ms: the engine still tries)."""
+        deadline = self.deadline
+        if deadline is None:
+            return self.kernel_start
+        return max(0.01, min(self.kernel_start, deadline - time.monotonic()))
 
 
 def clean_exit(cell: NotebookNode) -> bool:
@@ -122,7 +123,12 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
     the kernel's start included.
     """
     outcome = EngineOutcome()
-    limits = Limits(job.cell_timeout, job.timeout, time.monotonic())
+    limits = Limits(
+        job.cell_timeout,
+        job.timeout,
+        time.monotonic(),
+        kernel_start=_start_timeout(job),
+    )
     cells = code_cell_indices(job.nb)
     if not cells:
         return outcome
@@ -152,10 +158,8 @@ def _open(
     engine: Engine, job: RunJob, limits: Limits, outcome: EngineOutcome, first: int
 ) -> EngineKernel | None:
     """The job's kernel; None (the failure set on the first code cell) if it did not start."""
-    if job.cancel is not None and job.cancel.is_set():
-        _interrupted(outcome, first, None)
     try:
-        return engine.open(job)
+        return open_kernel(engine, job, limits)
     except KeyboardInterrupt as interrupt:
         _interrupted(outcome, first, interrupt)
     except Exception as exc:
@@ -168,6 +172,43 @@ def _open(
             first, "timeout" if timed_out else "kernel_died", "KernelStartError", message, []
         )
         return None
+
+
+def open_kernel(engine: Engine, job: RunJob, limits: Limits | None = None) -> EngineKernel:
+    """``engine.open(job)`` within ``limits`` (by default the job's ``start_timeout``, else
+    :attr:`Timeouts.kernel_start <notebook_executor._types.Timeouts.kernel_start>`): the job's
+    ``start_timeout`` is set to :meth:`Limits.start_limit` first, which the engine honours.
+    The job's ``cancel`` event, set before or while the kernel starts, raises
+    :class:`RunCancelled` (a kernel started all the same is closed first); so does Ctrl-C.
+    What the engine raises otherwise goes on."""
+    if limits is None:
+        limits = Limits(None, None, time.monotonic(), kernel_start=_start_timeout(job))
+    cancel = job.cancel
+    if cancel is not None and cancel.is_set():
+        raise RunCancelled
+    job.start_timeout = limits.start_limit()
+    try:
+        kernel = engine.open(job)
+    except RunCancelled:
+        raise
+    except KeyboardInterrupt:
+        raise RunCancelled from None
+    except Exception:
+        if cancel is not None and cancel.is_set():
+            raise RunCancelled from None  # the start was cut short by the cancel
+        raise
+    if cancel is not None and cancel.is_set():
+        # The engine did not see the event in time: the kernel must not run a cell.
+        try:
+            kernel.stop()
+        finally:
+            kernel.close(clean=False)
+        raise RunCancelled
+    return kernel
+
+
+def _start_timeout(job: RunJob) -> float:
+    return job.start_timeout or TIMEOUTS.kernel_start
 
 
 def _interrupted(outcome: EngineOutcome, index: int, interrupt: BaseException | None) -> NoReturn:
@@ -186,32 +227,33 @@ def run_cells(
     limits: Limits,
     outcome: EngineOutcome,
     *,
-    after_cell: Callable[[CellRan], None] | None = None,
     stop_at_exit: bool = True,
 ) -> bool:
     """Run code cells ``cells`` of ``nb`` on ``kernel``, in order, within ``limits``.
 
-    Fills ``outcome`` (completed cells, their times, the failure, the exit) and calls
-    ``after_cell`` after each cell that ran. Stops at the first failure (stopping the kernel
+    Fills ``outcome`` (completed cells, their times, the failure, the exit) and tells the
+    job's observers (``job.hooks``) of each cell's start and, completed or not, of its end.
+    Stops at the first failure (stopping the kernel
     unless it was a cell error: its state is then lost) and, with ``stop_at_exit``, after a
     cell that ended with ``sys.exit()``. Returns whether the kernel is still clean (no cell
     left running). Ctrl-C or ``job.cancel`` stops the kernel and raises
     :class:`RunCancelled`.
     """
+    hooks = job.hooks
     for index in cells:
         cell = nb.cells[index]
         if job.cancel is not None and job.cancel.is_set():
-            _cancelled(kernel, outcome, index)
+            _cancelled(kernel, job, outcome, index)
         deadline = limits.deadline
         remaining = None if deadline is None else deadline - time.monotonic()
         started, began = iso(now_utc()), time.monotonic()
         if remaining is not None and remaining <= 0:
             outcome.failure = _timeout_failure(index, limits, whole=True)
-            _report(after_cell, CellRan(index, started, 0.0, outcome.failure, False))
+            hooks.cell_executed(CellRan(index, started, 0.0, outcome.failure, False))
             kernel.stop()
             return False
         limit = _smaller(limits.cell_timeout, remaining)
-        job.cell_starting(index)
+        hooks.cell_started(CellStart(index, started))
         outcome.cell_started[index] = started
         end = None
         if not is_blank(cell):
@@ -219,19 +261,20 @@ def run_cells(
                 end = kernel.run_cell(nb, index, limit)
             except KeyboardInterrupt as interrupt:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
-                _cancelled(kernel, outcome, index, after_cell, started, interrupt)
+                _cancelled(kernel, job, outcome, index, started, interrupt)
         seconds = round(time.monotonic() - began, 6)
         outcome.cell_seconds[index] = seconds
+        if end is not None:
+            note_files(outcome.files, end.reply)
         failure, exited = _judge(index, cell, end, limits, began, limit)
         if failure is None and end is not None and not end.idle:
             _mark_output_lost(cell, index, limit, outcome)
         if failure is not None and failure.kind == "cancelled":
-            _cancelled(kernel, outcome, index, after_cell, started)
+            _cancelled(kernel, job, outcome, index, started)
         outcome.failure = failure
         if failure is None:
             outcome.completed.append(index)
-            job.cell_done(index)
-        _report(after_cell, CellRan(index, started, seconds, failure, exited))
+        hooks.cell_executed(CellRan(index, started, seconds, failure, exited))
         if failure is not None:
             if failure.kind != "cell_error":
                 kernel.stop()
@@ -275,15 +318,16 @@ def _judge(
 
 def _cancelled(
     kernel: EngineKernel,
+    job: RunJob,
     outcome: EngineOutcome,
     index: int,
-    after_cell: Callable[[CellRan], None] | None = None,
     started: str | None = None,
     interrupt: BaseException | None = None,
 ) -> NoReturn:
-    """Ctrl-C or the cancel event: stop the kernel (its cell must not run on), then raise
-    ``interrupt`` (a :class:`RunCancelled`, which says how the cell is recorded) or a
-    :class:`RunCancelled`, holding the outcome."""
+    """Ctrl-C or the cancel event: stop the kernel (its cell must not run on), tell the
+    observers of the cell that was running (``started``), then raise ``interrupt`` (a
+    :class:`RunCancelled`, which says how the cell is recorded) or a :class:`RunCancelled`,
+    holding the outcome."""
     stop = interrupt if isinstance(interrupt, RunCancelled) else RunCancelled()
     stop.outcome = outcome
     outcome.failure = CellFailure(index, stop.kind, stop.ename, stop.message, [])
@@ -292,13 +336,8 @@ def _cancelled(
     finally:
         if started is not None:
             seconds = outcome.cell_seconds.get(index, 0.0)
-            _report(after_cell, CellRan(index, started, seconds, outcome.failure, False))
+            job.hooks.cell_executed(CellRan(index, started, seconds, outcome.failure, False))
     raise stop from None
-
-
-def _report(after_cell: Callable[[CellRan], None] | None, ran: CellRan) -> None:
-    if after_cell is not None:
-        after_cell(ran)
 
 
 def set_language_info(nb: NotebookNode, info: Mapping[str, Any]) -> None:

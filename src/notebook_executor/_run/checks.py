@@ -24,6 +24,7 @@ __all__ = [
     "PathLike",
     "check_count",
     "check_env",
+    "check_hooks",
     "check_output_path",
     "check_path",
     "check_seconds",
@@ -206,3 +207,15 @@ def _check_writable_folder(shown: str, folder: Path) -> None:
         ) from None
     os.close(fd)
     probe.unlink()
+
+
+def check_hooks(on_cell: object, cancel: object) -> None:
+    """``execute``'s ``on_cell`` (a callable) and ``cancel`` (an event), each None or that."""
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise InvalidArgumentError(
+            f"cancel must be a threading.Event (or None), got {type(cancel).__name__}"
+        )
+    if on_cell is not None and not callable(on_cell):
+        raise InvalidArgumentError(
+            f"on_cell must be a callable (or None), got {type(on_cell).__name__}"
+        )

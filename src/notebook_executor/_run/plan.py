@@ -50,6 +50,7 @@ __all__ = [
     "ENVIRONMENT_CHOICES",
     "EditCheck",
     "Plan",
+    "Planner",
     "check_environment_option",
     "parses_parameters",
     "plan_run",
@@ -95,8 +96,9 @@ class Plan:
     parameters_checked: bool = True
     #: The cells replaced for this run (a modified run), checked; none for a plain run.
     edits: list[CellEdit] = field(default_factory=list)
-    #: The record of the environment made for the notebook's declared dependencies (SPEC
-    #: section 19: declaration, hash, resolved versions), or None on the executor's own.
+    #: The record of the environment made for the notebook's declared dependencies (see
+    #: docs/how-to/environments.md: declaration, hash, resolved versions), or None on the
+    #: executor's own.
     environment: dict[str, Any] | None = None
 
 
@@ -255,6 +257,63 @@ def plan_run(
         edits=list(edits),
         environment=None if made is None else made.record,
     )
+
+
+@dataclass
+class Planner:
+    """The executor's settings every run is planned with (:func:`plan_run`'s own), and the
+    head start it may give the engine once the next run's source is read."""
+
+    kernel_name: str | None
+    timeout: float | None
+    cell_timeout: float | None
+    #: The environment kernels start from; None: this process's.
+    base_env: dict[str, str] | None
+    dotenv_root: Path | None
+    check_edits: EditCheck
+    #: The engine's ``prepare_kernel``, when it has one.
+    prepare_kernel: Callable[[], None] | None = None
+    #: Set by ``prepare_kernel(once_read=True)``: the next plan gives the head start.
+    head_start_pending: bool = False
+
+    def plan(
+        self,
+        input_path: PathLike,
+        options: RunOptions,
+        *,
+        make_environment: bool = True,
+        base_env: Mapping[str, str] | None = None,
+    ) -> Plan:
+        """:func:`plan_run` with these settings; ``base_env`` given replaces the executor's."""
+        head_start, self.head_start_pending = self.head_start_pending, False
+        return plan_run(
+            input_path,
+            options,
+            kernel_name=self.kernel_name,
+            default_timeout=self.timeout,
+            default_cell_timeout=self.cell_timeout,
+            base_env=self.base_env if base_env is None else check_env("base_env", base_env),
+            dotenv_root=self.dotenv_root,
+            make_environment=make_environment,
+            check_edits=self.check_edits,
+            head_start=self.prepare_kernel if head_start else None,
+        )
+
+    def plan_keywords(
+        self,
+        input_path: PathLike,
+        *,
+        make_environment: bool = True,
+        base_env: Mapping[str, str] | None = None,
+        **given: Any,
+    ) -> Plan:
+        """:meth:`plan` for options given as keywords (``validate``'s, ``check``'s)."""
+        return self.plan(
+            input_path,
+            RunOptions.from_keywords("validate", given),
+            make_environment=make_environment,
+            base_env=base_env,
+        )
 
 
 #: The values of the ``environment`` option: None (the default) and ``"declared"`` run a

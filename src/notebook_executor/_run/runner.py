@@ -18,13 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import NotebookExecutorError, OutputWriteError, RecordWriteError, RunsDirError
+from .._notebook import code_cell_indices
+from .._records.files import file_records
 from .._records.identity import notebook_identity
 from .._records.ids import new_run_id
 from .._records.papermill_meta import annotate_papermill
 from .._records.provenance import (
     RECORD_VERSION,
+    GitState,
     display_path,
     environment_record,
+    lock_sha256,
+    machine_record,
     program_path,
     without_home,
 )
@@ -75,6 +80,8 @@ class RunStart:
     output_path: str
     record: dict[str, Any]
     provenance: dict[str, Any]
+    #: The notebook's repository (SPEC section 23), its ``git status`` still running.
+    git: GitState | None = None
 
 
 def run_plan(
@@ -154,6 +161,7 @@ def begin_run(
     """
     started = now_utc() if started is None else started
     store = RunStore(runs_dir)
+    git = None if is_url(plan.notebook) else GitState(plan.loaded_path)
     run_id = new_run_id(plan.loaded_path, started)
     run_path = store.path(run_id)
     output_path = plan.output_path or os.fspath(run_path)
@@ -172,8 +180,15 @@ def begin_run(
             "language": plan.job.kernel.language,
             "interpreter": program_path(plan.job.kernel.interpreter),
         },
-        "environment": environment_record(),
-        # SPEC section 19: the notebook's own environment (declaration, hash, versions).
+        "environment": {
+            **environment_record(),
+            # SPEC section 23: the hash of what is installed where the kernel runs.
+            "lock_sha256": lock_sha256(
+                None if plan.environment is None else plan.environment.get("packages")
+            ),
+        },
+        "machine": machine_record(),
+        # docs/how-to/environments.md: the notebook's own environment (declaration, hash, versions).
         **(
             {}
             if plan.environment is None
@@ -211,7 +226,7 @@ def begin_run(
     except OSError as exc:  # a full disk, a quota: nothing ran yet
         raise RunsDirError(os.fspath(runs_dir), _reason(exc)) from None
     on_record("begin", record)
-    return RunStart(run_id, started, output_path, record, known)
+    return RunStart(run_id, started, output_path, record, known, git)
 
 
 def finish_run(
@@ -226,6 +241,11 @@ def finish_run(
 ) -> RunResult:
     """Build the result of a run ``plan.nb`` was executed for, write its final run records."""
     annotate_cells(plan.nb, outcome)
+    # SPEC section 23: the repository, and the files the notebook read and wrote.
+    if start.git is not None and start.git.record is not None:
+        start.provenance["git"] = start.git.finished()
+    if outcome.files:
+        start.provenance["files"] = redact(file_records(outcome.files), plan.secrets)
     annotate_papermill(
         plan.nb,
         outcome,
@@ -346,7 +366,8 @@ def prepared_notebook(plan: Plan) -> NotebookNode:
 
 
 def first_unfinished_cell(nb: NotebookNode, completed: Iterable[int]) -> int:
-    """The code cell that was running when a run stopped: the first one not completed."""
+    """The code cell that was running when a run stopped: the first one the run executes
+    (:func:`~notebook_executor._notebook.code_cell_indices`) not completed."""
     done = set(completed)
-    codes = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    codes = code_cell_indices(nb)
     return next((i for i in codes if i not in done), codes[-1] if codes else 0)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .._records.redaction import redact
 from .._run.runner import RunStart, begin_run, finish_run
 from .._times import iso, now_utc
-from .._types import RunResult
+from .._types import ErrorKind, RunResult
 from ..engine import CellFailure, EngineOutcome
 from .texts import clip
 
@@ -78,6 +78,25 @@ class SessionRecord:
         if len(self.log) > MAX_LOG_ENTRIES:
             del self.log[0]
             self.dropped += 1
+
+    def never_started(self, nb: NotebookNode, first: int | None, exc: BaseException) -> None:
+        """The session's kernel did not start, or its opening was cut off (Ctrl-C, the server
+        gone): closed, with its first code cell (job index ``first``) failed as a run's is, so
+        the record claims no success it did not reach."""
+        self.add("close", why="the kernel did not start")
+        self.open = False
+        if first is None:
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            kind: ErrorKind = "cancelled"
+            ename, message = "KeyboardInterrupt", "the session's opening was interrupted"
+        else:
+            kind, ename = "kernel_died", "KernelStartError"
+            message = str(exc) or type(exc).__name__
+            if not message.startswith("the kernel did not start"):
+                message = f"the kernel did not start: {message}"
+        self.cells[first] = copy.deepcopy(nb.cells[first])
+        self.failure = CellFailure(first, kind, ename, message, [])
 
     def cell_ran(
         self,

@@ -27,7 +27,7 @@ from .._errors import (
 )
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
-from .._run.cell_loop import CellRan, Limits, run_cells
+from .._run.cell_loop import CellRan, Limits, open_kernel, run_cells
 from .._sources.bounded import MAX_CODE_CHARS, unencodable
 from .._types import CellText, EvaluationResult, StepResult
 from ..engine import (
@@ -132,9 +132,9 @@ class Session:
         try:
             self._fresh_kernel()
             self._record.write(plan)
-        except BaseException:
-            self._record.add("close", why="the kernel did not start")
-            self._record.open = False
+        except BaseException as exc:
+            cells = code_cells(plan)
+            self._record.never_started(plan.nb, cells[0].index if cells else None, exc)
             self._end_kernel()
             self._record.write(self._replan_quietly())
             raise
@@ -166,7 +166,7 @@ class Session:
         A failing cell ends the step (``status`` ``"error"``, ``failed_cell``); the session
         stays usable. After a timeout or a dead kernel, the state is first rebuilt. Ctrl-C
         stops the kernel (the cell does not run on), logs the step, and is raised again; the
-        next step rebuilds the state.
+        next step rebuilds the state, and the cancelled cell no longer sets the session's status.
         """
         with self._stepping("run", until=until) as (plan, step):
             with self._cancellable(plan, step, "run", until=until):
@@ -424,7 +424,7 @@ class Session:
         self._end_kernel()
         job = dataclasses.replace(self._plan.job, checkpoints=True, checkpoint_memory=self._memory)
         try:
-            self._kernel = self._engine.open(job)
+            self._kernel = open_kernel(self._engine, job)
             self._ended_kernel = None
         except NotebookExecutorError:
             raise
@@ -515,7 +515,7 @@ class Session:
         step ends there).
 
         A cell ending with ``sys.exit(0)`` ends the step there, successfully, as it ends a
-        run (SPEC section 9), unless it is replayed to rebuild a state (it ran on before).
+        run (docs/how-to/papermill.md), unless it is replayed to rebuild a state (it ran on before).
         Ctrl-C raises :class:`~notebook_executor.engine.RunCancelled`, the cell that was
         running logged as not completed.
         """
@@ -551,16 +551,16 @@ class Session:
 
         if not cells:
             return True
-        run_cells(
-            self._live(),
-            plan.job,
-            plan.nb,
-            [ran.index for ran in cells],
-            Limits(self._cell_timeout, self._timeout, time.monotonic(), "step"),
-            outcome,
-            after_cell=after_cell,
-            stop_at_exit=not replaying,
-        )
+        with plan.job.hooks.observing(on_cell_executed=after_cell):
+            run_cells(
+                self._live(),
+                plan.job,
+                plan.nb,
+                [ran.index for ran in cells],
+                Limits(self._cell_timeout, self._timeout, time.monotonic(), "step"),
+                outcome,
+                stop_at_exit=not replaying,
+            )
         return outcome.failure is None
 
     def _finish(self, plan: Plan, step: Step, call: str, **arguments: Any) -> StepResult:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._notebook import skipped
+from .._notebook import code_cell_indices
 from .._records.redaction import Redactor
 from .._records.text import strip_ansi
 from .._types import EvaluationFailure
@@ -31,11 +31,12 @@ class Step:
 
 
 def code_cells(plan: Plan) -> list[Ran]:
-    """The code cells a run executes (not those tagged ``skip-execution``), as they are now."""
+    """The code cells a run executes (:func:`~notebook_executor._notebook.code_cell_indices`),
+    as they are now."""
+    cells = plan.nb.cells
     return [
-        Ran(index, cell_text(cell.get("source", "")))
-        for index, cell in enumerate(plan.nb.cells)
-        if cell.cell_type == "code" and not skipped(cell)
+        Ran(index, cell_text(cells[index].get("source", "")))
+        for index in code_cell_indices(plan.nb)
     ]
 
 

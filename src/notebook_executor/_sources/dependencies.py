@@ -1,6 +1,6 @@
 """What a notebook declares it needs to run: its dependencies and the Python it runs on.
 
-One reader per place a declaration lives (SPEC section 19):
+One reader per place a declaration lives (docs/how-to/environments.md):
 
 - a script's PEP 723 block (``# /// script`` ... ``# ///``): :func:`script_metadata`, with the
   PEP's reference regular expression and ``tomllib``, so a block reads here exactly as
@@ -120,8 +120,9 @@ def script_metadata(notebook: str, text: str) -> dict[str, Any] | None:
 
 def is_script_block(text: str) -> bool:
     """Whether ``text`` (the lines a script's reader took as its first cell) is PEP 723
-    metadata blocks and nothing else, blank lines aside: comments, and no cell (SPEC section
-    19). The one test of it: the readers leave such a cell out (:func:`script_cells`), and the
+    metadata blocks and nothing else, blank lines aside: comments, and no cell
+    (docs/how-to/environments.md). The one test of it: the readers leave such a cell out
+    (:func:`script_cells`), and the
     span finder of ``edit`` skips its lines."""
     text = text.strip("\n") + "\n"
     return SCRIPT_BLOCK.search(text) is not None and not SCRIPT_BLOCK.sub("", text).strip()
@@ -152,6 +153,8 @@ def _keep_declaration(nb: NotebookNode, block: str) -> None:
     try:
         table = script_metadata("", block)
     except NotebookSourceError:
+        return
+    if table is None:
         return
     kept = {key: table[key] for key in ("dependencies", "requires-python") if key in table}
     if kept:

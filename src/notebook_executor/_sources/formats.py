@@ -106,7 +106,7 @@ class LoadedSource:
     nb: NotebookNode
     sha256: str
     format: SourceFormat
-    #: What the source declares it needs (SPEC section 19), or None.
+    #: What the source declares it needs (docs/how-to/environments.md), or None.
     dependencies: Dependencies | None = None
     #: The bytes read (of a URL: its text, UTF-8): a check that needs the file's text (an
     #: edit's, :mod:`notebook_executor._review.edit`) works on them instead of reading again.
@@ -164,7 +164,7 @@ def notebook_verdict(path: Path) -> tuple[bool, str | None]:
 
 def read_notebook(path: str | os.PathLike[str]) -> nbformat.NotebookNode:
     """Read any supported source (``.ipynb``, percent ``.py``, markdown ``.md``) as an
-    nbformat 4 notebook: an ``nbformat.NotebookNode``, as SPEC section 3 says.
+    nbformat 4 notebook: an ``nbformat.NotebookNode``, as docs/reference/api.md says.
 
     The run path reads sources as light nodes (:func:`load_source`, no nbformat import);
     this public reader hands back nbformat's own type, converted here at the boundary: for
@@ -265,9 +265,10 @@ def _loaded(notebook: str, source_path: Path, data: bytes, fmt: SourceFormat) ->
     loaded = LoadedSource(
         path=source_path, nb=nb, sha256=digest, format=fmt, dependencies=declared, data=data
     )
-    note = reading_note(loaded)
-    if note is not None:
-        logger.info("%s: %s", notebook, note)
+    if logger.isEnabledFor(logging.INFO):  # ``-v``: telling markers from strings imports jupytext
+        note = reading_note(loaded)
+        if note is not None:
+            logger.info("%s: %s", notebook, note)
     return loaded
 
 

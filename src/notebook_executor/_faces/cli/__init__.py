@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "mcp",
     "guide",
     "session",
+    "jobs",
     "server",
 )
 

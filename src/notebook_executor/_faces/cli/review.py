@@ -21,7 +21,8 @@ def register(commands: Any) -> None:
         "diff",
         help="compare two notebooks (paths in any format, or run ids)",
         description="Compare two notebooks. Two run ids compare the runs as diff_runs does: "
-        "status, parameters, scraps and cells (outputs included). Exit status 0 when nothing "
+        "status, parameters, scraps, cells (outputs included) and the recorded inputs that "
+        "changed (files by path, packages, git commit, machine). Exit status 0 when nothing "
         "differs, 1 otherwise.",
     )
     diff.add_argument("a", metavar="A", help="a notebook source or a run id")
@@ -30,6 +31,19 @@ def register(commands: Any) -> None:
     common.add_runs_dir(diff)
     diff.add_argument("--json", action="store_true", help="print the difference as JSON")
     diff.set_defaults(handler=_cmd_diff)
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="run a past run's source again with its parameters; are the outputs the same?",
+        description="Run RUN's recorded source with its parameters and compare every cell's "
+        "outputs with the record's (normalised as the output checks do); name the first cell "
+        "that differs and the recorded inputs that changed. Exit status 0 reproduced, 1 not, "
+        "2 refused.",
+    )
+    reproduce.add_argument("run_id", metavar="RUN", help="the run id")
+    common.add_runs_dir(reproduce)
+    reproduce.add_argument("--json", action="store_true", help="print the answer as JSON")
+    reproduce.set_defaults(handler=_cmd_reproduce)
 
     validate = commands.add_parser(
         "validate",
@@ -117,6 +131,32 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK if difference["identical"] else EXIT_FAILED
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    with common.executor(args) as ex:
+        answer = ex.reproduce(args.run_id)
+    if args.json:
+        print_json(answer)
+    else:
+        write_reproduction(answer, sys.stdout)
+    return EXIT_OK if answer["reproduced"] else EXIT_FAILED
+
+
+def write_reproduction(answer: Mapping[str, Any], out: TextIO) -> None:
+    """The readable form of a ``reproduce`` answer."""
+    original, new = answer["original_run_id"], answer["run_id"]
+    verdict = "reproduced" if answer["reproduced"] else "not reproduced"
+    out.write(f"{verdict}: run {original}, run again as {new}\n")
+    status_a, status_b = answer["status"]
+    if status_a != status_b:
+        out.write(f"status: {status_a} -> {status_b}\n")
+    difference = answer.get("first_difference")
+    if difference:
+        out.write(f"first difference: cell {difference['cell']}\n")
+        out.writelines(f"  {line}\n" for line in str(difference.get("diff", "")).splitlines())
+    if answer.get("inputs_changed"):
+        out.write("inputs changed: " + ", ".join(answer["inputs_changed"]) + "\n")
+
+
 def _both_runs(ex: Any, a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` both name past runs (and neither is a file)."""
     from ..._errors import NotebookExecutorError
@@ -134,7 +174,11 @@ def _both_runs(ex: Any, a: str, b: str) -> bool:
 def _runs_alike(runs: dict[str, Any]) -> bool:
     status_a, status_b = runs["status"]
     return status_a == status_b and not (
-        runs["parameters"] or runs["scraps"] or runs.get("packages") or runs["cells"]
+        runs["parameters"]
+        or runs["scraps"]
+        or runs.get("packages")
+        or runs.get("inputs")
+        or runs["cells"]
     )
 
 
@@ -167,7 +211,22 @@ def write_run_diff(
             out.write(_paint(f"{group}:", "33", colour) + "\n")
             for name, (value_a, value_b) in runs[group].items():
                 out.write(f"  {name}: {_short(value_a)} -> {_short(value_b)}\n")
+    _write_inputs(runs.get("inputs") or {}, out, colour)
     _write_cells(runs["cells"], out, colour)
+
+
+def _write_inputs(inputs: Mapping[str, Any], out: TextIO, colour: bool) -> None:
+    """The recorded inputs that changed (SPEC section 23), one line each, named."""
+    if not inputs:
+        return
+    out.write(_paint("inputs:", "33", colour) + "\n")
+    for group in ("files", "git", "machine"):
+        for name, (value_a, value_b) in (inputs.get(group) or {}).items():
+            label = "file" if group == "files" else group
+            out.write(f"  {label} {name}: {_short(value_a)} -> {_short(value_b)}\n")
+    if "environment" in inputs:
+        lock_a, lock_b = inputs["environment"]
+        out.write(f"  environment lock: {_short(lock_a)} -> {_short(lock_b)}\n")
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -230,6 +289,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..._errors import InvalidArgumentError
+    from ..._executor import check_notebook
     from ..._review.check import check_cases, find_notebooks, junit_xml, run_checks
     from ..._review.golden import OutputRules, load_rules
     from ..._review.parameter_sets import load_parameter_sets
@@ -275,7 +335,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     with common.executor(args, warm_kernels=min(workers, 4) if args.execute else None) as ex:
         results = run_checks(
             cases,
-            lambda case: ex._check_notebook(
+            lambda case: check_notebook(
+                ex,
                 case.path,
                 execute=args.execute,
                 outputs=OutputRules(rules=rules, set_id=case.parameter_set.id),

@@ -10,6 +10,7 @@ from typing import Any
 from ..._errors import OutputWriteError, RecordWriteError
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
+from .jobs import add_detach, detach_command
 
 __all__ = ["parameter_values", "register"]
 
@@ -141,6 +142,7 @@ def register(commands: Any) -> None:
     common.add_env_option(run)
     common.add_runs_dir(run)
     run.add_argument("--json", action="store_true", help="print the result dict as JSON")
+    add_detach(run)
     run.set_defaults(handler=_cmd_run)
 
     inspect = commands.add_parser("inspect", help="list a notebook's parameters")
@@ -155,6 +157,8 @@ def register(commands: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    if args.detach:
+        return detach_command(args)
     if args.output is not None and args.output_path is not None:
         raise UsageError("give the output once: OUT or --output")
     output = args.output_path if args.output_path is not None else args.output

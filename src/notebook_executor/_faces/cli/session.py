@@ -1,4 +1,4 @@
-"""``session``: a live kernel stepped through from the shell (SPEC section 18).
+"""``session``: a live kernel stepped through from the shell (docs/how-to/server.md).
 
 The session lives in the run server (a child of it holds it: see
 ``notebook_executor._faces.server.session_host``); these handlers run in the server's child

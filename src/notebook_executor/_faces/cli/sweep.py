@@ -9,6 +9,7 @@ from typing import Any
 
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json
+from .jobs import add_detach, detach_command
 
 __all__ = ["register"]
 
@@ -72,10 +73,15 @@ def register(commands: Any) -> None:
     common.add_env_option(sweep)
     common.add_runs_dir(sweep)
     sweep.add_argument("--json", action="store_true", help="print the list of result dicts")
+    add_detach(sweep)
     sweep.set_defaults(handler=_cmd_sweep)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    if args.detach:
+        if args.scheduler is not None:
+            raise UsageError("--detach does not go with --scheduler")
+        return detach_command(args)
     from ..._cluster.grid import combine, parse_grid_option
     from ..._parameters.values import TextValue
 

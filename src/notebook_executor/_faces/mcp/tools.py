@@ -32,6 +32,7 @@ from ..._types import USE_DEFAULT, RunResult
 from ...engine import RunCancelled
 from .arguments import StrictTool, client_values, strict_tool
 from .budget import fit_lists
+from .job_tools import job_tools
 from .session_tools import session_tools
 from .views import IMAGE_MIMES, output_image, page_cells, scrap_view
 from .workspace import Workspace
@@ -242,6 +243,8 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         nb = await ws.call(lambda: ex.delete_cell(target, index, expect=expect))
         return ws.answer({"path": path, "deleted": index, "cells_total": len(nb.cells)})
 
+    jobs = job_tools(ws, tool, _RUNS, _READ_ONLY, _progress_requested)
+
     @tool(_RUNS)
     async def execute(
         path: Annotated[str, Field(description="Notebook source, relative to the root.")],
@@ -270,16 +273,36 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
             Literal["declared", "current"] | None,
             Field(description=option_help("environment")),
         ] = None,
+        wait: Annotated[
+            bool,
+            Field(
+                description="false: start a job and answer {job_id} at once (for a run longer "
+                "than a request may last); follow it with job_wait, job_status, job_cancel."
+            ),
+        ] = True,
     ) -> CallToolResult:
         """Run a notebook on a fresh kernel and return its result dict: status, error_kind,
         failed_cell (index, source, ename, evalue, traceback), scraps, run_id, edited_cells.
         A failure inside the notebook is a result, not an error. Progress is reported per
         cell; cancelling the request stops the kernel and records the run as cancelled. With
-        edits, some cells are replaced for this run only (the notebook file stays as it is)."""
+        edits, some cells are replaced for this run only (the notebook file stays as it is).
+        A long run: wait false answers {job_id} at once; then job_wait (again while it
+        answers a status) gives the result."""
         where(path)
         # Confined again where the executor reads it.
         target = root.confined(path)
         secret_values = ws.secrets(secrets)
+        if not wait:
+            job = ex.submit(
+                target,
+                parameters=client_values(parameters),
+                timeout=USE_DEFAULT if timeout is None else timeout,
+                request=request,
+                secrets=secret_values,
+                edits=edits,
+                environment=environment,
+            )
+            return ws.answer(jobs.add(job))
         # Progress costs a hop to the event loop per cell: only when the client asked for it.
         wants_progress = _progress_requested(ctx)
         token = anyio.lowlevel.current_token()
@@ -447,6 +470,17 @@ def server_tools(ws: Workspace) -> list[StrictTool]:
         target = where(path)
         found = await ws.call(lambda: ex.validate(target, execute=execute))
         return ws.answer({"path": path, **found})
+
+    @tool(_RUNS)
+    async def reproduce(
+        run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
+    ) -> CallToolResult:
+        """Run a past run's source again with its parameters and compare every cell's
+        outputs with the record's: reproduced (bool), run_id (the new run),
+        first_difference (null or {cell, diff}), inputs_changed (files, packages, commit)."""
+        ws.run_path(run_id)
+        found = await ws.call(lambda: ex.reproduce(run_id))
+        return ws.answer(found)
 
     session_tools(ws, tool, where, _RUNS, _READ_ONLY)
     return registered

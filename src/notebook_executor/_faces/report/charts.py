@@ -3,7 +3,8 @@
 A chart is a small plot with round tick values on both axes, labelled compactly (``16.4k``) and
 given room enough never to be cut: a scrap across runs is a line through its points, in run
 order; a scrap against a parameter is points only (runs that share a parameter's value differ in
-others: no order joins them). Modified runs (SPEC section 16) ran other code than the template:
+others: no order joins them). Modified runs (docs/how-to/modified-runs.md) ran other code than the
+template:
 they are left out of its charts. The SVG comes from a template with autoescape.
 """
 

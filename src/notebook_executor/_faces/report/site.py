@@ -154,7 +154,7 @@ def build_report(
     for run in runs:
         run_id = str(run["run_id"])
         page = out_dir / page_name(run_id)
-        if _page_is_current(page, run):
+        if _page_is_current(page, run) and not _reproduced_since(page, runs_dir, run_id):
             kept += 1
         else:
             if not _check_ours(page):
@@ -180,6 +180,18 @@ def _write(path: Path, text: str) -> None:
         raise
     except OSError as exc:
         raise ReportError(f"cannot write {path}: {exc}") from None
+
+
+def _reproduced_since(page: Path, runs_dir: Path, run_id: str) -> bool:
+    """Whether the run was reproduced after its page was written (the page shows the last
+    reproduction: SPEC section 23)."""
+    from ..._review.reproduce import REPRODUCTIONS
+
+    try:
+        made = (runs_dir / REPRODUCTIONS / f"{run_id}.json").stat().st_mtime_ns
+        return made >= page.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def _page_is_current(page: Path, run: Mapping[str, Any]) -> bool:
@@ -295,6 +307,7 @@ def _run_context(
         ),
         "scraps": [(name, cell_for(scraps, name, frames.get(name))) for name in sorted(scraps)],
         "edits": _edits_shown(run, record, cells or []),
+        "reproduction": None,
         "provenance": _present(
             [
                 ("source", source.get("path")),
@@ -302,10 +315,36 @@ def _run_context(
                 ("format", source.get("format")),
                 ("kernel", kernel.get("name")),
                 ("python", environment.get("python")),
+                ("git commit", _mapping(record.get("git")).get("commit")),
+                ("git branch", _mapping(record.get("git")).get("branch")),
+                ("git dirty", _mapping(record.get("git")).get("dirty")),
+                ("machine", _machine_text(_mapping(record.get("machine")))),
+                ("environment lock", environment.get("lock_sha256")),
+                *(
+                    (f"file {entry.get('path')}", _file_text(entry))
+                    for entry in _mapping(record.get("files")).get("files") or ()
+                    if isinstance(entry, Mapping)
+                ),
                 *((f"{name}", version) for name, version in sorted(packages.items())),
             ]
         ),
     }
+
+
+def _machine_text(machine: Mapping[str, Any]) -> str | None:
+    if not machine:
+        return None
+    gpus = ", ".join(str(gpu.get("name")) for gpu in machine.get("gpus") or ())
+    return f"{machine.get('cpu')} x{machine.get('cpu_count')}" + (f", {gpus}" if gpus else "")
+
+
+def _file_text(entry: Mapping[str, Any]) -> str:
+    access = (
+        "read and written"
+        if entry.get("read") and entry.get("written")
+        else ("read" if entry.get("read") else "written")
+    )
+    return f"{access}, {entry.get('size')} bytes, sha256 {entry.get('sha256') or 'not hashed'}"
 
 
 def _readable(text: str) -> str:
@@ -415,6 +454,7 @@ def render_run_page(run: Mapping[str, Any], runs_dir: Path, *, back_link: str | 
 def _run_page(run: Mapping[str, Any], previews: Previews, *, back_link: str | None) -> str:
     run_file = previews.store.read(str(run["run_id"]))
     context = _run_context(run, run_file.record, previews, run_file.cells)
+    context["reproduction"] = _reproduction_shown(previews.store.runs_dir, str(run["run_id"]))
     return _html(
         "run.html.j2",
         run_page=True,
@@ -422,6 +462,28 @@ def _run_page(run: Mapping[str, Any], previews: Previews, *, back_link: str | No
         body=_notebook_body(run_file.notebook()),
         **context,
     )
+
+
+def _reproduction_shown(runs_dir: Path, run_id: str) -> dict[str, Any] | None:
+    """The run's last reproduction as its page shows it, or None."""
+    from ..._review.reproduce import last_reproduction
+
+    found = last_reproduction(runs_dir, run_id)
+    if found is None:
+        return None
+    difference = _mapping(found.get("first_difference"))
+    return {
+        "verdict": "reproduced" if found.get("reproduced") else "not reproduced",
+        "facts": _present(
+            [
+                ("when", found.get("reproduced_at")),
+                ("run again as", found.get("run_id")),
+                ("first difference", f"cell {difference['cell']}" if difference else None),
+                ("inputs changed", ", ".join(map(str, found.get("inputs_changed") or ()))),
+            ]
+        ),
+        "diff": _readable(str(difference.get("diff") or "")),
+    }
 
 
 def _missing_page(run: Mapping[str, Any], why: str) -> str:

@@ -18,6 +18,9 @@ serves the session's socket until the session is closed, idle past its ``idle_ti
 server stops (SIGTERM, also sent when the server dies): the session's record is then finished
 as :meth:`Session.close <notebook_executor.Session.close>` finishes it.
 
+A job (``run --detach``, see :mod:`.jobs`) is answered as soon as it has its id: the child
+lets go of its client and runs the command on its own.
+
 Ctrl-C in the client arrives as an ``interrupt`` message (or the connection closing) and is
 raised here as SIGINT: the command's own Ctrl-C handling applies.
 """
@@ -223,8 +226,20 @@ def serve_command(
     threading.Thread(target=_watch, args=(conn, finished), daemon=True).start()
     if client.served_command(argv) != "run":
         served.drop_speculation()  # the kernel started ahead is a run's
+
+    def let_go() -> None:  # a job (``--detach``): answered now, the command goes on
+        finished.set()
+        _answer_now(conn, 0)
+        if report is not None:
+            _report(report, argv)
+
+    served.DETACH[:] = [(argv, let_go)]
     code = _run_main(command, argv)
     finished.set()
+    if served.DETACHED.is_set():
+        served.drop_speculation()
+        served.after_answer()
+        os._exit(0)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -247,6 +262,17 @@ def serve_command(
         ex, held = session
         hold(ex, held, listening)
     os._exit(0)
+
+
+def _answer_now(conn: socket.socket, code: int) -> None:
+    """Answer the client with ``code`` now, letting go of its streams and connection."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    _release_streams()
+    _answer(conn, {"exit": code})
+    conn.close()
+    served.DETACHED.set()
 
 
 def _report(channel: socket.socket, argv: list[str]) -> None:

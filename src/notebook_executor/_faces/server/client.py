@@ -59,8 +59,9 @@ EXIT_USAGE = 2
 START_SECONDS = 60.0
 #: True in a child of the server, where commands run in-process (set by ``.child``).
 IN_SERVER = False
-#: The commands the server runs; ``check`` only with ``--execute``.
-SERVED = ("run", "sweep", "check", "session")
+#: The commands the server runs; ``check`` only with ``--execute``. ``jobs`` and ``job`` only
+#: read the jobs' files: served, they answer without this process's start-up.
+SERVED = ("run", "sweep", "check", "session", "jobs", "job")
 
 
 def served_command(argv: Sequence[str]) -> str | None:

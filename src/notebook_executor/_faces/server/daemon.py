@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from . import wire
-from .paths import IDLE_ENV, ServerFiles, server_files, write_private
+from .paths import IDLE_ENV, ServerFiles, listen_private, server_files, write_private
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "MAX_PENDING", "REQUEST_SECONDS", "CommandMain", "main"]
 
@@ -175,15 +175,7 @@ class _Server:
         path = Path(self.files.socket)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a stale socket: this server holds the lock
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            listener.bind(str(path))
-        finally:
-            os.umask(old)
-        listener.listen(64)
-        listener.setblocking(False)
-        self.listener = listener
+        self.listener = listen_private(str(path), 64)
         found = path.stat()
         self.socket_id = (found.st_dev, found.st_ino)
         Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)

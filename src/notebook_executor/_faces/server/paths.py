@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..._kernels.owned import untrusted
 from ..._kernels.socket_paths import MAX_SOCKET_PATH, SHORT_TEMP_DIRS, socket_base
+
+if TYPE_CHECKING:
+    import socket
 
 # Paths are strings here, joined with os.path: pathlib (and the re module it brings) would
 # add to every served command's start-up.
@@ -35,6 +39,7 @@ __all__ = [
     "RUNTIME_ENV",
     "RuntimeFolderError",
     "ServerFiles",
+    "listen_private",
     "server_files",
     "write_private",
 ]
@@ -153,6 +158,26 @@ def write_private(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def listen_private(path: str, backlog: int) -> socket.socket:
+    """A Unix socket bound at ``path`` with mode 0600 (bound under umask 0o177, so that no
+    other user can connect even for a moment), listening for ``backlog`` and non-blocking:
+    the server's socket, and each session's."""
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(path)
+    except BaseException:
+        listener.close()
+        raise
+    finally:
+        os.umask(old)
+    listener.listen(backlog)
+    listener.setblocking(False)
+    return listener
 
 
 def private_folder(folder: str | os.PathLike[str]) -> None:

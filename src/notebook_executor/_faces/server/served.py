@@ -63,6 +63,11 @@ ANSWERED = threading.Event()
 #: The kernel of the child's first run (its choice, folder and environment), told to the
 #: server: its next child starts one like it before its command comes (:func:`speculate`).
 RAN_KERNEL: list[dict[str, Any]] = []
+#: A command that may become a job (``--detach``): its command line, and what answers its
+#: client at once and lets go of it (set by the child for every command).
+DETACH: list[tuple[list[str], Callable[[], None]]] = []
+#: Set once the child answered its client ahead of the command's end (a job).
+DETACHED = threading.Event()
 #: The engine on which a child started a kernel before its command came.
 SPARE_ENGINE: list[Any] = []
 

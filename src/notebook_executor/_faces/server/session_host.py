@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import served, wire
-from .paths import write_private
+from .paths import listen_private, write_private
 
 __all__ = ["REQUEST_SECONDS", "hold", "listen"]
 
@@ -55,14 +55,7 @@ def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
     files = served.FILES
     assert files is not None
     path = Path(files.session_socket(session.id))
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
-        listener.bind(str(path))
-    finally:
-        os.umask(old)
-    listener.listen(8)
-    listener.setblocking(False)
+    listener = listen_private(str(path), 8)
     entry = {
         "session_id": session.id,
         "run_id": session.run_id,

@@ -377,6 +377,8 @@ def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None
             app.initialize(argv)
         if prepared is not None:
             prepared(app)
+        with contextlib.suppress(Exception):  # provenance only: the kernel runs without it
+            sibling("file_audit").install(app.kernel, app.connection_file)
         # The kernel's own objects live as long as it does: keep the collector to the user's
         # (the last collection, at exit, then has little to look through).
         gc.freeze()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib.util
+import io
 import json
 import os
 import signal
@@ -95,20 +96,92 @@ def _preload(data: bool) -> list[str]:
     depend on where it runs: one that imports ``matplotlib.pyplot`` before any kernel exists
     fixes matplotlib's backend to ``agg``, and forked kernels would show no figure. A module
     whose import fails has the packages it left half imported forgotten (a kernel imports
-    them whole, itself).
+    them whole, itself). Data modules are imported as in a kernel's cell: see :func:`_as_in_a_cell`.
     """
     loaded = []
     for name in PRELOAD + DATA_PRELOAD if data else PRELOAD:
         before = set(sys.modules)
         plugins: set[str] = set()
         try:
-            with _plugins_deferred(plugins):
+            with _plugins_deferred(plugins), _as_in_a_cell(name in DATA_PRELOAD):
                 __import__(name)
         except Exception as exc:  # a missing optional module only makes kernels start slower
             _forget_half_imported(before, exc, plugins)
             continue
         loaded.append(name)
     return loaded
+
+
+class _KernelShell:
+    """What the template's modules see of IPython's shell while they are imported: one that
+    runs in a kernel (``shell.kernel``), with a kernel application's configuration section.
+    A module that asks more of it at import fails to import here, and each kernel imports it
+    itself, as a fresh one would."""
+
+    __slots__ = ()
+    kernel = object()
+    config: dict[str, Any] = {"IPKernelApp": {}}  # noqa: RUF012 (read only)
+
+
+class _KernelOutput(io.TextIOBase):
+    """What the template's modules see of ``sys.stdout`` and ``sys.stderr`` while they are
+    imported: a kernel's output stream (ipykernel's ``OutStream``: UTF-8, not a terminal);
+    what they write there is dropped, as the template's output is."""
+
+    encoding = "UTF-8"
+    errors = "strict"
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+@contextlib.contextmanager
+def _as_in_a_cell(cell: bool = True) -> Any:
+    """While it lasts (if ``cell``), a module being imported sees its host as one imported by
+    a cell of a fresh kernel, where a library decides a setting from it at import: the
+    builtin ``get_ipython`` and IPython's give a kernel's shell (:class:`_KernelShell`), and
+    the standard streams are a kernel's (:class:`_KernelOutput`). Pandas, for one, makes
+    ``display.max_columns`` 0 (fit the terminal's width) outside a kernel, 20 in one.
+    Afterwards IPython's ``get_ipython``, wherever a module took it, is IPython's again.
+    """
+    import builtins
+
+    if not cell:
+        yield
+        return
+    getipython = sys.modules.get("IPython.core.getipython")
+    ipython = sys.modules.get("IPython")
+    real = getattr(getipython, "get_ipython", None)
+    inside = True
+
+    def get_ipython() -> Any:
+        return _KernelShell() if inside or real is None else real()
+
+    saved = sys.stdout, sys.stderr
+    had = builtins.__dict__.get("get_ipython")
+    builtins.get_ipython = get_ipython  # type: ignore[attr-defined]
+    for module in (getipython, ipython):
+        if module is not None:
+            module.get_ipython = get_ipython  # type: ignore[attr-defined]
+    sys.stdout = sys.stderr = _KernelOutput()
+    try:
+        yield
+    finally:
+        inside = False
+        sys.stdout, sys.stderr = saved
+        if had is None:
+            del builtins.get_ipython  # type: ignore[attr-defined]
+        else:
+            builtins.get_ipython = had  # type: ignore[attr-defined]
+        for module in (getipython, ipython):
+            if module is not None:
+                module.get_ipython = real  # type: ignore[attr-defined]
 
 
 #: The distributions whose plugins the template loads while preloading: this project's own

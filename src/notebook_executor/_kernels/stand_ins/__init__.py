@@ -1,6 +1,7 @@
 """Stand-ins for packages a notebook may use without declaring them (see :data:`FOLDER`).
 
-The kernels of an environment made for a notebook's declared dependencies (SPEC section 19)
+The kernels of an environment made for a notebook's declared dependencies
+(docs/how-to/environments.md)
 get this folder appended at the end of ``sys.path`` (``options.script_command``): a
 package the environment holds itself comes first, and a stand-in is imported only when the
 environment has no such package. Each stand-in runs in the kernel's interpreter and imports

@@ -22,6 +22,7 @@ from .._errors import (
     NotebookSourceError,
     RunNotFoundError,
 )
+from .._records.lineage import configured, emitter
 from .._records.results import RESULT_KEYS
 from .._records.scraps import decode_scrap, find_scraps
 from .._records.store import RunStore, executed_cells
@@ -30,8 +31,8 @@ from .._sources.formats import find_format, load_source
 from .._types import RunResult
 
 if TYPE_CHECKING:
-    from .._catalog.store import Catalog
     from .._notebook import NotebookNode
+    from .store import Catalog
 
 __all__ = ["RunRecords"]
 
@@ -67,7 +68,7 @@ class RunRecords:
             if self._closed:
                 raise ExecutorClosedError("this NotebookExecutor is closed")
             if self._catalog is None:
-                from .._catalog.store import Catalog
+                from .store import Catalog
 
                 self._catalog = Catalog(self.runs_dir)
             return self._catalog
@@ -88,9 +89,17 @@ class RunRecords:
                 getattr(catalog, method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
+        # SPEC section 23: OpenLineage run events, when configured (sent in the background).
+        lineage = emitter() if method in ("begin", "finish") else None
+        if lineage is not None:
+            lineage.record(method, record)
 
     def close(self) -> None:
-        """Release the catalog; the records stay. Safe to call more than once."""
+        """Release the catalog; the records stay. Safe to call more than once. Waits a
+        few seconds at most for OpenLineage events not yet sent (:mod:`.._records.lineage`)."""
+        lineage = emitter() if configured() else None
+        if lineage is not None:
+            lineage.close()
         with self._lock:
             self._closed = True
             catalog, self._catalog = self._catalog, None

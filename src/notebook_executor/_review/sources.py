@@ -30,7 +30,7 @@ def inspect_parameters(notebook_path: PathLike) -> DeclaredParameters:
     """The parameters ``notebook_path`` declares: ``{name: {name, type, default, help,
     required}}``.
 
-    The argument is named ``notebook_path`` by SPEC section 3 (a source, as ``path`` of
+    The argument is named ``notebook_path`` as in docs/reference/api.md (a source, as ``path`` of
     the other methods and ``input_path`` of :meth:`execute`). The answer is that mapping;
     its ``environment`` attribute holds the dependencies the notebook declares (as
     :meth:`inspect_environment` gives them), or None.
@@ -53,7 +53,7 @@ def inspect_parameters(notebook_path: PathLike) -> DeclaredParameters:
 
 
 def inspect_environment(notebook_path: PathLike) -> EnvironmentInfo | None:
-    """The dependencies ``notebook_path`` declares (SPEC section 19), or None:
+    """The dependencies ``notebook_path`` declares (docs/how-to/environments.md), or None:
     ``{"dependencies": [...], "requires-python": spec or None, "declared_in": where}``,
     ``where`` being ``"script block"`` (PEP 723), ``"front matter"`` or ``"metadata"``
     (``.ipynb`` metadata ``notebook_executor.dependencies`` and
@@ -81,9 +81,9 @@ def edit_cell(
     Returns
     -------
     nbformat.NotebookNode
-        ``read_notebook(path)`` after the edit (SPEC section 11).
+        ``read_notebook(path)`` after the edit (docs/how-to/review.md).
     """
-    from .._review import edit
+    from . import edit
 
     return _public(edit.edit_cell(path, index, source, expect=expect))
 
@@ -92,20 +92,21 @@ def insert_cell(
     path: PathLike, index: int, source: str, cell_type: str = "code"
 ) -> nbformat.NotebookNode:
     """Insert a cell at ``index`` (``len(cells)`` appends); same rules as :meth:`edit_cell`."""
-    from .._review import edit
+    from . import edit
 
     return _public(edit.insert_cell(path, index, source, cell_type))
 
 
 def delete_cell(path: PathLike, index: int, *, expect: str | None = None) -> nbformat.NotebookNode:
     """Delete cell ``index``; same rules as :meth:`edit_cell`."""
-    from .._review import edit
+    from . import edit
 
     return _public(edit.delete_cell(path, index, expect=expect))
 
 
 def _public(nb: NotebookNode) -> nbformat.NotebookNode:
-    """``nb`` as the public API hands notebooks back: nbformat's own node (SPEC section 3)."""
+    """``nb`` as the public API hands notebooks back: nbformat's own node
+    (docs/reference/api.md)."""
     import nbformat
 
     public: nbformat.NotebookNode = nbformat.from_dict(nb)

@@ -1,0 +1,234 @@
+"""SPEC section 23 on real kernels: what a record holds of where a run came from, ``diff``
+naming the input that changed, ``reproduce``, and OpenLineage events sent to a real endpoint."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.test_run_server import Shell, shell  # noqa: F401 (the fixture)
+from notebook_executor import NotebookExecutor
+
+pytestmark = pytest.mark.kernel
+
+READS_CSV = """\
+# %%
+import pandas as pd
+frame = pd.read_csv("data.csv")
+with open("total.txt", "w") as out:
+    out.write(str(frame.a.sum()))
+print(frame.a.sum())
+"""
+
+RANDOM = """\
+# %%
+print(sum(range(10)))
+
+# %% [markdown]
+# Then an unseeded draw.
+
+# %%
+import random
+print(random.random())
+"""
+
+SCHEMA = Path(__file__).parent.parent / "data" / "openlineage" / "OpenLineage.json"
+
+
+def _record(folder: Path, run_id: str) -> dict[str, Any]:
+    path = next((folder / "runs").glob(f"*/{run_id}.ipynb"))
+    record: dict[str, Any] = json.loads(path.read_text())["metadata"]["notebook_executor"]
+    return record
+
+
+def _git(folder: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def test_diff_names_the_data_file_edited_between_two_runs(shell: Shell) -> None:  # noqa: F811
+    work = shell.folder
+    (work / "reads.py").write_text(READS_CSV)
+    (work / "data.csv").write_text("a,b\n1,2\n")
+    (work / ".gitignore").write_text("runs/\ntotal.txt\n")
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", "reads.py", "data.csv", ".gitignore")
+    _git(work, "commit", "-q", "-m", "data")
+    code, out, err = shell.run("run", "reads.py", "--json")
+    assert code == 0, err
+    first = json.loads(out)["run_id"]
+    (work / "data.csv").write_text("a,b\n5,2\n")
+    code, out, err = shell.run("run", "reads.py", "--json")
+    assert code == 0, err
+    second = json.loads(out)["run_id"]
+
+    record = _record(work, first)
+    assert record["git"] == {
+        "commit": _git(work, "rev-parse", "HEAD"),
+        "branch": "main",
+        "dirty": False,
+    }
+    files = {entry["path"]: entry for entry in record["files"]["files"]}
+    assert files["data.csv"]["read"] and not files["data.csv"]["written"]
+    assert files["data.csv"]["size"] == len("a,b\n1,2\n")
+    assert files["total.txt"]["written"]
+    assert "reads.py" not in files or files["reads.py"]["read"]
+    assert not any("site-packages" in path for path in files)
+    assert record["machine"]["cpu_count"] >= 1 and record["machine"]["cpu"]
+    assert len(record["environment"]["lock_sha256"]) == 64
+    assert _record(work, second)["git"]["dirty"] is True  # data.csv is tracked, and edited
+
+    code, out, err = shell.run("diff", first, second, "--json")
+    assert code == 1, err
+    inputs = json.loads(out)["inputs"]
+    assert set(inputs["files"]) == {"data.csv", "total.txt"}
+    old, new = inputs["files"]["data.csv"]
+    assert old == files["data.csv"]["sha256"] and new != old
+    assert inputs["git"] == {"dirty": [False, True]}
+    code, out, err = shell.run("diff", first, second)
+    assert code == 1, err
+    assert "file data.csv:" in out
+
+
+def test_reproduce_says_whether_the_outputs_are_the_same(shell: Shell) -> None:  # noqa: F811
+    work = shell.folder
+    (work / "random_draw.py").write_text(RANDOM)
+    code, out, err = shell.run("run", "hello.py", "-p", "name", "Ada", "--json")
+    assert code == 0, err
+    steady = json.loads(out)["run_id"]
+    code, out, err = shell.run("reproduce", steady, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["reproduced"] is True and answer["first_difference"] is None
+    assert answer["run_id"] != steady and answer["inputs_changed"] == []
+    again = _record(work, answer["run_id"])
+    assert again["parameters"]["name"] == "Ada" and again["request"] == f"reproduce {steady}"
+
+    code, out, err = shell.run("run", "random_draw.py", "--json")
+    assert code == 0, err
+    drawn = json.loads(out)["run_id"]
+    code, out, err = shell.run("reproduce", drawn, "--json")
+    assert code == 1, err
+    answer = json.loads(out)
+    assert answer["reproduced"] is False
+    assert answer["first_difference"]["cell"] == 2  # the draw: cells counted as in the source
+    code, out, err = shell.run("reproduce", drawn)
+    assert code == 1 and "not reproduced" in out and "first difference: cell 2" in out
+
+    # The notebook changed since: the recorded source runs, and the answer says so.
+    (work / "hello.py").write_text((work / "hello.py").read_text() + "\n# %%\nprint(1)\n")
+    code, out, err = shell.run("reproduce", steady, "--json")
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["source"] == "record" and answer["inputs_changed"][0] == "source"
+
+    code, out, err = shell.run("reproduce", "20200101T000000Z-nope-00000000")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+class _Endpoint(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(json.loads(body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def lineage_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    from notebook_executor._records import lineage
+
+    port = _free_port()
+    monkeypatch.setenv("OPENLINEAGE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.delenv("OPENLINEAGE_DISABLED", raising=False)
+    lineage._shared.cache_clear()
+    yield port
+    lineage._shared.cache_clear()
+
+
+def test_lineage_events_reach_an_endpoint_that_was_down_for_a_while(
+    tmp_path: Path, lineage_env: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jsonschema
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reads.py").write_text(READS_CSV)
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "broken.py").write_text("# %%\nx = 1\n# %%\nraise ValueError('no')\n")
+    received: list[dict[str, Any]] = []
+    handler = type("Endpoint", (_Endpoint,), {"received": received})
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        # Nothing listens yet: the runs neither fail nor wait for it.
+        ok = ex.execute("reads.py")
+        failed = ex.execute("broken.py")
+        assert ok["status"] == "success" and failed["status"] == "error"
+        assert ok["duration_seconds"] < 30
+        server = ThreadingHTTPServer(("127.0.0.1", lineage_env), handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 60
+            while len(received) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+    validator = jsonschema.Draft202012Validator(
+        json.loads(SCHEMA.read_text()), format_checker=jsonschema.FormatChecker()
+    )
+    for event in received:
+        validator.validate(event)
+    by_run: dict[str, list[str]] = {}
+    for event in received:
+        by_run.setdefault(event["job"]["name"], []).append(event["eventType"])
+    assert by_run == {"reads.py": ["START", "COMPLETE"], "broken.py": ["START", "FAIL"]}
+    complete = next(e for e in received if e["eventType"] == "COMPLETE")
+    assert [d["name"] for d in complete["inputs"]] == ["data.csv"]
+    assert [d["name"] for d in complete["outputs"]] == ["total.txt"]
+    fail = next(e for e in received if e["eventType"] == "FAIL")
+    assert fail["run"]["facets"]["notebook_executor"]["failed_cell"]["index"] == 1
+    assert "ValueError" in fail["run"]["facets"]["errorMessage"]["message"]
+
+
+def test_no_lineage_when_disabled(
+    tmp_path: Path, lineage_env: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_executor._records import lineage
+
+    monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")
+    assert lineage.emitter() is None
+    monkeypatch.delenv("OPENLINEAGE_DISABLED")
+    monkeypatch.delenv("OPENLINEAGE_URL")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert lineage.emitter() is None
+    (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
+    assert lineage.configured()
