@@ -3,8 +3,9 @@ hashing the files it reads (which is cached by path, size and mtime).
 
 1. whole runs, interleaved, of a notebook that reads a CSV in a git repository: a warm
    ``NotebookExecutor`` with the kernel's file tracking on (the default) and off
-   (``NOTEBOOK_EXECUTOR_TRACK_FILES=0`` in the kernel's environment, which is also another
-   pool of warm kernels); the difference of the medians;
+   (``NOTEBOOK_EXECUTOR_TRACK_FILES=0`` in the kernel's environment); the difference of the
+   medians. The pool keeps warm kernels for the environment used last, so alternating makes
+   each run start its kernel: both sides pay that alike;
 2. the host's share per run, measured alone: ``GitState`` (commit and branch read from
    ``.git``, ``git status`` started in the background) and its answer once the run is over,
    the lock hash and machine (cached per process), and the files' records (hashes cached).

@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*")
+NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
 def before_python(path: str) -> str:

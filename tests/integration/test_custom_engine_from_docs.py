@@ -63,7 +63,7 @@ class ExecKernel:
                     "evalue": str(exc),
                     "traceback": traceback.format_exception_only(exc),
                 }
-        outputs = []
+        outputs: list[dict[str, Any]] = []
         if printed.getvalue():
             outputs.append({"output_type": "stream", "name": "stdout", "text": printed.getvalue()})
         if how == "error":

@@ -179,3 +179,30 @@ def test_a_process_of_a_session_killed(shell: Shell, target: str, phase: str) ->
             assert shown["status"] == "success" or shown["error_kind"] == "interrupted", shown
         why = record["session"]["log"][-1]["why"]
         assert why.startswith("the run server"), why
+
+
+def test_a_template_killed_mid_run_fails_the_run_truthfully_and_is_replaced(shell: Shell) -> None:
+    """The template SIGKILLed while a served run's cell runs: the kernel dies with it, the run
+    ends ``kernel_died`` on that cell (its record and row say so, exit status 1: a SIGPIPE on
+    the dead template's socket killed the command's process, and the run stayed ``running``),
+    and the server forks the next runs from a new template (it kept the dead one)."""
+    (shell.folder / "wait.py").write_text(NOTEBOOK)
+    code, _out, err = shell.run("run", "hello.py", "-p", "name", "Ada")  # a warm server
+    assert code == 0, err
+    template = shell.status()["template_pid"]
+    process = shell.start("run", "wait.py", "--json")
+    _wait((shell.folder / "started").exists, 120, "the cell did not start")
+    os.kill(template, signal.SIGKILL)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err
+    result = json.loads(out)
+    assert (result["status"], result["error_kind"]) == ("error", "kernel_died")
+    assert result["failed_cell"]["index"] == 2
+    record = _record(shell.folder, result["run_id"])
+    assert record["status"] == "error"
+    _wait(lambda: shell.status()["template_pid"] not in (None, template), 60, "no new template")
+    code, out, err = shell.run("run", "hello.py", "-p", "name", "Bo", "--json")
+    assert code == 0, err
+    kernel_parent = json.loads(out)["status"]
+    assert kernel_parent == "success"
+    assert alive(shell.status()["template_pid"])

@@ -126,34 +126,12 @@ class _Server:
     # -- life ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        from ..._kernels.forkserver import startup_environment
-        from ..._kernels.launch import kernel_base_environment, kernel_environment
-        from ..._kernels.shared_template import SharedForkServer, adopt
-
         # Not dumpable, and so neither is any child: no other process of the user (a client's
         # notebook) reads their environment or memory through /proc, or traces them; the
         # requests of every client pass through them. A new program (the template, a
         # launched kernel) is dumpable again.
         _not_dumpable()
-        # The template's environment is its kernels' first one (/proc/<pid>/environ): the
-        # minimal one, never the variables of the client that started the server; each kernel
-        # then takes its own client's whole environment. The interpreter's start-up variables
-        # stay, so that the kernels of clients that share them are forked.
-        own = dict(os.environ)
-        base = {
-            **kernel_base_environment(own),
-            **startup_environment(own),
-            **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
-        }
-        template: SharedForkServer | None = SharedForkServer(
-            kernel_environment(None, base), Path(self.files.fork_lock)
-        )
-        try:
-            assert template is not None
-            template.spawn()  # dies with this thread: the server's only one
-        except Exception as exc:
-            logger.warning("no kernel template: %s", exc)
-            template = None
+        template = self.spawn_template()
         for name in _PRELOAD:
             try:
                 importlib.import_module(name)
@@ -164,14 +142,7 @@ class _Server:
         except Exception as exc:
             logger.info("not warmed: %s", exc)
         self.refresh_versions()
-        if template is not None:
-            try:
-                template.wait_ready()
-            except Exception as exc:
-                logger.warning("no kernel template: %s", exc)
-                template = None
-        self.template = template
-        adopt(template)
+        self.adopt_template(template)
         path = Path(self.files.socket)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a stale socket: this server holds the lock
@@ -181,6 +152,56 @@ class _Server:
         Path(self.files.sessions).mkdir(mode=0o700, exist_ok=True)
         write_private(self.files.pid_file, f"{os.getpid()}\n")
         self.last_busy = time.monotonic()  # idle from now: starting took a while
+
+    def spawn_template(self) -> Any:
+        """Start the kernel template (not waited for); None when it cannot start."""
+        from ..._kernels.forkserver import startup_environment
+        from ..._kernels.launch import kernel_base_environment, kernel_environment
+        from ..._kernels.shared_template import SharedForkServer
+
+        # The template's environment is its kernels' first one (/proc/<pid>/environ): the
+        # minimal one, never the variables of the client that started the server; each kernel
+        # then takes its own client's whole environment. The interpreter's start-up variables
+        # stay, so that the kernels of clients that share them are forked.
+        own = dict(os.environ)
+        base = {
+            **kernel_base_environment(own),
+            **startup_environment(own),
+            **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
+        }
+        template = SharedForkServer(kernel_environment(None, base), Path(self.files.fork_lock))
+        try:
+            template.spawn()  # dies with this thread: the server's only one
+        except Exception as exc:
+            logger.warning("no kernel template: %s", exc)
+            return None
+        return template
+
+    def adopt_template(self, template: Any) -> None:
+        """Wait for ``template`` to be ready and make it the one the children fork from."""
+        from ..._kernels.shared_template import adopt
+
+        if template is not None:
+            try:
+                template.wait_ready()
+            except Exception as exc:
+                logger.warning("no kernel template: %s", exc)
+                template.close()
+                template = None
+        self.template = template
+        adopt(template)
+
+    def replace_dead_template(self) -> None:
+        """A template that died (killed, out of memory) is replaced, between commands: the
+        next commands fork from a new one instead of each child starting its own. The spare,
+        forked with the dead one, is dropped."""
+        if self.template is None or self.template.running:
+            return
+        logger.warning("the kernel template (pid %s) is gone: starting another", self.template.pid)
+        with contextlib.suppress(Exception):
+            self.template.close()
+        self.drop_spare()
+        self.adopt_template(self.spawn_template())
 
     def serve(self) -> None:
         assert self.listener is not None
@@ -197,6 +218,7 @@ class _Server:
             if not self._socket_is_ours():
                 logger.info("socket file gone: stopping")
                 break
+            self.replace_dead_template()
             if self.spare is None and not self.reports:
                 # Between commands (none waiting, the last one's kernel known): the next
                 # command's child, forked ahead.
