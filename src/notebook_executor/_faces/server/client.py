@@ -107,23 +107,24 @@ def forward(argv: Sequence[str]) -> int | None:
     else:
         reason = "it could not be started"
     if sock is None:
-        if command == "session":
-            _fail(f"sessions need the run server, and {reason}")
-            return EXIT_USAGE
-        if verbose:
-            print(f"{PROG}: INFO: no run server ({reason}): running in-process", file=sys.stderr)
-        return None
+        return _unserved(command, verbose, reason, f"no run server ({reason})")
     try:
         status, reason = _command(sock, list(argv), cwd)
     finally:
         sock.close()
     if status is not None:
         return status
+    return _unserved(command, verbose, f"{reason}: stop it (`{PROG} server stop`)", reason)
+
+
+def _unserved(command: str, verbose: bool, why: str, note: str) -> int | None:
+    """A command the server does not serve: a session is refused (``why``), anything else
+    runs in-process (None), which ``-v`` notes."""
     if command == "session":
-        _fail(f"sessions need the run server, and {reason}: stop it (`{PROG} server stop`)")
+        _fail(f"sessions need the run server, and {why}")
         return EXIT_USAGE
     if verbose:
-        print(f"{PROG}: INFO: {reason}: running in-process", file=sys.stderr)
+        print(f"{PROG}: INFO: {note}: running in-process", file=sys.stderr)
     return None
 
 
