@@ -1,11 +1,14 @@
-"""What a run's provenance costs (SPEC section 23, issue 50): target <= 5 ms per run beyond
-hashing the files it reads (which is cached by path, size and mtime).
+"""What a run's provenance costs (docs/how-to/reproduce.md, issue 50): target <= 5 ms per run
+beyond hashing the files it reads (which is cached by path, size and mtime).
 
-1. whole runs, interleaved, of a notebook that reads a CSV in a git repository: a warm
+1. whole runs, interleaved, of several real notebooks (the repository's ``notebooks/``,
+   ``tests/data/notebooks/``, and one that reads a 40 KB CSV in a git repository): a warm
    ``NotebookExecutor`` with the kernel's file tracking on (the default) and off
-   (``NOTEBOOK_EXECUTOR_TRACK_FILES=0`` in the kernel's environment); the difference of the
-   medians. The pool keeps warm kernels for the environment used last, so alternating makes
-   each run start its kernel: both sides pay that alike;
+   (``NOTEBOOK_EXECUTOR_TRACK_FILES=0`` in the kernel's environment); per notebook, the
+   difference of the medians (its added cost per run), then the median of those. The pool
+   keeps warm kernels for the environment used last, so alternating makes each run start its
+   kernel: both sides pay that alike. On a shared machine the noise is larger than the cost:
+   the load average is printed;
 2. the host's share per run, measured alone: ``GitState`` (commit and branch read from
    ``.git``, ``git status`` started in the background) and its answer once the run is over,
    the lock hash and machine (cached per process), and the files' records (hashes cached).
@@ -18,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import tempfile
@@ -41,32 +45,65 @@ def _ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
+#: Real notebooks of this repository, run from their own folders.
+REPO = Path(__file__).resolve().parent.parent
+REAL = [
+    REPO / "notebooks" / "hello.py",
+    REPO / "notebooks" / "dataframe.py",
+    REPO / "tests" / "data" / "notebooks" / "unit_basic.py",
+    REPO / "tests" / "data" / "notebooks" / "unit_basic.ipynb",
+]
+
+OFF = {"NOTEBOOK_EXECUTOR_TRACK_FILES": "0"}
+
+
+def _load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def _added_cost(ex: NotebookExecutor, notebook: Path, runs: int) -> tuple[float, float]:
+    """Median seconds of a run of ``notebook`` with the tracking on and off, interleaved."""
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(2):  # warm both pools
+        ex.execute(notebook)
+        ex.execute(notebook, env=OFF)
+    for _ in range(runs):
+        began = time.perf_counter()
+        ex.execute(notebook)
+        on.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        ex.execute(notebook, env=OFF)
+        off.append(time.perf_counter() - began)
+    return statistics.median(on), statistics.median(off)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
+    print(f"{os.cpu_count()} CPUs, load average {_load()}")
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         (work / "reads.py").write_text(NOTEBOOK)
         (work / "data.csv").write_text("a,b\n" + "1,2\n" * 10_000)
         subprocess.run(["git", "init", "-q"], cwd=work, check=True)
-        on: list[float] = []
-        off: list[float] = []
+        added: list[float] = []
+        print(f"1. whole runs ({args.runs} each side, interleaved, medians)")
+        print(f"   {'notebook':38} {'on':>9} {'off':>9} {'added':>9}")
         with NotebookExecutor(runs_dir=work / "runs") as ex:
-            for _ in range(2):  # warm both pools
-                ex.execute(work / "reads.py", cwd=work)
-                ex.execute(work / "reads.py", cwd=work, env={"NOTEBOOK_EXECUTOR_TRACK_FILES": "0"})
-            for _ in range(args.runs):
-                began = time.perf_counter()
-                ex.execute(work / "reads.py", cwd=work)
-                on.append(time.perf_counter() - began)
-                began = time.perf_counter()
-                ex.execute(work / "reads.py", cwd=work, env={"NOTEBOOK_EXECUTOR_TRACK_FILES": "0"})
-                off.append(time.perf_counter() - began)
-        print(f"1. whole runs ({args.runs} each, medians)")
-        print(f"   tracking on  {_ms(on):8.2f} ms")
-        print(f"   tracking off {_ms(off):8.2f} ms")
-        print(f"   difference   {_ms(on) - _ms(off):8.2f} ms  (noise included)")
+            for notebook in [*REAL, work / "reads.py"]:
+                on, off = _added_cost(ex, notebook, args.runs)
+                added.append(on - off)
+                name = notebook.name if notebook.parent == work else notebook.relative_to(REPO)
+                print(
+                    f"   {name!s:38} {on * 1000:7.1f}ms {off * 1000:7.1f}ms "
+                    f"{(on - off) * 1000:+7.1f}ms"
+                )
+        print(
+            f"   median added cost per run {statistics.median(added) * 1000:+.1f} ms "
+            f"(noise included; load average now {_load()})"
+        )
 
         lock_sha256(), machine_record()  # once per process
         begin, end, hashing, cached = [], [], [], []

@@ -170,10 +170,13 @@ if kind == "served-run":
 else:
     done = command("open", "session", "open", notebook, "-p", "tag", f"{name}-0", "-p",
                    "folder", folder, "--runs-dir", runs_dir, "--json")
-    session = json.loads(done.stdout)["session_id"]
-    command("step", "session", "run", session)
-    command("eval", "session", "eval", session, "tag")
-    command("close", "session", "close", session)
+    # An open that failed (its template killed meanwhile: one line, exit 2) is judged from the
+    # commands' log, as every command is: nothing to step through.
+    if done.returncode == 0:
+        session = json.loads(done.stdout)["session_id"]
+        command("step", "session", "run", session)
+        command("eval", "session", "eval", session, "tag")
+        command("close", "session", "close", session)
 os.write(phases, b"closed\n")
 """
 

@@ -22,6 +22,8 @@ from ._dispatch.threads import run_all
 from ._errors import InvalidArgumentError
 from ._history import RunHistory
 from ._kernels.kernel_engine import KernelEngine
+from ._records.identity import notebook_identity
+from ._records.lineage import ParentRun
 from ._records.project import find_runs_dir
 from ._review import sources
 from ._review.run_edits import check_edits
@@ -314,7 +316,7 @@ environment
 
         The run goes on a thread of its own; at most one job per core runs at once, the others
         wait (``queued``). Bad input is raised by ``wait``, as ``execute`` raises it. Closing
-        the executor cancels its jobs (recorded as cancelled). SPEC section 22.
+        the executor cancels its jobs (recorded as cancelled). docs/how-to/jobs.md.
         """
         from ._dispatch.jobs import submit
 
@@ -343,7 +345,8 @@ environment
         the run records are written here. A run whose worker is lost ends ``"interrupted"``
         unless ``retries`` lets it begin again; a notebook that declares dependencies is
         refused there (:class:`ClusterError`) unless ``environment="current"``. The details
-        are in docs/how-to/sweeps.md. Ctrl-C cancels the runs not started yet. Raises
+        are in docs/how-to/sweeps.md. Each run's record names the sweep as its ``parent_run``
+        (docs/how-to/lineage.md). Ctrl-C cancels the runs not started yet. Raises
         :class:`NotebookExecutorError` for bad input (before anything runs), or a scheduler
         that cannot be reached.
         """
@@ -358,26 +361,33 @@ environment
         plans = [
             self._planner.plan(input_path, given.replace(parameters=values)) for values in all_sets
         ]
-        if client is not None:
-            from ._dispatch.cluster import run_on_dask
+        # docs/how-to/lineage.md: the sweep is its runs' parent run, with lineage events of its own.
+        notebook = notebook_identity(plans[0].notebook, self.runs_dir) if plans else "-"
+        with ParentRun("sweep", notebook) as sweep:
+            for plan in plans:
+                plan.parent_run = sweep.record
+            if client is not None:
+                from ._dispatch.cluster import run_on_dask
 
-            return run_on_dask(
-                input_path,
-                plans,
-                client,
-                cwd_given=given.cwd is not None,
-                runs_dir=self.runs_dir,
-                on_record=self._records.index,
-                wanted=self.progress,
-                retries=retries,
-            )
-        # Every run is checked: announce them all, so the engine knows a sweep is coming
-        # (the default engine then readies its kernels for many runs, not one).
-        self._announce(plans)
-        workers = min(len(plans), max_workers or os.cpu_count() or 1)
-        return run_all(
-            self._run, plans, workers, self.progress, getattr(self._engine, "cancel", None)
-        )
+                results = run_on_dask(
+                    input_path,
+                    plans,
+                    client,
+                    cwd_given=given.cwd is not None,
+                    runs_dir=self.runs_dir,
+                    on_record=self._records.index,
+                    wanted=self.progress,
+                    retries=retries,
+                )
+            else:
+                # Every run is checked: announce them all, so the engine knows a sweep is
+                # coming (the default engine then readies its kernels for many runs, not one).
+                self._announce(plans)
+                workers = min(len(plans), max_workers or os.cpu_count() or 1)
+                cancel = getattr(self._engine, "cancel", None)
+                results = run_all(self._run, plans, workers, self.progress, cancel)
+            sweep.ended(results)
+        return results
 
     def prepare(
         self, input_path: PathLike, output_path: PathLike | None = None, **options: Any
@@ -437,8 +447,8 @@ environment
 
     def reproduce(self, run_id: str) -> dict[str, Any]:
         """Run past run ``run_id``'s source again with its parameters and compare every cell's
-        outputs with the record's (SPEC section 23): ``{"reproduced": bool, "run_id": the new
-        run, "first_difference": None | {"cell", "diff"}, "inputs_changed": [...], ...}``
+        outputs with the record's (docs/how-to/reproduce.md): ``{"reproduced": bool, "run_id": the
+        new run, "first_difference": None | {"cell", "diff"}, "inputs_changed": [...], ...}``
         (see :func:`~notebook_executor._review.reproduce.reproduce_run`)."""
         from ._review.reproduce import reproduce_run
 

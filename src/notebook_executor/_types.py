@@ -269,8 +269,8 @@ class RunDiff(TypedDict):
     #: Package versions that differ (``None`` where one run had no such package): from the
     #: notebook's own environment when it declares dependencies (docs/how-to/environments.md).
     packages: dict[str, list[Any]]
-    #: The recorded inputs that differ (SPEC section 23): ``files`` (path -> the two sha256,
-    #: None where a run did not open it), ``git`` (commit, branch, dirty), ``machine`` and
+    #: The recorded inputs that differ (docs/how-to/reproduce.md): ``files`` (path -> the two
+    #: sha256, None where a run did not open it), ``git`` (commit, branch, dirty), ``machine`` and
     #: ``environment`` (the lock's hash), each ``[a, b]``; only what differs appears.
     inputs: dict[str, Any]
     cells: list[CellChange]
@@ -448,12 +448,12 @@ class Digest(TypedDict):
     text: str
 
 
-#: A job's status (SPEC section 22).
+#: A job's status (docs/how-to/jobs.md).
 JobState = Literal["queued", "running", "success", "error", "cancelled", "interrupted"]
 
 
 class JobStatus(TypedDict):
-    """What a job is doing (SPEC section 22): :meth:`Job.status
+    """What a job is doing (docs/how-to/jobs.md): :meth:`Job.status
     <notebook_executor.Job.status>`, ``job show --json``, the MCP tool ``job_status``."""
 
     job_id: str

@@ -1,4 +1,4 @@
-"""Jobs (SPEC section 22), against the real run server started by each test through the
+"""Jobs (docs/how-to/jobs.md), against the real run server started by each test through the
 command line (its own runtime folder), and the API's ``submit``."""
 
 from __future__ import annotations

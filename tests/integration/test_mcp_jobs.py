@@ -1,5 +1,5 @@
-"""Jobs over MCP (SPEC section 22): the official SDK's client, with a 10 s request timeout, runs a
-60 s notebook through execute(wait: false), job_status and job_wait, without one timeout."""
+"""Jobs over MCP (docs/how-to/jobs.md): the official SDK's client, with a 10 s request timeout,
+runs a 60 s notebook through execute(wait: false), job_status and job_wait, without one timeout."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC section 23 on real kernels: what a record holds of where a run came from, ``diff``
+"""docs/how-to/reproduce.md on real kernels: what a record holds of where a run came from, ``diff``
 naming the input that changed, ``reproduce``, and OpenLineage events sent to a real endpoint."""
 
 from __future__ import annotations
@@ -270,3 +270,151 @@ def test_no_lineage_when_disabled(
     assert lineage.emitter() is None
     (tmp_path / "openlineage.yml").write_text("transport:\n  type: console\n")
     assert lineage.configured()
+
+
+PARAMETERIZED = """\
+# %% tags=["parameters"]
+x = 1
+
+# %%
+print(10 / x)
+"""
+
+
+class _Listening:
+    """A real OpenLineage HTTP endpoint on ``port``, collecting the events it receives."""
+
+    def __init__(self, port: int) -> None:
+        self.received: list[dict[str, Any]] = []
+        handler = type("Endpoint", (_Endpoint,), {"received": self.received})
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> _Listening:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+    def wait_for(self, count: int) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + 60
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for event in self.received:
+            _spec_event(event)
+        return self.received
+
+
+def test_a_sweep_is_its_runs_parent_run_in_lineage(
+    tmp_path: Path, lineage_env: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweep.py").write_text(PARAMETERIZED)
+    with _Listening(lineage_env) as endpoint, NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        results = ex.execute_many("sweep.py", [{"x": 1}, {"x": 2}], max_workers=2)
+        assert [r["status"] for r in results] == ["success", "success"]
+        failing = ex.execute_many("sweep.py", [{"x": 1}, {"x": 0}], max_workers=1)
+        assert [r["status"] for r in failing] == ["success", "error"]
+        received = endpoint.wait_for(12)
+    assert len(received) == 12
+    parents = [e for e in received if e["job"]["name"] == "sweep:sweep.py"]
+    assert [e["eventType"] for e in parents] == ["START", "COMPLETE", "START", "FAIL"]
+    first, second = parents[0]["run"]["runId"], parents[2]["run"]["runId"]
+    assert first != second and parents[1]["run"]["runId"] == first
+    assert "1 of 2 runs" in parents[3]["run"]["facets"]["errorMessage"]["message"]
+    children = [e for e in received if e["job"]["name"] == "sweep.py"]
+    assert len(children) == 8
+    by_parent: dict[str, set[str]] = {}
+    for event in children:
+        parent = event["run"]["facets"]["parent"]
+        assert parent["job"]["namespace"] == "notebook-executor"
+        assert parent["job"]["name"] == "sweep:sweep.py"
+        by_parent.setdefault(parent["run"]["runId"], set()).add(event["run"]["runId"])
+    ran = {first: results, second: failing}
+    assert by_parent == {
+        key: {_record(tmp_path, r["run_id"])["uuid"] for r in runs} for key, runs in ran.items()
+    }
+    record = _record(tmp_path, results[0]["run_id"])
+    assert record["parent_run"] == {"kind": "sweep", "uuid": first, "job": "sweep:sweep.py"}
+    # Each parent event precedes its children's and its ending follows theirs.
+    order = [e["run"]["runId"] for e in received]
+    for parent_id, runs in by_parent.items():
+        assert order.index(parent_id) < min(order.index(run) for run in runs)
+        assert len(order) - 1 - order[::-1].index(parent_id) > max(
+            len(order) - 1 - order[::-1].index(run) for run in runs
+        )
+
+
+def test_a_session_has_a_runs_provenance_and_lineage(
+    tmp_path: Path, lineage_env: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "reads.py").write_text(READS_CSV)
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "broken.py").write_text("# %%\nx = 1\n# %%\nraise ValueError('no')\n")
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "add", "reads.py", "data.csv")
+    _git(tmp_path, "commit", "-q", "-m", "data")
+    with _Listening(lineage_env) as endpoint, NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        session = ex.open_session("reads.py")
+        assert endpoint.wait_for(1)[0]["eventType"] == "START"
+        assert session.run()["status"] == "success"
+        answer = session.evaluate("open('more.txt', 'w').write('x')")
+        assert answer["status"] == "success"
+        record = _record(tmp_path, session.run_id)
+        assert record["session"]["open"] is True
+        files = {entry["path"]: entry for entry in record["files"]["files"]}
+        assert files["data.csv"]["read"] and files["total.txt"]["written"]
+        assert files["more.txt"]["written"] and files["more.txt"]["size"] == 1
+        assert record["git"]["commit"] == _git(tmp_path, "rev-parse", "HEAD")
+        assert record["git"]["branch"] == "main"
+        assert record["machine"]["cpu_count"] >= 1
+        assert len(record["environment"]["lock_sha256"]) == 64
+        session.close()
+        failed = ex.open_session("broken.py")
+        assert failed.run()["status"] == "error"
+        failed.close()
+        received = endpoint.wait_for(4)
+    by_run: dict[str, list[str]] = {}
+    for event in received:
+        by_run.setdefault(event["job"]["name"], []).append(event["eventType"])
+    assert by_run == {"reads.py": ["START", "COMPLETE"], "broken.py": ["START", "FAIL"]}
+    complete = next(e for e in received if e["eventType"] == "COMPLETE")
+    assert complete["run"]["runId"] == record["uuid"]
+    # Sent as the session closed, not after its first step.
+    closed = _record(tmp_path, session.run_id)
+    assert closed["session"]["open"] is False
+    assert complete["eventTime"] == closed["finished_at"]
+    assert [d["name"] for d in complete["inputs"]] == ["data.csv"]
+    assert sorted(d["name"] for d in complete["outputs"]) == ["more.txt", "total.txt"]
+
+
+def test_a_run_page_shows_the_last_reproduction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from notebook_executor._faces.report import build_report
+    from notebook_executor._faces.report.index import page_name
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "random_draw.py").write_text(RANDOM)
+    (tmp_path / "steady.py").write_text("# %%\nprint(6 * 7)\n")
+    site = tmp_path / "site"
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        drawn = ex.execute("random_draw.py")["run_id"]
+        steady = ex.execute("steady.py")["run_id"]
+        build_report(ex.runs(), ex.runs_dir, site)
+        assert "Last reproduction" not in (site / page_name(drawn)).read_text()
+        assert ex.reproduce(drawn)["reproduced"] is False
+        again = ex.reproduce(steady)
+        assert again["reproduced"] is True
+        build_report(ex.runs(), ex.runs_dir, site)
+    page = (site / page_name(drawn)).read_text()
+    assert "<h2>Last reproduction: not reproduced</h2>" in page
+    assert "<dt>first difference</dt><dd>cell 2</dd>" in page
+    page = (site / page_name(steady)).read_text()
+    assert "<h2>Last reproduction: reproduced</h2>" in page
+    assert f"<dt>run again as</dt><dd>{again['run_id']}</dd>" in page
+    assert "first difference" not in page

@@ -193,7 +193,7 @@ def test_the_mcp_execute_tool_offers_the_options_it_names(tmp_path: Path) -> Non
     with NotebookExecutor(runs_dir=tmp_path / "runs", engine=FakeEngine()) as ex:
         tools = {tool.name: tool for tool in server_tools(Workspace(Root(tmp_path), ex, {}))}
     properties = tools["execute"].parameters["properties"]
-    assert sorted(properties) == sorted(["path", *EXECUTE_OPTIONS])
+    assert sorted(properties) == sorted(["path", "wait", *EXECUTE_OPTIONS])  # the tool's own
     for name in EXECUTE_OPTIONS:
         if name != "secrets":  # names of the server's variables, not values
             assert properties[name]["description"] == option_help(name)

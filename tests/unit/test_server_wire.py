@@ -161,31 +161,37 @@ class _DyingKernel:
         return CellEnd("dead", exit_status=1)
 
 
-def test_a_kernel_dead_with_the_server_ends_the_run_as_stopped_by_the_server(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _serving(server_pid: int) -> served.Serving:
+    """What a child of a server of process ``server_pid`` knows of it."""
+    return served.Serving(paths.ServerFiles("/nonexistent", "key"), server_pid)
+
+
+def test_a_kernel_dead_with_the_server_ends_the_run_as_stopped_by_the_server() -> None:
     # The server is no longer this process's parent: the kernel died with it, before the
     # parent-death signal came. The run is interrupted by the server's end, not kernel_died.
-    monkeypatch.setattr(served, "SERVER_PID", os.getppid() + 100_000)
-    monkeypatch.setattr(served, "GONE", threading.Event())
-    kernel = served._ServedKernel(_DyingKernel())  # type: ignore[arg-type]
+    here = _serving(os.getppid() + 100_000)
+    kernel = served._ServedKernel(_DyingKernel(), here)  # type: ignore[arg-type]
     with pytest.raises(served.ServerStopped):
         kernel.run_cell({}, 2, None)  # type: ignore[arg-type]
-    assert served.GONE.is_set()
+    assert here.gone.is_set()
     # The parent-death signal that follows does not interrupt the records being finished.
-    served.on_server_gone(signal.SIGTERM, None)
+    here.on_server_gone(signal.SIGTERM, None)
 
 
-def test_a_kernel_dead_while_the_server_lives_is_a_dead_kernel(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(served, "SERVER_PID", os.getppid())
-    monkeypatch.setattr(served, "GONE", threading.Event())
-    kernel = served._ServedKernel(_DyingKernel())  # type: ignore[arg-type]
+def test_a_kernel_dead_while_the_server_lives_is_a_dead_kernel() -> None:
+    here = _serving(os.getppid())
+    kernel = served._ServedKernel(_DyingKernel(), here)  # type: ignore[arg-type]
     assert kernel.run_cell({}, 2, None).how == "dead"  # type: ignore[arg-type]
     # The first SIGTERM interrupts, as Ctrl-C does.
     with pytest.raises(KeyboardInterrupt):
-        served.on_server_gone(signal.SIGTERM, None)
+        here.on_server_gone(signal.SIGTERM, None)
+
+
+def test_outside_the_server_nothing_is_served() -> None:
+    assert served.current() is None and not served.serving() and not served.server_gone()
+    assert served.take_detach() is None and served.executor_engine({}) is None
+    with pytest.raises(served.ServerUnavailableError):
+        served.server_files()
 
 
 def _send_in_thread(sock: socket.socket, data: bytes) -> threading.Thread:

@@ -82,9 +82,9 @@ class Opened:
 @pytest.fixture(autouse=True)
 def every_cell_checkpointed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake's cells take no time: a checkpoint after each, unless a test says otherwise."""
-    monkeypatch.setattr("notebook_executor._session.session.WORTH_RATIO", 0.0)
+    monkeypatch.setattr("notebook_executor._session.costs.WORTH_RATIO", 0.0)
     # Nor do its restores: a checkpoint is always quicker than a fresh kernel.
-    monkeypatch.setattr("notebook_executor._session.session.FIRST_RESTORE_COST", 0.0, raising=False)
+    monkeypatch.setattr("notebook_executor._session.costs.FIRST_RESTORE_COST", 0.0)
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ def test_an_evicted_checkpoint_restores_from_an_older_one(opened: Any) -> None:
 def test_quick_cells_are_run_again_rather_than_checkpointed(
     opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("notebook_executor._session.session.WORTH_RATIO", 5.0)
+    monkeypatch.setattr("notebook_executor._session.costs.WORTH_RATIO", 5.0)
     o = opened()
     o.session.run(until=3)
     # Only the fresh kernel was worth a checkpoint.
@@ -425,9 +425,7 @@ def test_a_state_that_is_the_start_of_the_one_wanted_runs_on_without_a_restore(
 def test_a_fresh_kernel_wins_over_a_restore_that_costs_more(
     opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        "notebook_executor._session.session.FIRST_RESTORE_COST", 10.0, raising=False
-    )
+    monkeypatch.setattr("notebook_executor._session.costs.FIRST_RESTORE_COST", 10.0)
     o = opened()
     o.session.run(until=3)
     o.edit(3, "d = 0")
@@ -440,7 +438,7 @@ def test_a_fresh_kernel_wins_over_a_restore_that_costs_more(
 def test_a_rerun_spends_on_checkpoints_no_more_than_it_saved(
     opened: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("notebook_executor._session.session.FIRST_CHECKPOINT_COST", 1.0)
+    monkeypatch.setattr("notebook_executor._session.costs.FIRST_CHECKPOINT_COST", 1.0)
     o = opened()
     o.session.run(until=2)
     # A run step has no limit: every cell was worth a checkpoint (the fixture's ratio).

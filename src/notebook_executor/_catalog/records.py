@@ -89,7 +89,7 @@ class RunRecords:
                 getattr(catalog, method)(record)
         except NotebookExecutorError as exc:
             logger.warning("run %s not indexed: %s", record.get("run_id"), exc)
-        # SPEC section 23: OpenLineage run events, when configured (sent in the background).
+        # docs/how-to/lineage.md: OpenLineage run events, when configured (sent in the background).
         lineage = emitter() if method in ("begin", "finish") else None
         if lineage is not None:
             lineage.record(method, record)

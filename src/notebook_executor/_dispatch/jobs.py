@@ -3,7 +3,7 @@ cancelled (``NotebookExecutor.submit``; the MCP server's ``wait: false``).
 
 A :class:`Job` runs ``execute`` on a daemon thread. At most :data:`MAX_RUNNING` jobs of the
 process run at once (one per core): the others wait, ``queued``, in the order they came. Its
-:meth:`Job.status` is the status object of SPEC section 22 (:class:`JobStatus`): the cell it
+:meth:`Job.status` is the status object of docs/how-to/jobs.md (:class:`JobStatus`): the cell it
 is in (as ``failed_cell.index`` counts: the source's cells), the seconds since it was
 submitted, the last lines of its output (at most :data:`TAIL_LINES` lines of
 :data:`TAIL_CHARS` characters), and the result dict once it finished. It answers from memory,

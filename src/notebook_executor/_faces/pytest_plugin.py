@@ -43,7 +43,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .._executor import NotebookExecutor
-    from .._kernels.shared_template import SharedForkServer
+    from .._kernels.sharing import SharedForkServer
     from .._review.golden import OutputRules
     from .._review.parameter_sets import ParameterSet, ParameterSets
     from .._review.validate import Checked
@@ -121,7 +121,7 @@ class _State:
         """Start the kernel's template (in a worker, borrow the controller's first)."""
         address = getattr(self.config, "workerinput", {}).get(_LENT_TEMPLATE)
         if address:
-            from .._kernels.shared_template import adopt
+            from .._kernels.sharing import adopt
             from .template_lending import lent_templates
 
             self.borrowed = lent_templates(str(address))
@@ -140,7 +140,7 @@ class _State:
         finally:
             borrowed, self.borrowed = self.borrowed, None
             if borrowed is not None:
-                from .._kernels.shared_template import adopt
+                from .._kernels.sharing import adopt
 
                 adopt(None)
                 for template in borrowed:
@@ -292,7 +292,7 @@ def _lends_template(config: pytest.Config) -> bool:
         return False
     if config.getoption("collectonly", False):
         return False
-    from .._kernels.forkserver import fork_supported
+    from .._kernels.sharing import fork_supported
 
     return fork_supported()
 

@@ -3,14 +3,14 @@
 Each worker is a pytest process of its own, which would start its own kernel templates (about a
 second and a half of CPU in all: ipykernel, then pandas, pyarrow and scrapbook). With ``-n 2`` on
 two CPUs, those starts were most of the run. Instead the controller, which runs no test, owns
-the templates (:class:`~.._kernels.shared_template.SharedForkServer`) and lends them: the one
+the templates (:class:`~.._kernels.sharing.SharedForkServer`) and lends them: the one
 that imports the kernel's modules starts as the controller is configured, while the workers
 start; the one that preloads the data modules starts when a worker first asks for it (its pool
 has run a notebook: see ``_kernels/pool.py``). A worker asks on the controller's Unix socket, in
 a private folder (``0700``), and receives the template's control socket as ``SCM_RIGHTS``.
 Every connection's peer is checked (``SO_PEERCRED``): a process of another user is refused,
 whatever the folder's mode. The worker's kernel pools then fork from the templates
-(:func:`~.._kernels.shared_template.adopt`), taking turns with the other workers. A kernel forked
+(:func:`~.._kernels.sharing.adopt`), taking turns with the other workers. A kernel forked
 so is the same fresh kernel as any other: its own process, environment, working folder and
 sockets.
 
@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._kernels.forkserver import TEMPLATE_READY_TIMEOUT
+from .._kernels.sharing import TEMPLATE_READY_TIMEOUT
 from .._kernels.socket_paths import socket_base
 from .server.wire import (
     WireError,
@@ -45,7 +45,7 @@ from .server.wire import (
 )
 
 if TYPE_CHECKING:
-    from .._kernels.shared_template import SharedForkServer
+    from .._kernels.sharing import SharedForkServer
 
 __all__ = ["TemplateLender", "lent_templates"]
 
@@ -102,7 +102,7 @@ class TemplateLender:
 
     def _spawn(self, kind: str) -> SharedForkServer:
         """The template of ``kind``, spawned from this thread when it is not yet."""
-        from .._kernels.shared_template import SharedForkServer
+        from .._kernels.sharing import SharedForkServer
 
         with self._lock:
             if self._closed:
@@ -189,7 +189,7 @@ def _sweep_stale(base: str) -> None:
 
 def _answer(conn: socket.socket, template: SharedForkServer) -> None:
     """Send ``template``'s description and control socket once it is ready, or why not."""
-    from .._kernels.forkserver import ForkServerError
+    from .._kernels.sharing import ForkServerError
 
     with conn:
         try:
@@ -241,7 +241,7 @@ class _Fetch:
 def lent_templates(address: str) -> tuple[SharedForkServer, SharedForkServer]:
     """This worker's copies of the two templates lent at ``address`` (the kernel's, then the
     one with the data modules), each fetched when first waited for."""
-    from .._kernels.shared_template import SharedForkServer
+    from .._kernels.sharing import SharedForkServer
 
     copies = []
     for kind in (_KERNEL, _FULL):

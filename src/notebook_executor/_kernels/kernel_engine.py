@@ -208,6 +208,19 @@ class KernelEngine:
 
         loop.submit(prepare())
 
+    def speculate(self, choice: KernelChoice, cwd: Path, env: dict[str, str]) -> None:
+        """Start a kernel for a run that may come, none announced yet (the run server's spare
+        child does, for the kernel of the run before it): a run whose kernel matches exactly
+        takes it; any other leaves it to :meth:`close` (see :meth:`KernelPool.speculate
+        <notebook_executor._kernels.pool.KernelPool.speculate>`)."""
+        loop, pool = self._kernel_loop()
+
+        async def speculate() -> None:
+            pool.prepare()
+            await pool.speculate(choice, cwd, dict(env))
+
+        loop.submit(speculate())
+
     def template(
         self, choice: KernelChoice, cwd: Path, env: dict[str, str], *, data: bool = True
     ) -> ForkChannel | None:

@@ -1,4 +1,4 @@
-"""OpenLineage run events for runs and sessions, sent in the background (SPEC section 23).
+"""OpenLineage run events for runs and sessions, sent in the background (docs/how-to/lineage.md).
 
 Active when the OpenLineage client is configured the standard way (``OPENLINEAGE_URL``,
 ``OPENLINEAGE_CONFIG``, an ``openlineage.yml`` in the working folder or
@@ -9,8 +9,12 @@ it begins and one ``COMPLETE``, ``FAIL`` or ``ABORT`` as it ends: the job is the
 uuid, the files the notebook read and wrote are input and output datasets (namespace
 ``file``), and a ``notebook_executor`` run facet holds the parameters (as recorded: secrets
 redacted) and the failing cell; ``errorMessage`` says why a run failed, ``parent`` names the
-run this one continues when the record says so (``parent_run``: ``{"run_id", "uuid",
-"notebook"}``).
+run this one is part of or continues when the record says so (``parent_run``, made by
+:class:`ParentRun`: ``{"kind", "uuid", "job"}``, and ``run_id`` when the parent is itself a run;
+``job`` defaults to the record's ``notebook``). A session's record gives its ending event when
+the session closes, not at each step. A run made of runs (a sweep) is a :class:`ParentRun`: its
+own ``START`` as it begins, ``COMPLETE`` when all its runs succeeded, else ``FAIL``, ``ABORT``
+when it was interrupted; its job is ``sweep:`` and the notebook.
 
 A run never waits for an endpoint: events go on a queue that one background thread sends in
 order, retrying an event that could not be sent (backing off up to :data:`RETRY_SECONDS`), so
@@ -27,13 +31,16 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+from .._times import iso, now_utc
 from .provenance import package_versions
 
-__all__ = ["CLOSE_SECONDS", "LineageEmitter", "configured", "emitter"]
+__all__ = ["CLOSE_SECONDS", "LineageEmitter", "ParentRun", "configured", "emitter"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +115,8 @@ class LineageEmitter:
                 self._started.add(uuid)
                 state = "START"
             elif method == "finish" and status != "running" and uuid not in self._ended:
+                if _open_session(record):
+                    return
                 self._ended.add(uuid)
                 state = (
                     "ABORT"
@@ -168,11 +177,15 @@ class LineageEmitter:
 
         namespace = os.environ.get("OPENLINEAGE_NAMESPACE", "notebook-executor")
         producer = _PRODUCER + package_versions().get("notebook-executor", "")
-        facets: dict[str, Any] = {
-            "notebook_executor": _run_facet(record, producer),
-        }
+        facets: dict[str, Any] = {}
+        if "run_id" in record:
+            facets["notebook_executor"] = _run_facet(record, producer)
         failed = record.get("failed_cell")
-        if state == "FAIL" and isinstance(failed, Mapping):
+        if state == "FAIL" and isinstance(record.get("why_failed"), str):  # a ParentRun's
+            facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+                message=record["why_failed"], programmingLanguage="python", producer=producer
+            )
+        elif state == "FAIL" and isinstance(failed, Mapping):
             facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                 message=f"{failed.get('ename')}: {failed.get('evalue')}",
                 programmingLanguage="python",
@@ -181,9 +194,10 @@ class LineageEmitter:
             )
         parent = record.get("parent_run")
         if isinstance(parent, Mapping) and isinstance(parent.get("uuid"), str):
+            job = parent.get("job") or parent.get("notebook")
             facets["parent"] = parent_run.ParentRunFacet(
                 run=parent_run.Run(runId=parent["uuid"]),
-                job=parent_run.Job(namespace=namespace, name=str(parent.get("notebook"))),
+                job=parent_run.Job(namespace=namespace, name=str(job)),
                 producer=producer,
             )
         files = record.get("files")
@@ -203,7 +217,7 @@ class LineageEmitter:
             eventType=getattr(RunState, state),
             eventTime=str(record.get(time_key) or record.get("started_at")),
             run=Run(runId=str(record["uuid"]), facets=facets),
-            job=Job(namespace=namespace, name=str(record.get("notebook"))),
+            job=Job(namespace=namespace, name=str(record.get("job") or record.get("notebook"))),
             inputs=inputs,
             outputs=outputs,
             producer=producer,
@@ -239,3 +253,58 @@ def _run_facet(record: Mapping[str, Any], producer: str) -> Any:
         else {k: failed.get(k) for k in ("index", "ename", "evalue")},
         producer=producer,
     )
+
+
+def _open_session(record: Mapping[str, Any]) -> bool:
+    """Whether ``record`` is a session's still open (its steps' writes are no ending)."""
+    session = record.get("session")
+    return isinstance(session, Mapping) and session.get("open") is True
+
+
+class ParentRun:
+    """A run made of runs (a sweep; later, a resumed run's chain): the ``parent_run`` its
+    runs' records hold (:attr:`record`), and its own lineage events when OpenLineage is
+    configured. ``START`` is sent when made; used as a context manager, the block's end sends
+    ``ABORT`` on Ctrl-C, ``FAIL`` on another exception, else what :meth:`ended` was told:
+    ``COMPLETE`` when every run succeeded, ``FAIL`` naming how many did not."""
+
+    def __init__(self, kind: str, notebook: str) -> None:
+        self.record: dict[str, Any] = {
+            "kind": kind,
+            "uuid": str(uuid.uuid4()),
+            "job": f"{kind}:{notebook}",
+        }
+        self._event: dict[str, Any] = {**self.record, "started_at": iso(now_utc())}
+        self._failed: str | None = None
+        self._send("begin", "running")
+
+    def ended(self, results: Sequence[Mapping[str, Any]]) -> None:
+        """The runs' results: any not ``success`` makes the parent's ending a ``FAIL``."""
+        failed = sum(1 for result in results if result.get("status") != "success")
+        self._failed = f"{failed} of {len(results)} runs did not succeed" if failed else None
+
+    def __enter__(self) -> ParentRun:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        why = self._failed if exc is None else f"{type(exc).__name__}: {exc}"
+        aborted = isinstance(exc, KeyboardInterrupt)
+        self._send(
+            "finish",
+            "success" if why is None else "error",
+            error_kind="interrupted" if aborted else None,
+            why_failed=None if aborted else why,
+        )
+
+    def _send(self, method: str, status: str, **more: Any) -> None:
+        lineage = emitter()
+        if lineage is None:
+            return
+        if method == "finish":
+            self._event["finished_at"] = iso(now_utc())
+        lineage.record(method, {**self._event, "status": status, **more})

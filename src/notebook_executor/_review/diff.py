@@ -274,7 +274,7 @@ def _record(nb: NotebookNode) -> Mapping[str, Any]:
 
 
 def recorded_files(record: Mapping[str, Any]) -> dict[str, str | None]:
-    """``{path: sha256}`` of the files a run's record says it opened (SPEC section 23)."""
+    """``{path: sha256}`` of the files a run's record says it opened (docs/how-to/reproduce.md)."""
     files = record.get("files")
     listed = files.get("files") if isinstance(files, Mapping) else None
     return {

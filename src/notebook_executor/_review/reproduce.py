@@ -1,4 +1,5 @@
-"""Could this run be reproduced? Run the record's source again and compare (SPEC section 23).
+"""Could this run be reproduced? Run the record's source again and compare
+(docs/how-to/reproduce.md).
 
 :func:`reproduce_run` runs the source a record holds, with the record's parameters: the notebook
 file itself when it is unchanged (its sha256 is the record's: the run is then recorded under the

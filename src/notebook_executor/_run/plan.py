@@ -100,6 +100,9 @@ class Plan:
     #: docs/how-to/environments.md: declaration, hash, resolved versions), or None on the
     #: executor's own.
     environment: dict[str, Any] | None = None
+    #: The run this one is part of or continues (a sweep's :class:`~notebook_executor.
+    #: _records.lineage.ParentRun` record), kept in the record as ``parent_run``.
+    parent_run: dict[str, Any] | None = None
 
 
 def plan_run(

@@ -80,7 +80,7 @@ class RunStart:
     output_path: str
     record: dict[str, Any]
     provenance: dict[str, Any]
-    #: The notebook's repository (SPEC section 23), its ``git status`` still running.
+    #: The notebook's repository (docs/how-to/reproduce.md), its ``git status`` still running.
     git: GitState | None = None
 
 
@@ -182,7 +182,7 @@ def begin_run(
         },
         "environment": {
             **environment_record(),
-            # SPEC section 23: the hash of what is installed where the kernel runs.
+            # docs/how-to/reproduce.md: the hash of what is installed where the kernel runs.
             "lock_sha256": lock_sha256(
                 None if plan.environment is None else plan.environment.get("packages")
             ),
@@ -205,6 +205,8 @@ def begin_run(
         "edits": redact(edit_notes(plan.edits), plan.secrets),
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        # docs/how-to/lineage.md: the sweep this run is part of.
+        **({} if plan.parent_run is None else {"parent_run": plan.parent_run}),
         **(provenance or {}),
     }
     record: dict[str, Any] = {
@@ -241,7 +243,7 @@ def finish_run(
 ) -> RunResult:
     """Build the result of a run ``plan.nb`` was executed for, write its final run records."""
     annotate_cells(plan.nb, outcome)
-    # SPEC section 23: the repository, and the files the notebook read and wrote.
+    # docs/how-to/reproduce.md: the repository, and the files the notebook read and wrote.
     if start.git is not None and start.git.record is not None:
         start.provenance["git"] = start.git.finished()
     if outcome.files:

@@ -4,8 +4,9 @@ The run files are written by the run path's own writer (:func:`~notebook_executo
 begin_run` and :func:`~notebook_executor._run.runner.finish_run`), so a session's record is a run
 record like any other (the catalog indexes it, ``get_run`` reads it); the session adds
 ``metadata.notebook_executor.session``: ``{"id", "open", "log"}``, the log in order, each entry
-one of ``step``, ``evaluate``, ``edit``, ``restore`` and ``close``. Each write replaces the files
-atomically, so a crash leaves the record of the last step.
+one of ``step``, ``evaluate``, ``edit``, ``restore`` and ``close``. Its provenance is a run's
+(git, machine, the lock's hash), the files read and written adding up over its steps. Each write
+replaces the files atomically, so a crash leaves the record of the last step.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class SessionRecord:
         self.seconds: dict[int, float] = {}
         self.started_cells: dict[int, str] = {}
         self.language_info: dict[str, Any] = {}
+        #: The files the session's cells read and wrote over all its steps (``{path: "r" |
+        #: "w" | "rw"}``, :func:`~notebook_executor._records.files.note_files`), recorded as a
+        #: run's are.
+        self.files: dict[str, str] = {}
         #: Writes the kernel's widget state into the notebook recorded, as a run does.
         self.save_widgets: Callable[[NotebookNode], None] | None = None
         self._clock = time.perf_counter()
@@ -148,6 +153,7 @@ class SessionRecord:
             cell_seconds=dict(self.seconds),
             cell_started=dict(self.started_cells),
             exited=self.exited,
+            files=self.files,
         )
         self.start.provenance["session"] = redact(
             {"id": self.session_id, "open": self.open, "dropped": self.dropped, "log": self.log},

@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -37,6 +37,7 @@ from ..engine import (
     RunCancelled,
     SupportsCheckpoints,
 )
+from .costs import Costs, estimate
 from .ledger import FRESH, Ran
 from .record import SessionRecord
 from .steps import Step, cell_sources, code_cells, evaluation_error
@@ -50,25 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 logger = logging.getLogger(__name__)
-
-#: A checkpoint is taken once the cells since the last one took this many times what a
-#: checkpoint takes: at most a fifth more time per trivial cell, and a restore replays at most
-#: that much work. Measured with ``benchmarks/bench_sessions.py``: a checkpoint after every
-#: one of 100 trivial cells cost 70 ms each (load average 14 on 2 cores), 20 times the 5 ms
-#: per cell allowed; with this ratio, 2 ms per cell.
-WORTH_RATIO = 5.0
-
-#: What a checkpoint is taken to cost before one is measured (seconds).
-FIRST_CHECKPOINT_COST = 0.02
-
-#: What a restore (a kernel forked from a checkpoint) and a fresh kernel (forked from the
-#: template, or launched) are taken to cost before one is measured (seconds). Measured on the
-#: corpus of ``nox -s wild`` (2 cores, load 10-13): restores took 0.13-0.21 s.
-FIRST_RESTORE_COST = 0.15
-FIRST_START_COST = 0.15
-
-#: What a cell that has not run yet in this session is taken to cost (seconds).
-UNKNOWN_CELL_COST = 0.01
 
 #: Why no checkpoint is taken on an engine whose kernels keep none.
 NO_CHECKPOINTS = "the engine's kernels keep no checkpoints"
@@ -115,16 +97,7 @@ class Session:
         self._closed = False
         self._broken = False
         self._timer: threading.Timer | None = None
-        #: Seconds of cell work in the state since its last checkpoint, and what one costs.
-        self._unsaved = 0.0
-        self._checkpoint_cost = FIRST_CHECKPOINT_COST
-        self._restore_cost = FIRST_RESTORE_COST
-        self._start_cost = FIRST_START_COST
-        #: Seconds each cell (job index) took the last time it ran, for the restore's costs.
-        self._cell_seconds: dict[int, float] = {}
-        #: Seconds of checkpoints the current step may still spend (None: no limit), so that
-        #: a rerun_from stays quicker than a fresh run of the same cells.
-        self._budget: float | None = None
+        self._costs = Costs()
         self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
         self.run_id = self._record.run_id
@@ -177,7 +150,7 @@ class Session:
                     if not self._restore(plan, wanted, step):
                         return self._finish(plan, step, "run", until=until)
                     # The cells run on are new work, checkpointed as in any run step.
-                    self._budget = None
+                    self._costs.budget = None
                 cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
                 self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
@@ -240,7 +213,8 @@ class Session:
                     wanted = [c for c in self._ledger.history if c.completed]
                     self._restore(self._plan, wanted, step)
                 nb = new_notebook(cells=[new_code_cell(code)])
-                outcome = EngineOutcome()
+                # The files it reads and writes go to the record's, as a step's do.
+                outcome = EngineOutcome(files=self._record.files)
                 self._ledger.evaluated = True
                 try:
                     run_cells(
@@ -330,34 +304,34 @@ class Session:
         and a fresh kernel took): the cells missing run on when the state is the start of the
         one wanted; else the nearest valid checkpoint and the cells after it, unless a fresh
         kernel running them all is quicker. The step may then spend on checkpoints only what
-        it saved on a fresh run (``_budget``).
+        it saved on a fresh run (its costs' ``budget``).
         """
-        ledger = self._ledger
-        fresh = self._start_cost + self._cost(wanted)
+        ledger, costs = self._ledger, self._costs
+        fresh = costs.start + costs.of(wanted)
         if not self._broken and ledger.history == wanted and not ledger.evaluated:
-            self._budget = fresh
+            costs.budget = fresh
             return True
         ledger.forget(set(self._held()), self._lost())
         unsupported = self._unsupported()
         restore = ledger.plan(wanted, self._held(), unsupported, self._shown)
         began = time.monotonic()
         carried = self._carry_on(wanted)
-        if carried is not None and self._cost(carried) <= min(
-            fresh, self._restore_cost + self._cost(restore.replay)
+        if carried is not None and costs.of(carried) <= min(
+            fresh, costs.restore + costs.of(restore.replay)
         ):
             # The state is the start of the one wanted, and nothing else ran into it: the
             # cells missing run on, no restore is quicker than that.
-            self._budget = fresh - self._cost(carried)
+            costs.budget = fresh - costs.of(carried)
             return self._execute(plan, carried, step, replaying=True)
         replay = list(restore.replay)
         reason = restore.reason
         how: Literal["checkpoint", "replay"] = "checkpoint"
         restored = False
         if restore.key is not None and restore.key != FRESH:
-            by_checkpoint = self._restore_cost + self._cost(restore.replay)
+            by_checkpoint = costs.restore + costs.of(restore.replay)
             # A fresh kernel also takes the checkpoint of itself, and leaves none of the
             # later ones: it must be quicker by that much.
-            if fresh + self._checkpoint_cost < by_checkpoint:
+            if fresh + costs.checkpoint < by_checkpoint:
                 # A fresh kernel running every cell is quicker than this restore.
                 reason = (
                     f"a fresh kernel running the cells again is quicker (about {fresh:.2f} s) "
@@ -369,9 +343,9 @@ class Session:
             try:
                 clock = time.monotonic()
                 self._checkpointing().restore(restore.key)
-                self._restore_cost = _estimate(self._restore_cost, time.monotonic() - clock)
+                costs.restore = estimate(costs.restore, time.monotonic() - clock)
                 ledger.rebuilt(restore.key)
-                self._unsaved = 0.0
+                costs.unsaved = 0.0
                 restored = True
             except CheckpointError as exc:
                 reason = f"the checkpoint could not be restored: {exc}"
@@ -399,7 +373,7 @@ class Session:
             replay=[self._shown(cell.index) for cell in replay if not self._injected(cell)],
         )
         # What this step may spend on checkpoints: what it saved on a fresh run so far.
-        self._budget = fresh - (time.monotonic() - began) - self._cost(replay)
+        costs.budget = fresh - (time.monotonic() - began) - costs.of(replay)
         return self._execute(plan, replay, step, replaying=True)
 
     def _carry_on(self, wanted: list[Ran]) -> list[Ran] | None:
@@ -412,10 +386,6 @@ class Session:
         if list(wanted[: len(history)]) != history:
             return None
         return list(wanted[len(history) :])
-
-    def _cost(self, cells: Sequence[Ran]) -> float:
-        """What running ``cells`` again is expected to take (their last times)."""
-        return sum(self._cell_seconds.get(cell.index, UNKNOWN_CELL_COST) for cell in cells)
 
     def _fresh_kernel(self) -> None:
         """A fresh kernel from the engine (the current one ended, its checkpoints with it);
@@ -436,9 +406,9 @@ class Session:
         language_info = self._kernel.info.get("language_info")
         if isinstance(language_info, Mapping):
             self._record.language_info = dict(language_info)
-        self._start_cost = _estimate(self._start_cost, time.monotonic() - clock)
+        self._costs.start = estimate(self._costs.start, time.monotonic() - clock)
         self._ledger.reset()
-        self._unsaved = 0.0
+        self._costs.unsaved = 0.0
         self._save(FRESH, always=True)
 
     def _live(self) -> EngineKernel:
@@ -482,16 +452,10 @@ class Session:
 
     def _save(self, key: int, *, always: bool = False) -> None:
         """Checkpoint the current state as ``key`` when it is exactly its cells' state and
-        worth it: once the cells run since the last checkpoint took :data:`WORTH_RATIO` times
-        what a checkpoint takes (``always`` for the fresh kernel). Quicker cells are run
-        again after a restore instead: a checkpoint after every trivial cell would cost more
-        than the cell."""
+        worth it (:meth:`.costs.Costs.checkpoint_worth_it`; ``always`` for the fresh kernel)."""
         if not self._ledger.may_checkpoint():
             return
-        if not always and (
-            self._unsaved < WORTH_RATIO * self._checkpoint_cost
-            or (self._budget is not None and self._budget < self._checkpoint_cost)
-        ):
+        if not always and not self._costs.checkpoint_worth_it():
             self._ledger.quick.add(key)
             return
         began = time.monotonic()
@@ -500,11 +464,7 @@ class Session:
         except CheckpointError as exc:
             self._ledger.refused[key] = str(exc)
             return
-        took = time.monotonic() - began
-        self._checkpoint_cost = _estimate(self._checkpoint_cost, took)
-        if self._budget is not None:
-            self._budget -= took
-        self._unsaved = 0.0
+        self._costs.checkpointed(time.monotonic() - began)
         self._ledger.saved_as(key)
         self._ledger.forget(set(self._held()), self._lost())
 
@@ -520,14 +480,15 @@ class Session:
         running logged as not completed.
         """
         sources = {ran.index: ran for ran in cells}
-        outcome = EngineOutcome()
+        # The files the cells read and write add up in the record's (note_files, in the loop).
+        outcome = EngineOutcome(files=self._record.files)
 
         def after_cell(ran: CellRan) -> None:
             index = ran.index
             cell = plan.nb.cells[index]
             completed = ran.failure is None
             self._ledger.ran(Ran(index, sources[index].source, completed))
-            self._cell_seconds[index] = ran.seconds
+            self._costs.cells[index] = ran.seconds
             self._record.cell_ran(
                 index,
                 cell,
@@ -546,7 +507,7 @@ class Session:
                 return
             if self._record.failure is not None and self._record.failure.index == index:
                 self._record.failure = None
-            self._unsaved += ran.seconds
+            self._costs.unsaved += ran.seconds
             self._save(index)
 
         if not cells:
@@ -692,7 +653,7 @@ class _StepContext:
         try:
             session._check_open()
             session._cancel_timer()
-            session._budget = None
+            session._costs.budget = None
             return session._read(), Step()
         except BaseException:
             session._touch()
@@ -702,8 +663,3 @@ class _StepContext:
     def __exit__(self, *exc_info: object) -> None:
         self.session._touch()
         self.session._lock.release()
-
-
-def _estimate(before: float, measured: float) -> float:
-    """A running estimate of a cost: one slow measure (a loaded machine) does not set it."""
-    return 0.7 * before + 0.3 * measured

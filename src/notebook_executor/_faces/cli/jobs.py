@@ -40,7 +40,8 @@ def detach_command(args: argparse.Namespace) -> int:
     from ..server import served
     from ..server.jobs import detach
 
-    if not served.serving() or not served.DETACH or served.FILES is None:
+    detaching = served.take_detach()
+    if detaching is None:
         raise UsageError(
             "--detach needs the run server (not --no-server, nor NOTEBOOK_EXECUTOR_NO_SERVER=1)"
         )
@@ -52,7 +53,7 @@ def detach_command(args: argparse.Namespace) -> int:
 
         if not is_url(notebook) and not Path(notebook).is_file():
             raise UsageError(f"{notebook}: no such file")  # refused now, not in the job
-    argv, let_go = served.DETACH.pop()
+    files, argv, let_go = detaching
 
     def announce(job_id: str) -> None:
         if args.json:
@@ -62,7 +63,7 @@ def detach_command(args: argparse.Namespace) -> int:
 
     from . import main
 
-    return detach(served.FILES, argv, announce, let_go, main)
+    return detach(files, argv, announce, let_go, main)
 
 
 def register(commands: Any) -> None:

@@ -216,7 +216,7 @@ def write_run_diff(
 
 
 def _write_inputs(inputs: Mapping[str, Any], out: TextIO, colour: bool) -> None:
-    """The recorded inputs that changed (SPEC section 23), one line each, named."""
+    """The recorded inputs that changed (docs/how-to/reproduce.md), one line each, named."""
     if not inputs:
         return
     out.write(_paint("inputs:", "33", colour) + "\n")

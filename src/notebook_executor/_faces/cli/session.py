@@ -104,9 +104,7 @@ def register(commands: Any) -> None:
 def _files() -> Any:
     from ..server import served
 
-    if not served.serving():
-        raise served.ServerUnavailableError("sessions live in the run server (see --help)")
-    return served.FILES
+    return served.server_files()
 
 
 def _cmd_open(args: argparse.Namespace) -> int:
@@ -124,7 +122,7 @@ def _cmd_open(args: argparse.Namespace) -> int:
     except BaseException:
         ex.close()
         raise
-    served.PENDING_SESSION.append((ex, session))
+    served.hold_session(ex, session)
     if args.json:
         print_json({"session_id": session.id, "run_id": session.run_id, "notebook": args.notebook})
     else:

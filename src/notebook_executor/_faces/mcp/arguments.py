@@ -6,6 +6,11 @@ while the caller believes it ran with Bob. A :class:`StrictTool` refuses such a 
 error that names the unknown arguments and the closest known one, and its schema says
 ``additionalProperties: false``. Every tool error it gives passes through one rewrite (secret
 values redacted, the root's absolute path left out).
+
+Tools are module-level functions, registered from a table (:data:`Table`): what the tools of
+one server share (its workspace ``ws``, its ``jobs``, its clients' ``sessions``) they take as
+leading parameters of those names, which :func:`strict_tool` gives them and leaves out of the
+tool's arguments.
 """
 
 from __future__ import annotations
@@ -17,15 +22,37 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from ..._errors import NotebookExecutorError
 from ..._parameters.values import TextValue
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
-    from mcp.types import ToolAnnotations
 
-__all__ = ["StrictTool", "client_values", "strict_tool", "unknown_arguments"]
+    from .paths import Root
+
+__all__ = [
+    "EDITS",
+    "READ_ONLY",
+    "RUNS",
+    "StrictTool",
+    "Table",
+    "client_values",
+    "progress_requested",
+    "strict_tool",
+    "unknown_arguments",
+    "within",
+]
+
+#: How a tool acts: it only reads, it edits files, or it runs notebooks.
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+EDITS = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+RUNS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+#: Tools in the order they are listed, each with how it acts.
+Table = list[tuple[Callable[..., Any], ToolAnnotations]]
 
 
 class StrictTool(Tool):
@@ -58,15 +85,55 @@ def strict_tool(
     fn: Callable[..., Any],
     annotations: ToolAnnotations,
     shown: Callable[[str], str],
+    shared: Mapping[str, object] | None = None,
 ) -> StrictTool:
-    """``fn`` as a strict tool, described by its docstring without the source's indentation."""
+    """``fn`` as a strict tool, described by its docstring without the source's indentation;
+    its parameters named in ``shared`` are given those values, and are no arguments of the
+    tool."""
     tool = StrictTool.from_function(
-        fn, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+        _given(fn, shared or {}),
+        description=inspect.cleandoc(fn.__doc__ or ""),
+        annotations=annotations,
     )
     assert isinstance(tool, StrictTool)
     tool.shown = shown
     tool.parameters["additionalProperties"] = False
     return tool
+
+
+def _given(fn: Callable[..., Any], shared: Mapping[str, object]) -> Callable[..., Any]:
+    """The coroutine function ``fn`` with its parameters named in ``shared`` given: its name,
+    docstring, signature and annotations are ``fn``'s without them (the SDK builds the tool's
+    arguments from them)."""
+    signature = inspect.signature(fn)
+    given = {name: value for name, value in shared.items() if name in signature.parameters}
+    if not given:
+        return fn
+
+    async def tool(**arguments: Any) -> Any:
+        return await fn(**given, **arguments)
+
+    tool.__name__ = tool.__qualname__ = fn.__name__
+    tool.__doc__ = fn.__doc__
+    tool.__module__ = fn.__module__
+    kept = [param for name, param in signature.parameters.items() if name not in given]
+    tool.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    tool.__annotations__ = {k: v for k, v in fn.__annotations__.items() if k not in given}
+    return tool
+
+
+def within(root: Root, path: str) -> str:
+    """``path`` (relative to ``root``) resolved, if it lies inside it; a tool error otherwise."""
+    try:
+        return str(root.resolve(path))
+    except NotebookExecutorError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def progress_requested(ctx: Context[Any, Any]) -> bool:
+    """Whether the request carried a progress token."""
+    meta = ctx.request_context.meta or {}
+    return "progressToken" in meta or "progress_token" in meta
 
 
 #: Other words callers use for a tool's own arguments, not close enough in spelling to be

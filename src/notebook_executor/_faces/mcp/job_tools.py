@@ -1,5 +1,5 @@
 """The job tools: ``execute`` with ``wait: false`` starts a job and answers ``{"job_id"}`` at
-once; ``job_status``, ``job_wait`` and ``job_cancel`` follow it (SPEC section 22).
+once; ``job_status``, ``job_wait`` and ``job_cancel`` follow it (docs/how-to/jobs.md).
 
 A job of the MCP server is a :class:`~notebook_executor.Job` of its own warm executor: its run
 goes on a thread of this process (at most one job per core runs at once, the others are
@@ -19,7 +19,6 @@ notifications while it waits, and answers the result dict once the job ended, el
 import json
 import threading
 import time
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
@@ -31,9 +30,10 @@ from pydantic import Field
 from ..._dispatch.jobs import Job
 from ..._errors import NotebookExecutorError
 from ..._types import JobStatus
+from .arguments import READ_ONLY, RUNS, Table, progress_requested
 from .workspace import Workspace
 
-__all__ = ["MAX_WAIT_SECONDS", "STATUS_BYTES", "ServerJobs", "job_tools"]
+__all__ = ["JOB_TOOLS", "MAX_WAIT_SECONDS", "STATUS_BYTES", "ServerJobs"]
 
 #: Most bytes of a ``job_status`` answer (its JSON).
 STATUS_BYTES = 2048
@@ -98,72 +98,68 @@ def brief(ws: Workspace, status: JobStatus) -> dict[str, Any]:
     return shown
 
 
-def job_tools(
+async def job_status(ws: Workspace, jobs: ServerJobs, job_id: JobId) -> CallToolResult:
+    """The status of a job that execute (wait: false) started: status (queued, running,
+    success, error, cancelled, interrupted), cell (the running cell's index), elapsed_seconds,
+    tail (the last lines of output) and, once it ended, a summary of its result (get_run
+    gives it whole). Answers at once, in under 2 KB."""
+    return ws.answer(brief(ws, jobs.get(job_id).status()))
+
+
+async def job_wait(
     ws: Workspace,
-    tool: Callable[[Any], Callable[[Any], Any]],
-    runs: Any,
-    read_only: Any,
-    progress_requested: Callable[[Context], bool],
-) -> ServerJobs:
-    """Register ``job_status``, ``job_wait`` and ``job_cancel`` with ``tool(annotations)``;
-    the jobs they follow (``execute`` adds them)."""
-    jobs = ServerJobs()
-
-    @tool(read_only)
-    async def job_status(job_id: JobId) -> CallToolResult:
-        """The status of a job that execute (wait: false) started: status (queued, running,
-        success, error, cancelled, interrupted), cell (the running cell's index), elapsed_seconds,
-        tail (the last lines of output) and, once it ended, a summary of its result (get_run
-        gives it whole). Answers at once, in under 2 KB."""
-        return ws.answer(brief(ws, jobs.get(job_id).status()))
-
-    @tool(read_only)
-    async def job_wait(
-        job_id: JobId,
-        ctx: Context,
-        timeout: Annotated[
-            float,
-            Field(
-                gt=0,
-                le=MAX_WAIT_SECONDS,
-                description=f"Seconds to wait at most (up to {MAX_WAIT_SECONDS:g}).",
-            ),
-        ] = DEFAULT_WAIT_SECONDS,
-    ) -> CallToolResult:
-        """Wait for a job to end, at most timeout seconds: answers its result dict (as
-        execute's) once it ended, else its status (call job_wait again). Progress is reported
-        while it waits. The loop for a long notebook: execute(wait: false) -> job_id, then
-        job_wait until the answer is a result (or job_status to look, job_cancel to stop)."""
-        job = jobs.get(job_id)
-        wants_progress = progress_requested(ctx)
-        deadline = time.monotonic() + timeout
-        told = 0.0
-        while not job.done() and time.monotonic() < deadline:
-            if wants_progress and time.monotonic() - told >= 1.0:
-                told = time.monotonic()
-                now = job.status()
-                cell = "" if now["cell"] is None else f", cell {now['cell']}"
-                await ctx.report_progress(now["elapsed_seconds"], None, f"{now['status']}{cell}")
-            await anyio.sleep(0.05)
-        if not job.done():
-            return ws.answer(brief(ws, job.status()))
-        try:
-            result = job.wait(0)
-        except NotebookExecutorError as exc:
-            raise ws.refusal(str(exc)) from None
-        except KeyboardInterrupt:
-            raise ToolError("the job was cancelled before it started") from None
-        return ws.answer(ws.present(result))
-
-    @tool(runs)
-    async def job_cancel(job_id: JobId) -> CallToolResult:
-        """Cancel a job: its running cell stops (the kernel is stopped) and the run is recorded
-        as cancelled; a queued job never starts. Answers its status."""
-        job = jobs.get(job_id)
-        job.cancel()
-        deadline = time.monotonic() + 5
-        while not job.done() and time.monotonic() < deadline:
-            await anyio.sleep(0.02)
+    jobs: ServerJobs,
+    job_id: JobId,
+    ctx: Context,
+    timeout: Annotated[
+        float,
+        Field(
+            gt=0,
+            le=MAX_WAIT_SECONDS,
+            description=f"Seconds to wait at most (up to {MAX_WAIT_SECONDS:g}).",
+        ),
+    ] = DEFAULT_WAIT_SECONDS,
+) -> CallToolResult:
+    """Wait for a job to end, at most timeout seconds: answers its result dict (as
+    execute's) once it ended, else its status (call job_wait again). Progress is reported
+    while it waits. The loop for a long notebook: execute(wait: false) -> job_id, then
+    job_wait until the answer is a result (or job_status to look, job_cancel to stop)."""
+    job = jobs.get(job_id)
+    wants_progress = progress_requested(ctx)
+    deadline = time.monotonic() + timeout
+    told = 0.0
+    while not job.done() and time.monotonic() < deadline:
+        if wants_progress and time.monotonic() - told >= 1.0:
+            told = time.monotonic()
+            now = job.status()
+            cell = "" if now["cell"] is None else f", cell {now['cell']}"
+            await ctx.report_progress(now["elapsed_seconds"], None, f"{now['status']}{cell}")
+        await anyio.sleep(0.05)
+    if not job.done():
         return ws.answer(brief(ws, job.status()))
+    try:
+        result = job.wait(0)
+    except NotebookExecutorError as exc:
+        raise ws.refusal(str(exc)) from None
+    except KeyboardInterrupt:
+        raise ToolError("the job was cancelled before it started") from None
+    return ws.answer(ws.present(result))
 
-    return jobs
+
+async def job_cancel(ws: Workspace, jobs: ServerJobs, job_id: JobId) -> CallToolResult:
+    """Cancel a job: its running cell stops (the kernel is stopped) and the run is recorded
+    as cancelled; a queued job never starts. Answers its status."""
+    job = jobs.get(job_id)
+    job.cancel()
+    deadline = time.monotonic() + 5
+    while not job.done() and time.monotonic() < deadline:
+        await anyio.sleep(0.02)
+    return ws.answer(brief(ws, job.status()))
+
+
+#: The job tools, in the order they are listed.
+JOB_TOOLS: Table = [
+    (job_status, READ_ONLY),
+    (job_wait, READ_ONLY),
+    (job_cancel, RUNS),
+]

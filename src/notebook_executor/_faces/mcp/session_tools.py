@@ -9,7 +9,6 @@ stdio and on streamable HTTP alike), as well as when the server stops.
 # No ``from __future__ import annotations``: the SDK reads these signatures at run time.
 
 import threading
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -17,13 +16,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from ..._executor import NotebookExecutor
 from ..._session.session import Session
 from ..._types import USE_DEFAULT
-from .arguments import client_values
+from .arguments import READ_ONLY, RUNS, Table, client_values, within
 from .workspace import Workspace
 
-__all__ = ["ClientSessions", "session_tools"]
+__all__ = ["SESSION_TOOLS", "ClientSessions"]
 
 #: Most sessions one client may hold open at once.
 MAX_SESSIONS_PER_CLIENT = 8
@@ -73,156 +71,164 @@ class ClientSessions:
             self.forget(session)
 
 
-def session_tools(
+def _owner(sessions: ClientSessions, ctx: Context) -> object:
+    """The client connection of a request; its sessions close when it ends."""
+    # The SDK hands low-level handlers the client's Connection (its per-connection state
+    # and exit stack); MCPServer's context reaches it through the request's session only.
+    connection = getattr(ctx.request_context.session, "_connection", None)
+    if connection is None:
+        raise ToolError("sessions need a client connection (this transport has none)")
+    if not connection.state.get("notebook_executor.sessions"):
+        connection.state["notebook_executor.sessions"] = True
+
+        async def close_sessions() -> None:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(sessions.close_all, connection)
+
+        connection.exit_stack.push_async_callback(close_sessions)
+    return connection
+
+
+def _step_answer(ws: Workspace, step: Any) -> CallToolResult:
+    return ws.answer(ws.present(dict(step)))
+
+
+async def open_session(
     ws: Workspace,
-    tool: Callable[[Any], Callable[[Any], Any]],
-    where: Callable[[str], str],
-    runs: Any,
-    read_only: Any,
-) -> None:
-    """Register the session tools with ``tool(annotations)`` (the server's decorator);
-    ``where`` confines a path to the root, ``runs`` and ``read_only`` are annotations."""
-    ex: NotebookExecutor = ws.executor
-    sessions = ClientSessions()
+    sessions: ClientSessions,
+    path: Annotated[str, Field(description="Notebook source, relative to the root.")],
+    ctx: Context,
+    parameters: Annotated[
+        dict[str, Any] | None,
+        Field(description="Values for the notebook's declared parameters."),
+    ] = None,
+    timeout: Annotated[
+        float | None, Field(gt=0, description="Limit in seconds for each step.")
+    ] = None,
+    cell_timeout: Annotated[
+        float | None, Field(gt=0, description="Limit in seconds for each cell.")
+    ] = None,
+    request: Annotated[
+        str | None, Field(description="Why the session is opened; kept in its run record.")
+    ] = None,
+    secrets: Annotated[
+        list[str] | None,
+        Field(
+            description="Names of the server's environment variables handed to the kernel "
+            "as secrets (only those the server's operator allows)."
+        ),
+    ] = None,
+    idle_timeout: Annotated[
+        float, Field(gt=0, le=86_400, description="Seconds idle before the session closes.")
+    ] = 1800,
+) -> CallToolResult:
+    """Start a live kernel on a notebook, to step through it with session_run,
+    session_evaluate and session_rerun_from (time travel after an edit). Nothing runs yet.
+    The session is a run record (run_id); it closes with close_session, when idle, or
+    when this client disconnects."""
+    who = _owner(sessions, ctx)
+    if sessions.count(who) >= MAX_SESSIONS_PER_CLIENT:
+        raise ToolError(f"this client has {MAX_SESSIONS_PER_CLIENT} open sessions: close one first")
+    within(ws.root, path)
+    # Confined again at every read: a session reads its notebook again at each step.
+    target = ws.root.confined(path)
+    secret_values = ws.secrets(secrets)
 
-    def owner(ctx: Context) -> object:
-        """The client connection of a request; its sessions close when it ends."""
-        # The SDK hands low-level handlers the client's Connection (its per-connection state
-        # and exit stack); MCPServer's context reaches it through the request's session only.
-        connection = getattr(ctx.request_context.session, "_connection", None)
-        if connection is None:
-            raise ToolError("sessions need a client connection (this transport has none)")
-        if not connection.state.get("notebook_executor.sessions"):
-            connection.state["notebook_executor.sessions"] = True
+    def start() -> Session:
+        return ws.executor.open_session(
+            target,
+            parameters=client_values(parameters),
+            timeout=USE_DEFAULT if timeout is None else timeout,
+            cell_timeout=USE_DEFAULT if cell_timeout is None else cell_timeout,
+            request=request,
+            secrets=secret_values,
+            idle_timeout=idle_timeout,
+            checkpoint_memory=ws.checkpoint_memory or CHECKPOINT_MEMORY,
+        )
 
-            async def close_sessions() -> None:
-                import anyio.to_thread
+    session = await ws.call(start)
+    sessions.add(who, session)
+    return ws.answer({"session_id": session.id, "run_id": session.run_id, "path": path})
 
-                await anyio.to_thread.run_sync(sessions.close_all, connection)
 
-            connection.exit_stack.push_async_callback(close_sessions)
-        return connection
+async def session_run(
+    ws: Workspace,
+    sessions: ClientSessions,
+    session_id: SessionId,
+    ctx: Context,
+    until: Annotated[
+        int | None,
+        Field(ge=0, description="Last cell index to run (inclusive); all by default."),
+    ] = None,
+) -> CallToolResult:
+    """Run the next code cells of the session's notebook, as the file is now, up to
+    until. A failing cell ends the step (status error, failed_cell); the session stays
+    usable. Answers with the outputs of the cells run and stale_cells (edited after they
+    ran)."""
+    session = sessions.get(_owner(sessions, ctx), session_id)
+    step = await ws.call(lambda: session.run(until=until))
+    return _step_answer(ws, step)
 
-    def step_answer(session: Session, step: Any) -> CallToolResult:
-        return ws.answer(ws.present(dict(step)))
 
-    @tool(runs)
-    async def open_session(
-        path: Annotated[str, Field(description="Notebook source, relative to the root.")],
-        ctx: Context,
-        parameters: Annotated[
-            dict[str, Any] | None,
-            Field(description="Values for the notebook's declared parameters."),
-        ] = None,
-        timeout: Annotated[
-            float | None, Field(gt=0, description="Limit in seconds for each step.")
-        ] = None,
-        cell_timeout: Annotated[
-            float | None, Field(gt=0, description="Limit in seconds for each cell.")
-        ] = None,
-        request: Annotated[
-            str | None, Field(description="Why the session is opened; kept in its run record.")
-        ] = None,
-        secrets: Annotated[
-            list[str] | None,
-            Field(
-                description="Names of the server's environment variables handed to the kernel "
-                "as secrets (only those the server's operator allows)."
-            ),
-        ] = None,
-        idle_timeout: Annotated[
-            float, Field(gt=0, le=86_400, description="Seconds idle before the session closes.")
-        ] = 1800,
-    ) -> CallToolResult:
-        """Start a live kernel on a notebook, to step through it with session_run,
-        session_evaluate and session_rerun_from (time travel after an edit). Nothing runs yet.
-        The session is a run record (run_id); it closes with close_session, when idle, or
-        when this client disconnects."""
-        who = owner(ctx)
-        if sessions.count(who) >= MAX_SESSIONS_PER_CLIENT:
-            raise ToolError(
-                f"this client has {MAX_SESSIONS_PER_CLIENT} open sessions: close one first"
-            )
-        where(path)
-        # Confined again at every read: a session reads its notebook again at each step.
-        target = ws.root.confined(path)
-        secret_values = ws.secrets(secrets)
+async def session_rerun_from(
+    ws: Workspace,
+    sessions: ClientSessions,
+    session_id: SessionId,
+    index: Annotated[int, Field(ge=0, description="Cell index to run from.")],
+    ctx: Context,
+    until: Annotated[
+        int | None, Field(ge=0, description="Last cell index to run; all by default.")
+    ] = None,
+) -> CallToolResult:
+    """Put the kernel back as it was right after the last code cell before index ran
+    (from a checkpoint when it can; earlier cells edited since are run again), then run
+    from index. restored says how: checkpoint or replay (with restore_reason)."""
+    session = sessions.get(_owner(sessions, ctx), session_id)
+    step = await ws.call(lambda: session.rerun_from(index, until=until))
+    return _step_answer(ws, step)
 
-        def start() -> Session:
-            return ex.open_session(
-                target,
-                parameters=client_values(parameters),
-                timeout=USE_DEFAULT if timeout is None else timeout,
-                cell_timeout=USE_DEFAULT if cell_timeout is None else cell_timeout,
-                request=request,
-                secrets=secret_values,
-                idle_timeout=idle_timeout,
-                checkpoint_memory=ws.checkpoint_memory or CHECKPOINT_MEMORY,
-            )
 
-        session = await ws.call(start)
-        sessions.add(who, session)
-        return ws.answer({"session_id": session.id, "run_id": session.run_id, "path": path})
+async def session_evaluate(
+    ws: Workspace,
+    sessions: ClientSessions,
+    session_id: SessionId,
+    code: Annotated[str, Field(description="Python code to run in the session's state.")],
+    ctx: Context,
+) -> CallToolResult:
+    """Run code in the session's current state, outside the notebook (to inspect a
+    variable, say): status, output (bounded text) and error."""
+    session = sessions.get(_owner(sessions, ctx), session_id)
+    answer = await ws.call(lambda: session.evaluate(code))
+    return ws.answer({"session_id": session_id, **answer})
 
-    @tool(runs)
-    async def session_run(
-        session_id: SessionId,
-        ctx: Context,
-        until: Annotated[
-            int | None,
-            Field(ge=0, description="Last cell index to run (inclusive); all by default."),
-        ] = None,
-    ) -> CallToolResult:
-        """Run the next code cells of the session's notebook, as the file is now, up to
-        until. A failing cell ends the step (status error, failed_cell); the session stays
-        usable. Answers with the outputs of the cells run and stale_cells (edited after they
-        ran)."""
-        session = sessions.get(owner(ctx), session_id)
-        step = await ws.call(lambda: session.run(until=until))
-        return step_answer(session, step)
 
-    @tool(runs)
-    async def session_rerun_from(
-        session_id: SessionId,
-        index: Annotated[int, Field(ge=0, description="Cell index to run from.")],
-        ctx: Context,
-        until: Annotated[
-            int | None, Field(ge=0, description="Last cell index to run; all by default.")
-        ] = None,
-    ) -> CallToolResult:
-        """Put the kernel back as it was right after the last code cell before index ran
-        (from a checkpoint when it can; earlier cells edited since are run again), then run
-        from index. restored says how: checkpoint or replay (with restore_reason)."""
-        session = sessions.get(owner(ctx), session_id)
-        step = await ws.call(lambda: session.rerun_from(index, until=until))
-        return step_answer(session, step)
+async def close_session(
+    ws: Workspace, sessions: ClientSessions, session_id: SessionId, ctx: Context
+) -> CallToolResult:
+    """End a session's kernel and checkpoints, and finish its run record."""
+    session = sessions.get(_owner(sessions, ctx), session_id)
+    await ws.call(session.close)
+    sessions.forget(session)
+    return ws.answer({"session_id": session_id, "run_id": session.run_id, "closed": True})
 
-    @tool(runs)
-    async def session_evaluate(
-        session_id: SessionId,
-        code: Annotated[str, Field(description="Python code to run in the session's state.")],
-        ctx: Context,
-    ) -> CallToolResult:
-        """Run code in the session's current state, outside the notebook (to inspect a
-        variable, say): status, output (bounded text) and error."""
-        session = sessions.get(owner(ctx), session_id)
-        answer = await ws.call(lambda: session.evaluate(code))
-        return ws.answer({"session_id": session_id, **answer})
 
-    @tool(runs)
-    async def close_session(session_id: SessionId, ctx: Context) -> CallToolResult:
-        """End a session's kernel and checkpoints, and finish its run record."""
-        session = sessions.get(owner(ctx), session_id)
-        await ws.call(session.close)
-        sessions.forget(session)
-        return ws.answer({"session_id": session_id, "run_id": session.run_id, "closed": True})
+async def list_sessions(ws: Workspace, sessions: ClientSessions, ctx: Context) -> CallToolResult:
+    """This client's open sessions: session_id, run_id, and the cells whose state can be
+    restored at once (checkpoints)."""
+    found = [
+        {"session_id": s.id, "run_id": s.run_id, "checkpoints": s.checkpoints}
+        for s in sessions.of(_owner(sessions, ctx))
+    ]
+    return ws.answer({"sessions": found})
 
-    @tool(read_only)
-    async def list_sessions(ctx: Context) -> CallToolResult:
-        """This client's open sessions: session_id, run_id, and the cells whose state can be
-        restored at once (checkpoints)."""
-        found = [
-            {"session_id": s.id, "run_id": s.run_id, "checkpoints": s.checkpoints}
-            for s in sessions.of(owner(ctx))
-        ]
-        return ws.answer({"sessions": found})
+
+#: The session tools, in the order they are listed.
+SESSION_TOOLS: Table = [
+    (open_session, RUNS),
+    (session_run, RUNS),
+    (session_rerun_from, RUNS),
+    (session_evaluate, RUNS),
+    (close_session, RUNS),
+    (list_sessions, READ_ONLY),
+]

@@ -184,7 +184,7 @@ def _write(path: Path, text: str) -> None:
 
 def _reproduced_since(page: Path, runs_dir: Path, run_id: str) -> bool:
     """Whether the run was reproduced after its page was written (the page shows the last
-    reproduction: SPEC section 23)."""
+    reproduction: docs/how-to/reproduce.md)."""
     from ..._review.reproduce import REPRODUCTIONS
 
     try:

@@ -163,28 +163,25 @@ def serve_next(
     """A spare child: wait for the server's next command on ``channel``, then serve it.
 
     Meanwhile a kernel like the last run's (``last_kernel``) is started (see
-    :func:`.served.speculate`). The server sends the command's request with the client's
+    :meth:`.served.Serving.speculate`). The server sends the command's request with the client's
     connection and standard streams (four descriptors); it closes ``channel`` to end a spare
     it no longer needs. Never returns.
     """
-    _die_with(server_pid)
-    signal.signal(signal.SIGTERM, served.on_server_gone)
-    served.FILES = files
-    client.IN_SERVER = True
+    here = _serve(files, server_pid)
     own = _own_limits()  # those of the kernel started ahead
     if last_kernel is not None:
         with contextlib.suppress(Exception):  # a guess: never a reason not to serve
-            served.speculate(last_kernel)
+            here.speculate(last_kernel)
     try:
         request, fds = wire.receive_with_fds(channel, max_fds=4)
         conn = socket.socket(fileno=fds[0])
         asked = read_request(request)
     except (OSError, KeyError, IndexError, ValueError, KeyboardInterrupt):
-        served.drop_speculation()
-        served.after_answer()
+        here.drop_speculation()
+        here.after_answer()
         os._exit(0)
     if (asked.umask, asked.rlimits) != (own[0], {n: own[1][n] for n in asked.rlimits}):
-        served.drop_speculation()  # started with other limits than its client's
+        here.drop_speculation()  # started with other limits than its client's
     serve_command(conn, asked, fds[1:], files, server_pid, command, channel)
 
 
@@ -199,17 +196,14 @@ def serve_command(
 ) -> NoReturn:
     """Run one command for the client at the other end of ``conn``; never returns. The kernel
     its run took is told on ``report`` (a spare's channel to the server) once it answered."""
-    _die_with(server_pid)
-    signal.signal(signal.SIGTERM, served.on_server_gone)
+    here = _serve(files, server_pid)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    served.FILES = files
-    client.IN_SERVER = True
     conn.settimeout(None)
     argv, cwd = asked.argv, asked.cwd
     refused = _take_limits(asked)
     if refused is not None:
-        served.drop_speculation()
+        here.drop_speculation()
         _answer(conn, {"in_process": refused})
         os._exit(0)
     try:
@@ -225,46 +219,55 @@ def serve_command(
     finished = threading.Event()
     threading.Thread(target=_watch, args=(conn, finished), daemon=True).start()
     if client.served_command(argv) != "run":
-        served.drop_speculation()  # the kernel started ahead is a run's
+        here.drop_speculation()  # the kernel started ahead is a run's
 
     def let_go() -> None:  # a job (``--detach``): answered now, the command goes on
         finished.set()
-        _answer_now(conn, 0)
+        _answer_now(here, conn, 0)
         if report is not None:
-            _report(report, argv)
+            _report(here, report, argv)
 
-    served.DETACH[:] = [(argv, let_go)]
+    here.detach = (argv, let_go)
     code = _run_main(command, argv)
     finished.set()
-    if served.DETACHED.is_set():
-        served.drop_speculation()
-        served.after_answer()
+    if here.detached.is_set():
+        here.drop_speculation()
+        here.after_answer()
         os._exit(0)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    session = served.PENDING_SESSION[0] if served.PENDING_SESSION else None
+    session = here.session
     listening = None
     if session is not None:
         from .session_host import listen
 
-        listening = listen(session[1])  # before the answer: the next command finds it
+        listening = listen(here.files, session[1])  # before the answer: the next command finds it
     _release_streams()  # a reader of the client's output sees its end with the client's
     _answer(conn, {"exit": code})
     conn.close()
     if report is not None:
-        _report(report, argv)
-    served.drop_speculation()  # a command that took no engine: its kernel stops
-    served.after_answer()
+        _report(here, report, argv)
+    here.drop_speculation()  # a command that took no engine: its kernel stops
+    here.after_answer()
     if session is not None and listening is not None:
         from .session_host import hold
 
         ex, held = session
-        hold(ex, held, listening)
+        hold(here, ex, held, listening)
     os._exit(0)
 
 
-def _answer_now(conn: socket.socket, code: int) -> None:
+def _serve(files: ServerFiles, server_pid: int) -> served.Serving:
+    """This process serves the server of ``files``: dies with it, and knows it."""
+    _die_with(server_pid)
+    here = served.begin(files, server_pid)
+    signal.signal(signal.SIGTERM, here.on_server_gone)
+    client.IN_SERVER = True
+    return here
+
+
+def _answer_now(here: served.Serving, conn: socket.socket, code: int) -> None:
     """Answer the client with ``code`` now, letting go of its streams and connection."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
@@ -272,14 +275,14 @@ def _answer_now(conn: socket.socket, code: int) -> None:
     _release_streams()
     _answer(conn, {"exit": code})
     conn.close()
-    served.DETACHED.set()
+    here.detached.set()
 
 
-def _report(channel: socket.socket, argv: list[str]) -> None:
+def _report(here: served.Serving, channel: socket.socket, argv: list[str]) -> None:
     """Tell the server the kernel this command's run took (none for a run given secrets: their
     values stay in this process and its kernel)."""
     secrets = any(word.startswith("--sec") for word in argv)
-    kernel = served.RAN_KERNEL[0] if served.RAN_KERNEL and not secrets else None
+    kernel = None if secrets else here.ran_kernel
     with contextlib.suppress(OSError):
         channel.settimeout(5)
         wire.send(channel, {"kernel": kernel})
@@ -300,7 +303,6 @@ def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:
 
 def _die_with(server_pid: int) -> None:
     """SIGTERM when the server dies; exit now if it already has."""
-    served.SERVER_PID = server_pid
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != server_pid:

@@ -278,7 +278,7 @@ def server_environment(environ: Mapping[str, str], secrets: Collection[str] = ()
     interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``, never one named
     in ``secrets``. Its ``/proc/<pid>/environ``, which its children's show too, holds no
     client's secret."""
-    from ..._kernels.forkserver import startup_environment
+    from ..._kernels.sharing import startup_environment
 
     kept = {
         **startup_environment(dict(environ)),

@@ -2,7 +2,7 @@
 
 ``python -m notebook_executor._faces.cli.serve`` (the command line starts it, see
 :mod:`.client`, and hands it its ``main``). At start it imports what the commands need and
-starts a kernel template (:mod:`notebook_executor._kernels.shared_template`); then,
+starts a kernel template (:mod:`notebook_executor._kernels.sharing`); then,
 single-threaded so that forking is safe, it answers on its Unix socket:
 
 - ``status``: its pid, version, interpreter, open sessions and commands being served;
@@ -13,7 +13,7 @@ single-threaded so that forking is safe, it answers on its Unix socket:
   stand-in (:mod:`.child`): the command runs exactly as it would in the client's process,
   only warm. The child is forked ahead, between commands (a *spare*, waiting on a channel of
   its own), and starts a kernel like the last run's meanwhile: the run of a shell's next
-  command, in the same folder and environment, takes it ready (see ``.served.speculate``). A
+  command, in the same folder and environment, takes it ready (see ``.served.Serving.speculate``). A
   child tells the kernel its run took on that channel, once it answered its client.
 
 The server runs with the minimal environment its starting client gave it (see
@@ -155,21 +155,10 @@ class _Server:
 
     def spawn_template(self) -> Any:
         """Start the kernel template (not waited for); None when it cannot start."""
-        from ..._kernels.forkserver import startup_environment
-        from ..._kernels.launch import kernel_base_environment, kernel_environment
-        from ..._kernels.shared_template import SharedForkServer
+        from ..._kernels.sharing import server_template
 
-        # The template's environment is its kernels' first one (/proc/<pid>/environ): the
-        # minimal one, never the variables of the client that started the server; each kernel
-        # then takes its own client's whole environment. The interpreter's start-up variables
-        # stay, so that the kernels of clients that share them are forked.
-        own = dict(os.environ)
-        base = {
-            **kernel_base_environment(own),
-            **startup_environment(own),
-            **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
-        }
-        template = SharedForkServer(kernel_environment(None, base), Path(self.files.fork_lock))
+        # In the minimal environment, never that of the client that started the server.
+        template = server_template(Path(self.files.fork_lock))
         try:
             template.spawn()  # dies with this thread: the server's only one
         except Exception as exc:
@@ -179,7 +168,7 @@ class _Server:
 
     def adopt_template(self, template: Any) -> None:
         """Wait for ``template`` to be ready and make it the one the children fork from."""
-        from ..._kernels.shared_template import adopt
+        from ..._kernels.sharing import adopt
 
         if template is not None:
             try:

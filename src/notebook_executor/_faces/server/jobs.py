@@ -125,7 +125,7 @@ def log_text(files: ServerFiles, job_id: str, limit: int | None = None) -> str:
 
 
 def status(state: dict[str, Any], files: ServerFiles) -> JobStatus:
-    """The status object (SPEC section 22) of a job's state."""
+    """The status object (docs/how-to/jobs.md) of a job's state."""
     end = state.get("finished") or time.time()
     lines = log_text(files, state["job_id"], TAIL_LINES * TAIL_CHARS * 2).splitlines()
     return {

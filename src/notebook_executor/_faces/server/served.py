@@ -2,17 +2,22 @@
 the server went away meanwhile.
 
 The server forks one child per command (:mod:`.daemon`). The child runs the command line's
-own code, in its client's folder and environment; :func:`executor_engine` gives the commands
-that run notebooks their engine there: kernels forked from the server's template
-(:mod:`notebook_executor._kernels.shared_template`), and a run that the server's end cuts short
-recorded as ``interrupted``, naming the cell that was running. The engine's kernels stop once
-the client has its answer (:func:`after_answer`): the command's records, catalog rows and output
-are complete by then, and the child lets go of the client's streams before it answers.
+own code, in its client's folder and environment. All it knows of the server is one
+:class:`Serving`, made by :func:`begin` and read through :func:`current` (None in any other
+process); the command line asks through the calls below it (:func:`serving`,
+:func:`server_files`, :func:`take_detach`, :func:`hold_session`, :func:`server_gone`).
+
+:func:`executor_engine` gives the commands that run notebooks their engine there: kernels
+forked from the server's template (:mod:`notebook_executor._kernels.sharing`), and a run that
+the server's end cuts short recorded as ``interrupted``, naming the cell that was running. The
+engine's kernels stop once the client has its answer (:meth:`Serving.after_answer`): the
+command's records, catalog rows and output are complete by then, and the child lets go of the
+client's streams before it answers.
 
 The server forks each child before its command comes (a spare, see :mod:`.daemon`); the spare
-starts a kernel like the one of the run before (:func:`speculate`), which the command's run
-takes when its kernel is the same (same name, folder and whole environment: a loop of runs in
-one shell), as a warm executor's run takes a warm kernel.
+starts a kernel like the one of the run before (:meth:`Serving.speculate`), which the command's
+run takes when its kernel is the same (same name, folder and whole environment: a loop of runs
+in one shell), as a warm executor's run takes a warm kernel.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import functools
 import os
 import signal
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ..._errors import NotebookExecutorError
@@ -39,37 +44,18 @@ if TYPE_CHECKING:
 __all__ = [
     "ServerStopped",
     "ServerUnavailableError",
+    "Serving",
     "TemplateGone",
-    "after_answer",
-    "drop_speculation",
+    "begin",
+    "current",
     "executor_class",
     "executor_engine",
+    "hold_session",
+    "server_files",
+    "server_gone",
     "serving",
-    "speculate",
+    "take_detach",
 ]
-
-#: The server's files, in a child of the server (None elsewhere).
-FILES: ServerFiles | None = None
-#: Set once the server stopped or died under a child (its parent-death signal, or a stop).
-GONE = threading.Event()
-#: The server's process id, in a child of the server (None elsewhere).
-SERVER_PID: int | None = None
-#: A session opened by this child, which it goes on to hold once its command is answered.
-PENDING_SESSION: list[Any] = []
-#: What the child puts off until its client has the answer: stopping the run's kernels.
-AFTER_ANSWER: list[Callable[[], object]] = []
-#: Set once the child answered its client.
-ANSWERED = threading.Event()
-#: The kernel of the child's first run (its choice, folder and environment), told to the
-#: server: its next child starts one like it before its command comes (:func:`speculate`).
-RAN_KERNEL: list[dict[str, Any]] = []
-#: A command that may become a job (``--detach``): its command line, and what answers its
-#: client at once and lets go of it (set by the child for every command).
-DETACH: list[tuple[list[str], Callable[[], None]]] = []
-#: Set once the child answered its client ahead of the command's end (a job).
-DETACHED = threading.Event()
-#: The engine on which a child started a kernel before its command came.
-SPARE_ENGINE: list[Any] = []
 
 
 class ServerUnavailableError(NotebookExecutorError):
@@ -100,91 +86,165 @@ class TemplateGone(ServerStopped):
     message = "the run server's kernel template died during the step; it is recorded as interrupted"
 
 
+@dataclass
+class Serving:
+    """What a child of the run server knows of the server and of the command it serves."""
+
+    #: The server's files, and its process id.
+    files: ServerFiles
+    server_pid: int
+    #: Set once the server stopped or died under the child (its parent-death signal, or a stop).
+    gone: threading.Event = field(default_factory=threading.Event)
+    #: Set once the child answered its client.
+    answered: threading.Event = field(default_factory=threading.Event)
+    #: Set once the child answered its client ahead of the command's end (a job).
+    detached: threading.Event = field(default_factory=threading.Event)
+    #: What the child puts off until its client has the answer: stopping the run's kernels.
+    put_off: list[Callable[[], object]] = field(default_factory=list)
+    #: The kernel of the child's first run (its choice, folder and environment), told to the
+    #: server: its next child starts one like it before its command comes (:meth:`speculate`).
+    ran_kernel: dict[str, Any] | None = None
+    #: A command that may become a job (``--detach``): its command line, and what answers its
+    #: client at once and lets go of it (set by the child for every command).
+    detach: tuple[list[str], Callable[[], None]] | None = None
+    #: A session opened by this child (its executor and the session), which it goes on to
+    #: hold once its command is answered.
+    session: tuple[Any, Any] | None = None
+    #: The engine on which the child started a kernel before its command came.
+    spare_engine: Any = None
+
+    def on_server_gone(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM in a child: the server stops, or died (parent-death signal).
+
+        Interrupts the main thread once, as Ctrl-C would; not when the server's end is already
+        known (the run's kernel died with it first): the child is then finishing the run's
+        records, which a second interruption would leave ``running``.
+        """
+        if self.gone.is_set():
+            return
+        self.gone.set()
+        signal.default_int_handler(signum, frame)
+
+    def server_gone(self) -> bool:
+        """Whether the server has stopped or died (it is then no longer the child's parent,
+        even before the parent-death signal is handled)."""
+        return self.gone.is_set() or os.getppid() != self.server_pid
+
+    def after_answer(self) -> None:
+        """Once the client has its answer: do what was put off for it (:attr:`put_off`).
+
+        A SIGTERM meanwhile (the server stops, or died) waits until that is done, so that the
+        kernels still stop cleanly; it is then handled as always (:meth:`on_server_gone`).
+        """
+        self.answered.set()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            while self.put_off:
+                with contextlib.suppress(Exception):
+                    self.put_off.pop(0)()
+        finally:
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+    def when_answered(self, close: Callable[[], object]) -> None:
+        """Call ``close`` now if the client has its answer, else once it has it."""
+        if self.answered.is_set():
+            close()
+        else:
+            self.put_off.append(close)
+
+    def speculate(self, kernel: dict[str, Any]) -> None:
+        """In a child waiting for its command: start a kernel like the last run's (``kernel``,
+        as :attr:`ran_kernel` holds it), on the engine the command's first executor will get.
+
+        Its run takes it if its kernel matches exactly (name, folder, whole environment: see
+        :meth:`KernelEngine.speculate
+        <notebook_executor._kernels.kernel_engine.KernelEngine.speculate>`); else the engine
+        stops it when it closes. The kernel comes from the server's template, as every kernel
+        of a served command does.
+        """
+        from pathlib import Path
+
+        from ...engine import KernelChoice
+
+        engine = _served_engine_class()(self, warm_kernels=0)
+        engine.speculate(KernelChoice(**kernel["choice"]), Path(kernel["cwd"]), kernel["env"])
+        self.spare_engine = engine
+
+    def drop_speculation(self) -> None:
+        """Stop the kernel started for a command that did not take its engine."""
+        engine, self.spare_engine = self.spare_engine, None
+        if engine is not None:
+            with contextlib.suppress(Exception):
+                engine.close()
+
+
+#: The one :class:`Serving` of this process (a child of the server), or None.
+_SERVING: Serving | None = None
+
+
+def begin(files: ServerFiles, server_pid: int) -> Serving:
+    """This process serves the server of ``files`` (process ``server_pid``): its
+    :class:`Serving`, made on the first call (a spare's is its command's)."""
+    global _SERVING
+    if _SERVING is None:
+        _SERVING = Serving(files, server_pid)
+    return _SERVING
+
+
+def current() -> Serving | None:
+    """What this process knows of the run server it serves, or None outside the server."""
+    return _SERVING
+
+
 def serving() -> bool:
     """Whether this process is a child of the run server, serving a command."""
-    return FILES is not None
+    return _SERVING is not None
 
 
-def on_server_gone(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM in a child: the server stops, or died (parent-death signal).
-
-    Interrupts the main thread once, as Ctrl-C would; not when the server's end is already
-    known (the run's kernel died with it first): the child is then finishing the run's
-    records, which a second interruption would leave ``running``.
-    """
-    if GONE.is_set():
-        return
-    GONE.set()
-    signal.default_int_handler(signum, frame)
+def server_files() -> ServerFiles:
+    """The files of the server this process serves; :class:`ServerUnavailableError` outside
+    the server (sessions live there)."""
+    if _SERVING is None:
+        raise ServerUnavailableError("sessions live in the run server (see --help)")
+    return _SERVING.files
 
 
 def server_gone() -> bool:
-    """Whether the server this child serves has stopped or died (it is then no longer the
-    child's parent, even before the parent-death signal is handled)."""
-    return GONE.is_set() or (SERVER_PID is not None and os.getppid() != SERVER_PID)
+    """Whether the server this process serves has stopped or died (False outside it)."""
+    return _SERVING is not None and _SERVING.server_gone()
 
 
-def after_answer() -> None:
-    """Once the client has its answer: do what was put off for it (:data:`AFTER_ANSWER`).
+def take_detach() -> tuple[ServerFiles, list[str], Callable[[], None]] | None:
+    """For a command that becomes a job (``--detach``): the server's files, its command
+    line, and what answers its client at once and lets go of it; None outside the server."""
+    if _SERVING is None or _SERVING.detach is None:
+        return None
+    (argv, let_go), _SERVING.detach = _SERVING.detach, None
+    return _SERVING.files, argv, let_go
 
-    A SIGTERM meanwhile (the server stops, or died) waits until that is done, so that the
-    kernels still stop cleanly; it is then handled as always (:func:`on_server_gone`).
-    """
-    ANSWERED.set()
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    try:
-        while AFTER_ANSWER:
-            with contextlib.suppress(Exception):
-                AFTER_ANSWER.pop(0)()
-    finally:
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+def hold_session(executor: Any, session: Any) -> None:
+    """Have this child hold ``session`` (opened by ``executor``) once its command is
+    answered (:mod:`.session_host`)."""
+    server_files()
+    assert _SERVING is not None
+    _SERVING.session = (executor, session)
 
 
 def executor_engine(options: dict[str, Any]) -> Any:
     """The engine for an executor opened with ``options`` by a served command (``options``'
     ``warm_kernels`` taken out: the engine takes it), or None outside the server. The first
     one of a command is the engine its child started a kernel on before the command came
-    (:func:`speculate`), if any."""
-    if not serving():
+    (:meth:`Serving.speculate`), if any."""
+    here = _SERVING
+    if here is None:
         return None
     warm = options.pop("warm_kernels", None) or 0
-    if SPARE_ENGINE and not warm:
-        return SPARE_ENGINE.pop()
-    return _served_engine_class()(warm_kernels=warm)
-
-
-def speculate(kernel: dict[str, Any]) -> None:
-    """In a child waiting for its command: start a kernel like the last run's (``kernel``, as
-    :data:`RAN_KERNEL` holds it), on the engine the command's first executor will get.
-
-    Its run takes it if its kernel matches exactly (name, folder, whole environment: see
-    :meth:`KernelPool.speculate <notebook_executor._kernels.pool.KernelPool.speculate>`); else
-    the engine stops it when it closes. The kernel comes from the server's template, as every
-    kernel of a served command does.
-    """
-    from pathlib import Path
-
-    from ...engine import KernelChoice
-
-    choice = KernelChoice(**kernel["choice"])
-    cwd, env = Path(kernel["cwd"]), dict(kernel["env"])
-    engine = _served_engine_class()(warm_kernels=0)
-    loop, pool = engine._kernel_loop()
-
-    async def start() -> None:
-        pool.prepare()
-        await pool.speculate(choice, cwd, env)
-
-    loop.submit(start())
-    SPARE_ENGINE.append(engine)
-
-
-def drop_speculation() -> None:
-    """Stop the kernel started for a command that did not take its engine."""
-    while SPARE_ENGINE:
-        with contextlib.suppress(Exception):
-            SPARE_ENGINE.pop().close()
+    if here.spare_engine is not None and not warm:
+        engine, here.spare_engine = here.spare_engine, None
+        return engine
+    return _served_engine_class()(here, warm_kernels=warm)
 
 
 @functools.cache
@@ -196,10 +256,11 @@ def executor_class() -> Any:
 
     class ServedExecutor(NotebookExecutor):
         def close(self) -> None:
-            if ANSWERED.is_set():
+            here = _SERVING
+            if here is None:
                 super().close()
             else:
-                AFTER_ANSWER.append(super().close)
+                here.when_answered(super().close)
 
     return ServedExecutor
 
@@ -212,31 +273,35 @@ def _served_engine_class() -> Any:
         """The kernel engine, with a cell cut short by the server's end (or a kernel start)
         raising :class:`ServerStopped`."""
 
+        def __init__(self, here: Serving, *, warm_kernels: int) -> None:
+            super().__init__(warm_kernels=warm_kernels)
+            self.here = here
+
         def open(self, job: RunJob) -> EngineKernel:
-            if not RAN_KERNEL and not job.checkpoints:
-                RAN_KERNEL.append(
-                    {"choice": asdict(job.kernel), "cwd": str(job.cwd), "env": dict(job.env)}
-                )
+            here = self.here
+            if here.ran_kernel is None and not job.checkpoints:
+                here.ran_kernel = {
+                    "choice": asdict(job.kernel),
+                    "cwd": str(job.cwd),
+                    "env": dict(job.env),
+                }
             try:
                 kernel = super().open(job)
             except KeyboardInterrupt:
-                if GONE.is_set():
+                if here.gone.is_set():
                     raise ServerStopped from None
                 raise
             if job.checkpoints:
                 # A session's: its checkpoints kept, and the template it came from watched.
-                from ..._kernels.shared_template import adopted
+                from ..._kernels.sharing import adopted
 
-                return _ServedSessionKernel(kernel, adopted())
-            return _ServedKernel(kernel)
+                return _ServedSessionKernel(kernel, here, adopted())
+            return _ServedKernel(kernel, here)
 
         def close(self) -> None:
             # The command's records and catalog rows are written, its output printed: its
             # client need not wait for the kernels to stop (a tenth of a second).
-            if ANSWERED.is_set():
-                super().close()
-            else:
-                AFTER_ANSWER.append(super().close)
+            self.here.when_answered(super().close)
 
     return ServedEngine
 
@@ -244,8 +309,9 @@ def _served_engine_class() -> Any:
 class _ServedKernel:
     """A kernel whose cell, cut short by the server's end, raises :class:`ServerStopped`."""
 
-    def __init__(self, kernel: EngineKernel) -> None:
+    def __init__(self, kernel: EngineKernel, here: Serving) -> None:
         self._kernel = kernel
+        self._here = here
         self.info = kernel.info
 
     def run_cell(self, nb: NotebookNode, index: int, limit: float | None) -> CellEnd:
@@ -253,12 +319,12 @@ class _ServedKernel:
             end = self._kernel.run_cell(nb, index, limit)
             # A kernel forked from the server's template dies with the server, often before
             # the child's parent-death signal: the run was cut short by the server's end.
-            if end.how == "dead" and server_gone():
-                GONE.set()
+            if end.how == "dead" and self._here.server_gone():
+                self._here.gone.set()
                 raise ServerStopped
             return end
         except KeyboardInterrupt:
-            if GONE.is_set():
+            if self._here.gone.is_set():
                 raise ServerStopped from None
             raise
 
@@ -277,8 +343,8 @@ class _ServedSessionKernel(_ServedKernel):
     the death of the template it was forked from (``template``: the server's, or None),
     raises :class:`ServerStopped` or :class:`TemplateGone`."""
 
-    def __init__(self, kernel: Any, template: Any) -> None:
-        super().__init__(kernel)
+    def __init__(self, kernel: Any, here: Serving, template: Any) -> None:
+        super().__init__(kernel, here)
         self._template = template
         self._checkpointed = cast("SupportsCheckpoints", kernel)
 
@@ -286,11 +352,11 @@ class _ServedSessionKernel(_ServedKernel):
         try:
             end = self._kernel.run_cell(nb, index, limit)
         except KeyboardInterrupt:
-            if GONE.is_set():
+            if self._here.gone.is_set():
                 raise self._stopped() from None
             raise
-        if end.how == "dead" and (server_gone() or self._template_died()):
-            GONE.set()
+        if end.how == "dead" and (self._here.server_gone() or self._template_died()):
+            self._here.gone.set()
             raise self._stopped()
         return end
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import served, wire
-from .paths import listen_private, write_private
+from .paths import ServerFiles, listen_private, write_private
 
 __all__ = ["REQUEST_SECONDS", "hold", "listen"]
 
@@ -49,11 +49,10 @@ _SERVER_ENDED = "the run server stopped"
 _TEMPLATE_ENDED = "the run server's kernel template died"
 
 
-def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
-    """The session's socket, listening, and its description (written beside it): done before
-    ``session open`` answers, so that the client's next command finds the session."""
-    files = served.FILES
-    assert files is not None
+def listen(files: ServerFiles, session: Any) -> tuple[socket.socket, dict[str, Any]]:
+    """The session's socket (among the server's ``files``), listening, and its description
+    (written beside it): done before ``session open`` answers, so that the client's next
+    command finds the session."""
     path = Path(files.session_socket(session.id))
     listener = listen_private(str(path), 8)
     entry = {
@@ -68,26 +67,26 @@ def listen(session: Any) -> tuple[socket.socket, dict[str, Any]]:
     return listener, entry
 
 
-def hold(ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]]) -> None:
-    """Answer the session's requests on ``listening`` (see :func:`listen`) until it closes;
-    then close ``ex`` (finishing the record)."""
-    files = served.FILES
-    assert files is not None
-    path = Path(files.session_socket(session.id))
+def hold(
+    here: served.Serving, ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]]
+) -> None:
+    """Answer the session's requests on ``listening`` (see :func:`listen`) until it closes, or
+    the server (``here``) goes; then close ``ex`` (finishing the record)."""
+    path = Path(here.files.session_socket(session.id))
     info = path.with_suffix(".json")
-    from ..._kernels.shared_template import adopted
+    from ..._kernels.sharing import adopted
 
     listener, entry = listening
     arrivals = wire.Arrivals(REQUEST_SECONDS, _MAX_PENDING)
-    signal.signal(signal.SIGTERM, served.on_server_gone)
+    signal.signal(signal.SIGTERM, here.on_server_gone)
     # The client's streams are let go of: a write to a socket whose reader died (a template,
     # a client) is an error to handle, not this process's death.
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     held = threading.Event()
-    watch = threading.Thread(target=_watch, args=(adopted(), held), daemon=True)
+    watch = threading.Thread(target=_watch, args=(here, adopted(), held), daemon=True)
     watch.start()
     try:
-        while not session.closed and not served.GONE.is_set():
+        while not session.closed and not here.gone.is_set():
             try:
                 arrivals.expire()
                 ready, _, _ = select.select(
@@ -109,9 +108,9 @@ def hold(ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]])
                         wire.refuse(conn, "the session is closed")
                         continue
                     with conn:
-                        _answer(conn, session, entry, request)
+                        _answer(here, conn, session, entry, request)
             except KeyboardInterrupt:
-                if served.GONE.is_set():
+                if here.gone.is_set():
                     break
     finally:
         held.set()
@@ -120,7 +119,7 @@ def hold(ex: Any, session: Any, listening: tuple[socket.socket, dict[str, Any]])
         for leftover in (path, info):
             with contextlib.suppress(OSError):
                 leftover.unlink()
-        if served.GONE.is_set():
+        if here.gone.is_set():
             # Nothing may cut the end short now (a relayed Ctrl-C, the server's signal).
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -135,14 +134,14 @@ def _ended() -> str:
     return _ENDED[0] if _ENDED else _SERVER_ENDED
 
 
-def _watch(template: Any, held: threading.Event) -> None:
+def _watch(here: served.Serving, template: Any, held: threading.Event) -> None:
     """Until the session is no longer held: when the server dies (this process's parent
     changes: its parent-death signal may be lost) or its kernel template (``template``, the
     one the session's kernel came from) dies, end the session as the server's SIGTERM does."""
     while not held.wait(_WATCH_SECONDS):
-        if served.GONE.is_set():
+        if here.gone.is_set():
             return
-        if served.server_gone():
+        if here.server_gone():
             _ENDED.append(_SERVER_ENDED)
         elif template is not None and template.exited():
             _ENDED.append(_TEMPLATE_ENDED)
@@ -180,17 +179,21 @@ def session_parameters(session: Any) -> str:
 
 
 def _answer(
-    conn: socket.socket, session: Any, entry: dict[str, Any], request: dict[str, Any]
+    here: served.Serving,
+    conn: socket.socket,
+    session: Any,
+    entry: dict[str, Any],
+    request: dict[str, Any],
 ) -> None:
     from ..._errors import NotebookExecutorError
 
     done = threading.Event()
-    threading.Thread(target=_relay_interrupt, args=(conn, done), daemon=True).start()
+    threading.Thread(target=_relay_interrupt, args=(here, conn, done), daemon=True).start()
     gone: KeyboardInterrupt | None = None
     try:
         reply = _call(session, entry, request)
     except KeyboardInterrupt as exc:
-        if served.GONE.is_set():
+        if here.gone.is_set():
             # The server's end (or its template's): said in one line, then the session ends.
             gone = exc
             message = getattr(exc, "message", None)
@@ -244,7 +247,7 @@ def _index(value: object, name: str) -> int | None:
     return value
 
 
-def _relay_interrupt(conn: socket.socket, done: threading.Event) -> None:
+def _relay_interrupt(here: served.Serving, conn: socket.socket, done: threading.Event) -> None:
     """SIGINT here when the client asks, or goes away, before the answer is ready."""
     try:
         message = wire.receive(conn, limit=4096)
@@ -252,7 +255,7 @@ def _relay_interrupt(conn: socket.socket, done: threading.Event) -> None:
         message = {"op": "gone"}
     if (
         not done.is_set()
-        and not served.server_gone()  # the step ends with the server already
+        and not here.server_gone()  # the step ends with the server already
         and message.get("op") in ("interrupt", "gone")
     ):
         os.kill(os.getpid(), signal.SIGINT)
