@@ -483,7 +483,15 @@ def _check_rows(
         tag = (row.get("parameters") or {}).get("tag")
         if run_id in seen and seen[run_id] != status:
             failures.append(f"{when}: row {run_id} says {status}, its host saw {seen[run_id]}")
-        if status == "success" and tag not in done:
+        # A session closed before any step (its `session run` killed before the host read it)
+        # ran nothing and claims nothing of its cells: no cell of its record was executed.
+        log = (in_file.get("session") or {}).get("log", [])
+        unstepped = bool(in_file.get("session")) and not any(e.get("kind") == "step" for e in log)
+        if unstepped and any(
+            cell.get("execution_count") for cell in record["cells"] if cell["cell_type"] == "code"
+        ):
+            failures.append(f"{when}: row {run_id}: a session that ran no step has cells run")
+        if status == "success" and tag not in done and not unstepped:
             failures.append(f"{when}: row {run_id} claims success, its last cell never ran")
 
 

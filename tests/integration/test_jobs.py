@@ -249,3 +249,47 @@ def test_the_api_submit_status_wait_and_cancel(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="no such file"):
             bad.wait(timeout=30)
         assert bad.status()["status"] == "error"
+
+
+def test_runs_shows_the_cell_a_running_run_is_in(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SLOW)
+    job_id = _detach(shell, "slow.py", "-p", "n", "600")
+    live = _until(lambda: (r := _runs(shell)) and r[0].get("cell") == 2 and r[0], 60)
+    assert live["status"] == "running"
+    code, out, err = shell.run("runs")
+    assert code == 0, err
+    assert f"{live['run_id']}  running (cell 2)" in out
+    assert shell.run("job", "cancel", job_id)[0] == 0
+    ended = _until(lambda: (r := _runs(shell)[0])["status"] != "running" and r, 30)
+    assert "cell" not in ended
+    assert ended["failed_cell"]["index"] == 2
+
+
+SESSION = SLOW.replace("n = 3", "n = 600")
+
+
+def test_a_session_step_is_a_job(shell: Shell) -> None:
+    (shell.folder / "slow.py").write_text(SESSION)
+    code, session_id, err = shell.run("session", "open", "slow.py")
+    assert code == 0, err
+    session_id = session_id.strip()
+    code, out, err = shell.run("session", "run", session_id, "--until", "1", "--detach")
+    assert code == 0, err
+    first = out.strip()
+    code, out, err = shell.run("job", "wait", first)
+    assert (code, err) == (0, "")
+    assert out.startswith("success: cells [0, 1] ran")  # as ``session run`` prints it
+    code, out, err = shell.run("session", "run", session_id, "--detach", "--json")
+    assert code == 0, err
+    second = json.loads(out)["job_id"]
+    running = _until(lambda: (s := _show(shell, second))["cell"] == 2 and s)
+    assert running["status"] == "running"
+    assert _state(shell, second)["pid"] != _state(shell, first)["pid"]
+    assert shell.run("job", "cancel", second)[0] == 0
+    assert _until(lambda: _show(shell, second)["status"] == "cancelled", 10)
+    code, _, err = shell.run("job", "wait", second)
+    assert code == 130
+    code, out, err = shell.run("session", "rerun", "nosuchsession", "--from", "2", "--detach")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1
+    assert shell.run("session", "close", session_id)[0] == 0

@@ -82,3 +82,47 @@ def test_a_minute_long_notebook_through_start_status_and_wait(tmp_path: Path) ->
     assert statuses[-1]["status"] == "running"
     assert waits >= 5  # each wait within the client's 10 s
     assert len(heard_progress) >= 10  # notifications while job_wait waited
+
+
+SESSION = """\
+# %% tags=["parameters"]
+n = 600
+# %%
+import time
+# %%
+for i in range(n):
+    print("tick", i, flush=True)
+    time.sleep(0.5)
+"""
+
+
+def test_a_session_step_is_a_job_too(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(SESSION)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with stdio_session(tmp_path) as client:
+
+            async def call(name: str, **arguments: Any) -> dict[str, Any]:
+                answer = await client.call_tool(
+                    name, arguments, read_timeout_seconds=REQUEST_TIMEOUT
+                )
+                return structured(answer)  # type: ignore[arg-type]
+
+            session_id = (await call("open_session", path="slow.py"))["session_id"]
+            job = await call("session_run", session_id=session_id, until=1, wait=False)
+            assert set(job) == {"job_id"}
+            first = await call("job_wait", job_id=job["job_id"], timeout=8)
+            job = await call("session_run", session_id=session_id, wait=False)
+            deadline = time.monotonic() + 60
+            while (running := await call("job_status", job_id=job["job_id"]))["cell"] != 2:
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.1)
+            cancelled = await call("job_cancel", job_id=job["job_id"])
+            await call("close_session", session_id=session_id)
+            return first, running, cancelled
+
+    first, running, cancelled = anyio.run(scenario)
+    assert first["cells_run"] == [0, 1]
+    assert first["status"] == "success"
+    assert running["status"] == "running"
+    assert cancelled["status"] == "cancelled"  # job_cancel waited for the step's end

@@ -353,7 +353,7 @@ def test_sessions_sweeps_and_check_run_in_the_environment(
         first = session.run()
         assert first["status"] == "success", first
         # Checkpoints work there too: the kernel-side code runs on the environment's Python.
-        again = session.rerun_from(4)
+        again = session.rerun_from(3)  # the PEP 723 block is no cell: the last cell is 3
         assert again["status"] == "success", again
         assert again["restored"] == "checkpoint", again
         answer = session.evaluate("import sys, nbx_probe; print(sys.executable)")

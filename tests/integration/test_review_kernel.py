@@ -171,6 +171,7 @@ def test_diff_runs_of_one_notebook(executor: NotebookExecutor, tmp_path: Path) -
         "parameters": {},
         "scraps": {},
         "packages": {},
+        "inputs": {},
         "cells": [],
     }
     # A run compared with its source: same cells (the injected parameters cell is left out).

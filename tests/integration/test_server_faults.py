@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,53 @@ def test_a_template_killed_mid_run_fails_the_run_truthfully_and_is_replaced(shel
     kernel_parent = json.loads(out)["status"]
     assert kernel_parent == "success"
     assert alive(shell.status()["template_pid"])
+
+
+#: Cell 2 starts a process in the kernel's session but in a process group of its own and with
+#: no environment (so a sweep cannot tell it is the kernel's): only the kill of the kernel's
+#: live session reaches it. It writes its pid down, then waits.
+LONER = """# %%
+import pathlib, subprocess, time
+loner = subprocess.Popen(["sleep", "600"], env={}, process_group=0)
+pathlib.Path("loner").write_text(str(loner.pid))
+time.sleep(120)
+"""
+
+
+def test_a_client_killed_mid_cell_has_its_kernels_session_killed(shell: Shell) -> None:
+    """The client's process group SIGKILLed while a served run's cell runs, its output a pipe
+    no one reads any more: the command's process (the server's child) still ends the run's
+    kernel with its whole session (it died of the SIGPIPE of its last words to the dead
+    client, after killing the kernel and before killing its session)."""
+    (shell.folder / "loner.py").write_text(LONER)
+    code, _out, err = shell.run("run", "hello.py", "-p", "name", "Ada")  # a warm server
+    assert code == 0, err
+    client = subprocess.Popen(
+        [sys.executable, "-m", "notebook_executor", "run", "loner.py", "--json"],
+        cwd=shell.folder,
+        env=shell.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    loner = 0
+    try:
+        _wait(lambda: (shell.folder / "loner").exists(), 120, "the cell did not start")
+        _wait(lambda: (shell.folder / "loner").read_text().isdigit(), 5, "no pid written")
+        loner = int((shell.folder / "loner").read_text())
+        os.killpg(client.pid, signal.SIGKILL)
+        client.wait()
+        deadline = time.monotonic() + GRACE
+        while alive(loner) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(loner), "the kernel's session outlived its killed client"
+        # The server serves on.
+        code, out, err = shell.run("run", "hello.py", "-p", "name", "Bo", "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "success"
+    finally:
+        if loner and alive(loner):
+            os.kill(loner, signal.SIGKILL)
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+            client.wait()

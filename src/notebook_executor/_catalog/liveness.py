@@ -7,6 +7,10 @@ version, or where locking failed), the run is over when its ``pid`` is gone, a z
 belongs to a process started after the run. Runs of other hosts are always taken as alive:
 their liveness cannot be known from here. Where ``flock`` does not exist (Windows), no lock is
 taken and every run is taken as alive.
+
+The lock file also says which code cell the run is in (:meth:`RunLocks.note_cell`, written as
+each cell starts: a dozen bytes over the file's first ones, on the descriptor held, nothing
+synced): ``runs`` shows it for a run still going, and a job's status for a session's step.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from typing import Any
 
 from .._times import epoch
 
-__all__ = ["LOCKS_DIR", "RunLocks", "flocked"]
+__all__ = ["LOCKS_DIR", "RunLocks", "flocked", "read_cell"]
 
 logger = logging.getLogger(__name__)
 
 #: The folder of ``runs/`` that holds the lock files.
 LOCKS_DIR = ".locks"
+#: Bytes of the cell written in a lock file (its index, padded: each write covers the last).
+_CELL_BYTES = 12
 #: Slack between a process's start time as the kernel reports it and the run's ``started_at``.
 _CLOCK_SLACK_SECONDS = 2.0
 
@@ -65,6 +71,20 @@ class RunLocks:
         if held is not None:
             return held
         return _pid_alive(row.get("pid"), epoch(row.get("started_at")))
+
+    def note_cell(self, run_id: str, index: int | None) -> None:
+        """Say in the lock of ``run_id`` (when held here) that it is in code cell ``index``
+        (as ``failed_cell.index`` counts; None: in none)."""
+        fd = self._held.get(run_id)
+        if fd is not None:
+            shown = "" if index is None else str(index)
+            with contextlib.suppress(OSError):
+                os.pwrite(fd, shown.ljust(_CELL_BYTES).encode(), 0)
+
+    def cell(self, run_id: str) -> int | None:
+        """The code cell a run of this host still going is in, as its lock says (None when
+        unknown)."""
+        return read_cell(self.path(run_id))
 
     def forget(self, run_id: str) -> None:
         """Remove the lock file a dead run left behind."""
@@ -139,6 +159,16 @@ def flocked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def read_cell(path: Path) -> int | None:
+    """The code cell the lock file at ``path`` says its run is in (None when it says none)."""
+    try:
+        with path.open("rb") as file:
+            shown = file.read(_CELL_BYTES).strip()
+    except OSError:
+        return None
+    return int(shown) if shown.isdigit() else None
 
 
 def _lock_held(path: Path) -> bool | None:

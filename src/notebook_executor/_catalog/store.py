@@ -164,6 +164,12 @@ class Catalog:
             self._locks.take(row["run_id"])
             self._with_connection(lambda conn: upsert(conn, [row]))
 
+    def at_cell(self, record: Mapping[str, Any]) -> None:
+        """Note that run ``record["run_id"]`` (begun here) is in code cell ``record["cell"]``:
+        said in its liveness lock, no row written (:meth:`RunLocks.note_cell`)."""
+        with self._mutex:
+            self._locks.note_cell(record["run_id"], record.get("cell"))
+
     def finish(self, record: Mapping[str, Any], cells: Sequence[Any] | None = None) -> None:
         """Record a run's final record, then release its liveness lock.
 
@@ -245,9 +251,17 @@ class Catalog:
             values.append(check_limit(limit))
         rows = self._query(lambda conn: conn.execute(sql, values).fetchall())
         try:
-            return [result(dict(zip(RESULT_KEYS, row, strict=True))) for row in rows or ()]
+            found = [result(dict(zip(RESULT_KEYS, row, strict=True))) for row in rows or ()]
         except ValueError as exc:
             raise CatalogError(str(self.path), f"unreadable rows: {describe(exc)}") from None
+        return [self._at_cell(one) for one in found]
+
+    def _at_cell(self, found: RunResult) -> RunResult:
+        """``found``, with ``cell`` (the code cell it is in, as ``failed_cell.index`` counts;
+        None when not known) when it is still going: its liveness lock says it."""
+        if found["status"] == "running":
+            cast("dict[str, Any]", found)["cell"] = self._locks.cell(found["run_id"])
+        return found
 
     def get_run(self, run_id: str) -> RunResult:
         """The result dict of one run; a run missing from the catalog is read from its file.
@@ -261,7 +275,7 @@ class Catalog:
             lambda conn: conn.execute(SELECT_RESULT + " WHERE run_id = ?", (run_id,)).fetchone()
         )
         if found:
-            return result(dict(zip(RESULT_KEYS, found, strict=True)))
+            return self._at_cell(result(dict(zip(RESULT_KEYS, found, strict=True))))
         run_file = self.store.read(str(run_id))
         record, cells = run_file.record, run_file.cells
         row = row_from_record({**record, "run_id": run_file.run_id})

@@ -95,13 +95,24 @@ class Tail:
 
 class JobCancel(threading.Event):
     """A job's ``cancel`` event, which also hears of the cell that starts (``on_cell``, if
-    given, is told too) and of outputs."""
+    given, is told too) and of outputs; or, for a session's step run by another process, of
+    the run's liveness lock, which says the cell (``on_lock``, told its path)."""
 
-    def __init__(self, on_cell: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_cell: Callable[[int], None] | None = None,
+        on_lock: Callable[[str], None] | None = None,
+    ) -> None:
         super().__init__()
         self.cell: int | None = None
         self.tail = Tail()
         self.on_cell = on_cell
+        self.on_lock = on_lock
+
+    def in_run_of(self, lock: str) -> None:
+        """The job's cell is the one the run lock at ``lock`` says (a session's step)."""
+        if self.on_lock is not None:
+            self.on_lock(lock)
 
     def cell_started(self, index: int) -> None:
         self.cell = index

@@ -42,7 +42,7 @@ from .._sources.formats import write_notebook
 from .._sources.remote import is_url
 from .._times import iso, now_utc
 from .._types import RunResult
-from ..engine import CellFailure, Engine, EngineOutcome
+from ..engine import CellFailure, CellStart, Engine, EngineOutcome
 from .cell_loop import run_job
 from .edits import edit_notes
 from .plan import Plan
@@ -66,8 +66,9 @@ __all__ = [
 #: ``on_record(event, record, cells)``: told of a run's record as it is written, ``event``
 #: ``"begin"`` or ``"finish"``; with ``"finish"``, ``cells`` are the cells the run file holds
 #: as written (redacted, streams capped), so that the catalog indexes them without reading the
-#: file back; None: only the record is given. (``Callable[..., None]``: a session's recorder
-#: passes on the executor's ``_catalog_call``, typed with two arguments.)
+#: file back; None: only the record is given. ``"at_cell"`` (``{"run_id", "cell"}``, no file
+#: written) as each code cell starts: :func:`cell_teller`. (``Callable[..., None]``: a
+#: session's recorder passes on the executor's ``_catalog_call``, typed with two arguments.)
 OnRecord = Callable[..., None]
 
 
@@ -228,7 +229,20 @@ def begin_run(
     except OSError as exc:  # a full disk, a quota: nothing ran yet
         raise RunsDirError(os.fspath(runs_dir), _reason(exc)) from None
     on_record("begin", record)
+    plan.job.hooks.on_cell_start.append(cell_teller(plan, run_id, on_record))
     return RunStart(run_id, started, output_path, record, known, git)
+
+
+def cell_teller(plan: Plan, run_id: str, on_record: OnRecord) -> Callable[[CellStart], None]:
+    """An ``on_cell_start`` observer telling ``on_record("at_cell", ...)`` the code cell run
+    ``run_id`` is in, as ``failed_cell.index`` counts (the catalog notes it in the run's
+    liveness lock: ``runs`` shows it while the run goes)."""
+    cell_map = plan.cell_map
+
+    def started(event: CellStart) -> None:
+        on_record("at_cell", {"run_id": run_id, "cell": cell_map.to_source(event.index)})
+
+    return started
 
 
 def finish_run(

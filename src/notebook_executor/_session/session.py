@@ -28,6 +28,7 @@ from .._errors import (
 from .._notebook import new_code_cell, new_notebook
 from .._records.redaction import Redactor
 from .._run.cell_loop import CellRan, Limits, open_kernel, run_cells
+from .._run.runner import cell_teller
 from .._sources.bounded import MAX_CODE_CHARS, unencodable
 from .._types import CellText, EvaluationResult, StepResult
 from ..engine import (
@@ -97,6 +98,7 @@ class Session:
         self._closed = False
         self._broken = False
         self._timer: threading.Timer | None = None
+        self._step_cancel = _StepCancel()
         self._costs = Costs()
         self._seen = cell_sources(plan)
         self._record = SessionRecord(self.id, plan, runs_dir, on_record)
@@ -132,7 +134,7 @@ class Session:
                     found.append(self._shown(key))
             return sorted(set(found))
 
-    def run(self, until: int | None = None) -> StepResult:
+    def run(self, until: int | None = None, *, cancel: threading.Event | None = None) -> StepResult:
         """Run the code cells after the last one run, up to source index ``until``
         (inclusive; all by default), reading the source file as it is now.
 
@@ -140,8 +142,9 @@ class Session:
         stays usable. After a timeout or a dead kernel, the state is first rebuilt. Ctrl-C
         stops the kernel (the cell does not run on), logs the step, and is raised again; the
         next step rebuilds the state, and the cancelled cell no longer sets the session's status.
+        Setting ``cancel`` (from any thread) does what Ctrl-C does, as ``execute``'s.
         """
-        with self._stepping("run", until=until) as (plan, step):
+        with self._stepping("run", cancel, until=until) as (plan, step):
             with self._cancellable(plan, step, "run", until=until):
                 end = self._last(plan, until)
                 start = self._ledger.next_index()
@@ -155,7 +158,9 @@ class Session:
                 self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
 
-    def rerun_from(self, index: int, until: int | None = None) -> StepResult:
+    def rerun_from(
+        self, index: int, until: int | None = None, *, cancel: threading.Event | None = None
+    ) -> StepResult:
         """Restore the state that existed right after the last code cell before source index
         ``index`` ran, then run from ``index`` up to ``until`` (inclusive; all by default).
 
@@ -163,9 +168,10 @@ class Session:
         cell and runs it again (``cells_run`` shows it). ``restored`` says how the state was
         rebuilt: ``"checkpoint"`` (a checkpoint, then only the cells after it), ``"replay"``
         (a fresh kernel ran the cells again; ``restore_reason`` says why). With ``until``
-        before ``index``, the state is restored and nothing more runs.
+        before ``index``, the state is restored and nothing more runs. ``cancel``: as in
+        :meth:`run`.
         """
-        with self._stepping("rerun_from", index=index, until=until) as (plan, step):
+        with self._stepping("rerun_from", cancel, index=index, until=until) as (plan, step):
             with self._cancellable(plan, step, "rerun_from", index=index, until=until):
                 target = self._job_index(plan, index, "index")
                 end = self._last(plan, until)
@@ -269,8 +275,10 @@ class Session:
 
     # -- steps -----------------------------------------------------------------------------
 
-    def _stepping(self, call: str, **arguments: Any) -> _StepContext:
-        return _StepContext(self, call, arguments)
+    def _stepping(
+        self, call: str, cancel: threading.Event | None = None, **arguments: Any
+    ) -> _StepContext:
+        return _StepContext(self, cancel)
 
     def _read(self) -> Plan:
         """The source as it is now, planned as ``execute`` plans it; edits are logged."""
@@ -392,7 +400,12 @@ class Session:
         raises :class:`~notebook_executor.KernelStartError` when it does not start."""
         clock = time.monotonic()
         self._end_kernel()
-        job = dataclasses.replace(self._plan.job, checkpoints=True, checkpoint_memory=self._memory)
+        job = dataclasses.replace(
+            self._plan.job,
+            checkpoints=True,
+            checkpoint_memory=self._memory,
+            cancel=self._step_cancel,
+        )
         try:
             self._kernel = open_kernel(self._engine, job)
             self._ended_kernel = None
@@ -512,16 +525,21 @@ class Session:
 
         if not cells:
             return True
-        with plan.job.hooks.observing(on_cell_executed=after_cell):
-            run_cells(
-                self._live(),
-                plan.job,
-                plan.nb,
-                [ran.index for ran in cells],
-                Limits(self._cell_timeout, self._timeout, time.monotonic(), "step"),
-                outcome,
-                stop_at_exit=not replaying,
-            )
+        record = self._record
+        teller = cell_teller(plan, record.run_id, record.on_record)  # ``runs``, a job's status
+        try:
+            with plan.job.hooks.observing(on_cell_executed=after_cell, on_cell_start=teller):
+                run_cells(
+                    self._live(),
+                    plan.job,
+                    plan.nb,
+                    [ran.index for ran in cells],
+                    Limits(self._cell_timeout, self._timeout, time.monotonic(), "step"),
+                    outcome,
+                    stop_at_exit=not replaying,
+                )
+        finally:
+            record.on_record("at_cell", {"run_id": record.run_id, "cell": None})
         return outcome.failure is None
 
     def _finish(self, plan: Plan, step: Step, call: str, **arguments: Any) -> StepResult:
@@ -641,11 +659,24 @@ class Session:
                         self._on_close(self)
 
 
-class _StepContext:
-    """One step: the lock held, the idle clock stopped, the source read."""
+class _StepCancel(threading.Event):
+    """The ``cancel`` of a session's kernel (its cells wait on it): set while the ``cancel``
+    of the step going on (:meth:`Session.run`'s) is."""
 
-    def __init__(self, session: Session, call: str, arguments: dict[str, Any]) -> None:
+    step: threading.Event | None = None
+
+    def is_set(self) -> bool:
+        step = self.step
+        return step is not None and step.is_set()
+
+
+class _StepContext:
+    """One step: the lock held, the idle clock stopped, the source read (its plan's job
+    cancelled by ``cancel``, which a job's also hears of its cells and outputs)."""
+
+    def __init__(self, session: Session, cancel: threading.Event | None) -> None:
         self.session = session
+        self.cancel = cancel
 
     def __enter__(self) -> tuple[Plan, Step]:
         session = self.session
@@ -654,12 +685,19 @@ class _StepContext:
             session._check_open()
             session._cancel_timer()
             session._costs.budget = None
-            return session._read(), Step()
+            plan = session._read()
+            if self.cancel is not None:
+                from .._dispatch.jobs import watch
+
+                plan.job.cancel = session._step_cancel.step = self.cancel
+                watch(plan, self.cancel)
+            return plan, Step()
         except BaseException:
             session._touch()
             session._lock.release()
             raise
 
     def __exit__(self, *exc_info: object) -> None:
+        self.session._step_cancel.step = None
         self.session._touch()
         self.session._lock.release()

@@ -111,6 +111,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         common.runs_header(args)
         for row in rows:
             kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
+            if row.get("cell") is not None:
+                kind = f" (cell {row['cell']})"  # a run still going: the cell it is in
             print(
                 f"{row['run_id']}  {row['status']}{kind}  {row['notebook']}"
                 f"{modified_mark(row)}  "

@@ -1,5 +1,6 @@
 """``jobs`` and ``job show/wait/logs/cancel``: the runs started with ``run --detach`` (or
-``sweep --detach``), which the run server goes on with after its client left (see
+``sweep --detach``, or the session steps of ``session run|rerun --detach``), which the run
+server goes on with after its client left (see
 ``docs/how-to/jobs``; the jobs themselves: :mod:`..server.jobs`).
 
 These commands read the job files of the server's private folder in this process: they work
@@ -74,8 +75,8 @@ def register(commands: Any) -> None:
     job = commands.add_parser(
         "job",
         help="look at, wait for or cancel a job started with --detach",
-        description="A job is a run (or sweep) started with --detach: it goes on in the run "
-        "server after the command that started it returned.",
+        description="A job is a run, sweep or session step started with --detach: it goes on "
+        "in the run server after the command that started it returned.",
     )
     actions = job.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
@@ -209,6 +210,10 @@ def _cmd_wait(args: argparse.Namespace) -> int:
         return code if isinstance(code, int) and code not in (0, 1) else 2
     if args.json:
         print_json(result)
+    elif isinstance(result, dict) and state.get("command") == ["session"]:
+        from .session import print_step
+
+        print_step(result)  # as ``session run`` prints it
     elif isinstance(result, dict):
         print_result(result)
     else:

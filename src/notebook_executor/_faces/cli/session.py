@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json
+from .jobs import add_detach, detach_command
 
-__all__ = ["register"]
+__all__ = ["print_step", "register"]
 
 _SESSION_ID = re.compile(r"[0-9a-f]{8,64}")
 #: Longest answer read from a session's holder (a step result is bounded, this is generous).
@@ -69,6 +72,7 @@ def register(commands: Any) -> None:
     run.add_argument("session_id", metavar="ID")
     run.add_argument("--until", type=common.non_negative_int, metavar="N", help="last cell")
     run.add_argument("--json", action="store_true", help="print the step result")
+    add_detach(run)
     run.set_defaults(handler=_cmd_step, op="run")
 
     rerun = actions.add_parser("rerun", help="restore the state before cell N, run from N")
@@ -78,6 +82,7 @@ def register(commands: Any) -> None:
     )
     rerun.add_argument("--until", type=common.non_negative_int, metavar="M", help="last cell")
     rerun.add_argument("--json", action="store_true", help="print the step result")
+    add_detach(rerun)
     rerun.set_defaults(handler=_cmd_step, op="rerun")
 
     evaluate = actions.add_parser("eval", help="run CODE in the session's state ('-': stdin)")
@@ -133,7 +138,6 @@ def _cmd_open(args: argparse.Namespace) -> int:
 def _ask(session_id: str, message: dict[str, Any]) -> dict[str, Any]:
     """The answer of the holder of session ``session_id`` to ``message``; a holder gone
     before it answered (or while it answered) is one :class:`UsageError`, never a hang."""
-    import os
     import socket
 
     from ..server import served, wire
@@ -190,18 +194,29 @@ def _receive(sock: Any, holder: int) -> dict[str, Any]:
 
 
 def _cmd_step(args: argparse.Namespace) -> int:
+    from ..._dispatch.jobs import PROCESS_JOB
+
     message: dict[str, Any] = {"op": args.op, "until": args.until}
     if args.op == "rerun":
         message["from"] = args.start
+    if args.detach:  # no such session: refused before the job id (its holder may be busy)
+        if not (
+            _SESSION_ID.fullmatch(args.session_id)
+            and Path(_files().session_socket(args.session_id)).exists()
+        ):
+            raise UsageError(f"no open session {args.session_id!r}")
+        return detach_command(args)
+    if PROCESS_JOB:  # this step is a job: its cell is the one the session's run lock says
+        PROCESS_JOB[0].in_run_of(_ask(args.session_id, {"op": "lock"})["lock"])
     step = _ask(args.session_id, message)["step"]
     if args.json:
         print_json(step)
     else:
-        _print_step(step)
+        print_step(step)
     return EXIT_OK if step["status"] == "success" else EXIT_FAILED
 
 
-def _print_step(step: dict[str, Any]) -> None:
+def print_step(step: dict[str, Any]) -> None:
     out = sys.stdout
     restored = f", restored by {step['restored']}" if step.get("restored") else ""
     out.write(

@@ -1,5 +1,6 @@
-"""The job tools: ``execute`` with ``wait: false`` starts a job and answers ``{"job_id"}`` at
-once; ``job_status``, ``job_wait`` and ``job_cancel`` follow it (docs/how-to/jobs.md).
+"""The job tools: ``execute`` (and the session step tools) with ``wait: false`` start a job
+and answer ``{"job_id"}`` at once; ``job_status``, ``job_wait`` and ``job_cancel`` follow it
+(docs/how-to/jobs.md).
 
 A job of the MCP server is a :class:`~notebook_executor.Job` of its own warm executor: its run
 goes on a thread of this process (at most one job per core runs at once, the others are
@@ -44,7 +45,9 @@ DEFAULT_WAIT_SECONDS = 20.0
 KEEP_SECONDS = 3600.0
 MAX_JOBS = 200
 
-JobId = Annotated[str, Field(description="The job_id that execute with wait: false gave.")]
+JobId = Annotated[
+    str, Field(description="The job_id that execute (or a session step) with wait: false gave.")
+]
 
 
 class ServerJobs:
@@ -99,10 +102,10 @@ def brief(ws: Workspace, status: JobStatus) -> dict[str, Any]:
 
 
 async def job_status(ws: Workspace, jobs: ServerJobs, job_id: JobId) -> CallToolResult:
-    """The status of a job that execute (wait: false) started: status (queued, running,
-    success, error, cancelled, interrupted), cell (the running cell's index), elapsed_seconds,
-    tail (the last lines of output) and, once it ended, a summary of its result (get_run
-    gives it whole). Answers at once, in under 2 KB."""
+    """The status of a job that execute (or a session step) with wait: false started:
+    status (queued, running, success, error, cancelled, interrupted), cell (the running
+    cell's index), elapsed_seconds, tail (the last lines of output) and, once it ended, a
+    summary of its result (get_run gives it whole). Answers at once, in under 2 KB."""
     return ws.answer(brief(ws, jobs.get(job_id).status()))
 
 
@@ -142,7 +145,8 @@ async def job_wait(
     except NotebookExecutorError as exc:
         raise ws.refusal(str(exc)) from None
     except KeyboardInterrupt:
-        raise ToolError("the job was cancelled before it started") from None
+        # Cancelled before its run started, or a session's step cancelled (no step result).
+        raise ToolError("the job was cancelled before it had a result") from None
     return ws.answer(ws.present(result))
 
 

@@ -16,9 +16,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from ..._dispatch.jobs import Job
 from ..._session.session import Session
 from ..._types import USE_DEFAULT
 from .arguments import READ_ONLY, RUNS, Table, client_values, within
+from .job_tools import ServerJobs
 from .workspace import Workspace
 
 __all__ = ["SESSION_TOOLS", "ClientSessions"]
@@ -94,6 +96,16 @@ def _step_answer(ws: Workspace, step: Any) -> CallToolResult:
     return ws.answer(ws.present(dict(step)))
 
 
+#: ``wait`` of the step tools: as ``execute``'s.
+Wait = Annotated[
+    bool,
+    Field(
+        description="false: start the step as a job and answer {job_id} at once; follow it "
+        "with job_wait (its answer: the step result), job_status, job_cancel."
+    ),
+]
+
+
 async def open_session(
     ws: Workspace,
     sessions: ClientSessions,
@@ -155,18 +167,22 @@ async def open_session(
 async def session_run(
     ws: Workspace,
     sessions: ClientSessions,
+    jobs: ServerJobs,
     session_id: SessionId,
     ctx: Context,
     until: Annotated[
         int | None,
         Field(ge=0, description="Last cell index to run (inclusive); all by default."),
     ] = None,
+    wait: Wait = True,
 ) -> CallToolResult:
     """Run the next code cells of the session's notebook, as the file is now, up to
     until. A failing cell ends the step (status error, failed_cell); the session stays
     usable. Answers with the outputs of the cells run and stale_cells (edited after they
-    ran)."""
+    ran). A long step: wait false answers {job_id} at once (then job_wait)."""
     session = sessions.get(_owner(sessions, ctx), session_id)
+    if not wait:
+        return ws.answer(jobs.add(Job(lambda cancel: session.run(until=until, cancel=cancel))))
     step = await ws.call(lambda: session.run(until=until))
     return _step_answer(ws, step)
 
@@ -174,17 +190,24 @@ async def session_run(
 async def session_rerun_from(
     ws: Workspace,
     sessions: ClientSessions,
+    jobs: ServerJobs,
     session_id: SessionId,
     index: Annotated[int, Field(ge=0, description="Cell index to run from.")],
     ctx: Context,
     until: Annotated[
         int | None, Field(ge=0, description="Last cell index to run; all by default.")
     ] = None,
+    wait: Wait = True,
 ) -> CallToolResult:
     """Put the kernel back as it was right after the last code cell before index ran
     (from a checkpoint when it can; earlier cells edited since are run again), then run
-    from index. restored says how: checkpoint or replay (with restore_reason)."""
+    from index. restored says how: checkpoint or replay (with restore_reason). wait
+    false: a job, as session_run's."""
     session = sessions.get(_owner(sessions, ctx), session_id)
+    if not wait:
+        return ws.answer(
+            jobs.add(Job(lambda cancel: session.rerun_from(index, until=until, cancel=cancel)))
+        )
     step = await ws.call(lambda: session.rerun_from(index, until=until))
     return _step_answer(ws, step)
 

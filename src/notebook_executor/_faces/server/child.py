@@ -22,7 +22,9 @@ A job (``run --detach``, see :mod:`.jobs`) is answered as soon as it has its id:
 lets go of its client and runs the command on its own.
 
 Ctrl-C in the client arrives as an ``interrupt`` message (or the connection closing) and is
-raised here as SIGINT: the command's own Ctrl-C handling applies.
+raised here as SIGINT: the command's own Ctrl-C handling applies. SIGPIPE is ignored, as in
+the command run in-process: a client gone (its output a pipe no one reads) never kills the
+child before it has stopped its kernels with their sessions.
 """
 
 from __future__ import annotations
@@ -198,7 +200,10 @@ def serve_command(
     its run took is told on ``report`` (a spare's channel to the server) once it answered."""
     here = _serve(files, server_pid)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A write to a client gone (its pipe closed) raises BrokenPipeError, as in the command run
+    # in-process: a SIGPIPE that killed this process would leave the run's kernel stopped
+    # halfway (killed, its session not), or running.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     conn.settimeout(None)
     argv, cwd = asked.argv, asked.cwd
     refused = _take_limits(asked)
@@ -297,7 +302,8 @@ def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:
     except BaseException:
         import traceback
 
-        traceback.print_exc()
+        with contextlib.suppress(Exception):  # the client's stderr may be gone too
+            traceback.print_exc()
         return 70
 
 

@@ -1,5 +1,5 @@
-"""The command line's jobs: a ``run`` or ``sweep`` whose child of the run server outlives its
-client (``--detach``).
+"""The command line's jobs: a ``run``, ``sweep`` or session step (``session run`` /
+``rerun``) whose child of the run server outlives its client (``--detach``).
 
 A job is a command the server's child (:mod:`.child`) answers at once with its job id, then
 runs on its own: it lets go of the client (its connection, its streams), waits for a place
@@ -12,6 +12,9 @@ A job keeps its state in files of the server's private folder (``<key>-j/``, see
 
 - ``<id>.json``: the job's state (:func:`read_state`), written whole at each change (its
   status, the cell it is in, its result dict once it ended, its exit status as ``run``'s);
+  a session's step runs in the session's holder (another child): its state names the run's
+  liveness lock instead, which says the cell
+  (:func:`notebook_executor._catalog.liveness.read_cell`);
 - ``<id>.log``: its output (standard error, cells' outputs as ``--log-output`` shows them,
   secrets masked), at most :data:`LOG_BYTES` (the older half is dropped, as ``<id>.log.1``);
 - ``<id>.lock``: held (``flock``) by the job's process for its whole life: a job said to be
@@ -131,11 +134,23 @@ def status(state: dict[str, Any], files: ServerFiles) -> JobStatus:
     return {
         "job_id": state["job_id"],
         "status": state["status"],
-        "cell": state.get("cell") if state["status"] == "running" else None,
+        "cell": _cell(state) if state["status"] == "running" else None,
         "elapsed_seconds": round(max(0.0, end - state["created"]), 3),
         "tail": [line[:TAIL_CHARS] for line in lines[-TAIL_LINES:]],
         "result": state.get("result"),
     }
+
+
+def _cell(state: dict[str, Any]) -> int | None:
+    """The cell a running job is in: as its state says, or (a session's step, run by the
+    session's holder) as the run's liveness lock says."""
+    lock = state.get("lock")
+    if isinstance(lock, str):
+        from ..._catalog.liveness import read_cell
+
+        return read_cell(Path(lock))
+    cell = state.get("cell")
+    return cell if isinstance(cell, int) else None
 
 
 def cancel(files: ServerFiles, job_id: str) -> bool:
@@ -279,7 +294,6 @@ def detach(
     status 0) and lets go of its connection and streams; then the command runs with its
     output in the job's log. Returns the command's exit status.
     """
-    forget_old(files)
     job_id = new_job_id()
     base = folder(files) / job_id
     lock = os.open(base.with_suffix(".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -287,12 +301,15 @@ def detach(
     state = _State(files, job_id, argv)
     announce(job_id)
     let_go()
+    forget_old(files)  # after the answer: it reads every job remembered
     log = _Log(base.with_suffix(".log"))
     words = [w for w in argv if not (len(w) > 4 and "--detach".startswith(w))]
     words.append("--json")
     if served_command(words) == "run":
         words.append("--log-output")  # the cells' outputs, in the log
-    watcher = JobCancel(on_cell=lambda index: state.write(cell=index))
+    watcher = JobCancel(
+        on_cell=lambda index: state.write(cell=index), on_lock=lambda path: state.write(lock=path)
+    )
     from ..._dispatch.jobs import PROCESS_JOB
 
     PROCESS_JOB[:] = [watcher]
@@ -350,4 +367,6 @@ def _ended(code: int, result: Any) -> JobState:
         for kind in ("interrupted", "cancelled", "error"):
             if kind in kinds:
                 return kind  # type: ignore[return-value]
+    if code == 130 and result is None:  # Ctrl-C (job cancel) or the server's end, told
+        return "interrupted" if _server_gone() else "cancelled"
     return "success" if code == 0 else "error"

@@ -229,6 +229,10 @@ def _call(session: Any, entry: dict[str, Any], request: dict[str, Any]) -> dict[
         if not isinstance(code, str):
             raise ValueError("eval needs 'code' (a string)")
         return {"answer": {"session_id": session.id, **session.evaluate(code)}}
+    if op == "lock":  # a job's step: the run's liveness lock says the cell it is in
+        from ..._catalog.liveness import RunLocks
+
+        return {"lock": str(RunLocks(Path(session._record.runs_dir)).path(session.run_id))}
     if op == "show":
         return {
             "session": {**entry, "checkpoints": session.checkpoints, "open": not session.closed}
