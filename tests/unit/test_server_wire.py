@@ -264,3 +264,21 @@ def test_one_failing_request_is_answered_and_the_server_serves_on(
         a.settimeout(10)
         answer = wire.receive(a)
     assert answer == {"error": "the run server failed on this request (RuntimeError)"}
+
+
+def test_a_request_that_came_in_time_is_answered_though_its_reader_was_late() -> None:
+    """A request whole in the socket when its time is up (the server busy meanwhile: a
+    template replaced under load) is read and answered, not refused as slow (``chaos`` saw
+    ``session open`` refused so); one still incomplete is refused."""
+    arrivals = wire.Arrivals(0.0, 4)  # every connection's time is up at once
+    server, client = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    slow_server, slow_client = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with server, client, slow_server, slow_client:
+        assert arrivals.add(server) is None and arrivals.add(slow_server) is None
+        wire.send(client, {"op": "status"})
+        slow_client.sendall(struct.pack(">I", 100) + b"{")
+        (whole,) = arrivals.expire()
+        assert whole[0] is server and whole[1][0] == {"op": "status"}
+        assert not arrivals.incoming
+        slow_client.settimeout(5)
+        assert "no whole request" in wire.receive(slow_client)["error"]

@@ -214,7 +214,8 @@ class _Server:
                 with contextlib.suppress(OSError):
                     if not select.select([self.listener], [], [], 0)[0]:
                         self.fork_spare()
-            self.arrivals.expire()
+            for late, message in self.arrivals.expire():
+                self.handle(late, *message)
             ready, _, _ = select.select(
                 [self.listener, *self.reports, *self.arrivals.incoming],
                 [],

@@ -88,9 +88,12 @@ def hold(
     try:
         while not session.closed and not here.gone.is_set():
             try:
-                arrivals.expire()
+                whole = arrivals.expire()
                 ready, _, _ = select.select(
-                    [listener, *arrivals.incoming], [], [], arrivals.timeout(_POLL_SECONDS)
+                    [listener, *arrivals.incoming],
+                    [],
+                    [],
+                    arrivals.timeout(0 if whole else _POLL_SECONDS),
                 )
                 for conn in ready:
                     if conn is listener:
@@ -101,9 +104,9 @@ def hold(
                         arrived = arrivals.add(conn)
                     else:
                         arrived = arrivals.read(conn)
-                    if arrived is None:
-                        continue
-                    request, _fds = arrived
+                    if arrived is not None:
+                        whole.append((conn, arrived))
+                for conn, (request, _fds) in whole:
                     if session.closed:
                         wire.refuse(conn, "the session is closed")
                         continue

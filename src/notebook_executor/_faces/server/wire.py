@@ -315,13 +315,22 @@ class Arrivals:
         conn.setblocking(True)
         return message, incoming.fds
 
-    def expire(self) -> None:
-        """Refuse the connections whose request did not come whole in time."""
+    def expire(self) -> list[tuple[Any, tuple[dict[str, Any], list[int]]]]:
+        """Refuse the connections whose request did not come whole in time; each is read once
+        more first (a server busy meanwhile, e.g. replacing its template under load, may not
+        have read what came in time): those whole then are returned, to be answered."""
+        whole: list[tuple[Any, tuple[dict[str, Any], list[int]]]] = []
         for conn, incoming in list(self.incoming.items()):
-            if incoming.expired():
+            if not incoming.expired():
+                continue
+            arrived = self.read(conn)
+            if arrived is not None:
+                whole.append((conn, arrived))
+            elif conn in self.incoming:
                 del self.incoming[conn]
                 incoming.discard()
                 refuse(conn, f"no whole request within {self.seconds:g} s")
+        return whole
 
     def close(self, reason: str | None = None) -> None:
         """Drop every connection still arriving (told ``reason``, when given)."""
