@@ -184,9 +184,9 @@ def test_a_process_of_a_session_killed(shell: Shell, target: str, phase: str) ->
 
 def test_a_template_killed_mid_run_fails_the_run_truthfully_and_is_replaced(shell: Shell) -> None:
     """The template SIGKILLed while a served run's cell runs: the kernel dies with it, the run
-    ends ``kernel_died`` on that cell (its record and row say so, exit status 1: a SIGPIPE on
-    the dead template's socket killed the command's process, and the run stayed ``running``),
-    and the server forks the next runs from a new template (it kept the dead one)."""
+    ends ``kernel_died`` on that cell (its record and row say so, exit status 1; it was killed
+    by a SIGPIPE on the dead template's socket, the run left ``running``), and the server forks
+    the next runs from a new template (it kept the dead one)."""
     (shell.folder / "wait.py").write_text(NOTEBOOK)
     code, _out, err = shell.run("run", "hello.py", "-p", "name", "Ada")  # a warm server
     assert code == 0, err

@@ -206,8 +206,8 @@ class ForkChannel:
         if self._socket is None:
             raise ForkServerError("the forking process is not running")
         try:
-            # MSG_NOSIGNAL: a template gone is an error here, never a SIGPIPE that kills a
-            # process that lets SIGPIPE kill it (a served command, as a shell's command would).
+            # MSG_NOSIGNAL: a template gone is an error here, never a SIGPIPE, whatever the
+            # calling process does with SIGPIPE.
             self._socket.sendall(json.dumps(request).encode() + b"\n", socket.MSG_NOSIGNAL)
             return self._read()
         except (OSError, ValueError) as exc:
