@@ -33,6 +33,7 @@ __all__ = [
     "positive_int",
     "print_json",
     "print_result",
+    "print_step",
     "read_input",
     "read_text",
     "run_options",
@@ -329,3 +330,27 @@ def output_cut_line(cut: list[Mapping[str, Any]]) -> str:
 
 def _or_unknown(value: Any) -> str:
     return "?" if value is None else str(value)
+
+
+def print_step(step: dict[str, Any]) -> None:
+    """A session step's result as ``session run`` prints it (and ``job wait`` of a step)."""
+    out = sys.stdout
+    restored = f", restored by {step['restored']}" if step.get("restored") else ""
+    out.write(
+        f"{step['status']}: cells {step['cells_run']} ran{restored} "
+        f"({step['cells_executed']}/{step['cells_total']} code cells so far)\n"
+    )
+    if step.get("restore_reason"):
+        out.write(f"restore: {step['restore_reason']}\n")
+    for output in step.get("outputs", []):
+        text = output["text"].rstrip("\n")
+        if text:
+            out.write(f"[{output['index']}] " + text.replace("\n", "\n    ") + "\n")
+    failed = step.get("failed_cell")
+    if failed:
+        out.write(
+            f"failed cell {failed['index']} ({step['error_kind']}): "
+            f"{failed['ename']}: {failed['evalue']}\n"
+        )
+    if step.get("stale_cells"):
+        out.write(f"stale cells (edited since they ran): {step['stale_cells']}\n")

@@ -211,9 +211,7 @@ def _cmd_wait(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     elif isinstance(result, dict) and state.get("command") == ["session"]:
-        from .session import print_step
-
-        print_step(result)  # as ``session run`` prints it
+        common.print_step(result)  # as ``session run`` prints it
     elif isinstance(result, dict):
         print_result(result)
     else:

@@ -20,7 +20,7 @@ from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json
 from .jobs import add_detach, detach_command
 
-__all__ = ["print_step", "register"]
+__all__ = ["register"]
 
 _SESSION_ID = re.compile(r"[0-9a-f]{8,64}")
 #: Longest answer read from a session's holder (a step result is bounded, this is generous).
@@ -212,31 +212,8 @@ def _cmd_step(args: argparse.Namespace) -> int:
     if args.json:
         print_json(step)
     else:
-        print_step(step)
+        common.print_step(step)
     return EXIT_OK if step["status"] == "success" else EXIT_FAILED
-
-
-def print_step(step: dict[str, Any]) -> None:
-    out = sys.stdout
-    restored = f", restored by {step['restored']}" if step.get("restored") else ""
-    out.write(
-        f"{step['status']}: cells {step['cells_run']} ran{restored} "
-        f"({step['cells_executed']}/{step['cells_total']} code cells so far)\n"
-    )
-    if step.get("restore_reason"):
-        out.write(f"restore: {step['restore_reason']}\n")
-    for output in step.get("outputs", []):
-        text = output["text"].rstrip("\n")
-        if text:
-            out.write(f"[{output['index']}] " + text.replace("\n", "\n    ") + "\n")
-    failed = step.get("failed_cell")
-    if failed:
-        out.write(
-            f"failed cell {failed['index']} ({step['error_kind']}): "
-            f"{failed['ename']}: {failed['evalue']}\n"
-        )
-    if step.get("stale_cells"):
-        out.write(f"stale cells (edited since they ran): {step['stale_cells']}\n")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
