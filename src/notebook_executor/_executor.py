@@ -22,7 +22,6 @@ from ._dispatch.threads import run_all
 from ._errors import InvalidArgumentError
 from ._history import RunHistory
 from ._kernels.kernel_engine import KernelEngine
-from ._records.identity import notebook_identity
 from ._records.lineage import ParentRun
 from ._records.project import find_runs_dir
 from ._review import sources
@@ -361,11 +360,7 @@ environment
         plans = [
             self._planner.plan(input_path, given.replace(parameters=values)) for values in all_sets
         ]
-        # docs/how-to/lineage.md: the sweep is its runs' parent run, with lineage events of its own.
-        notebook = notebook_identity(plans[0].notebook, self.runs_dir) if plans else "-"
-        with ParentRun("sweep", notebook) as sweep:
-            for plan in plans:
-                plan.parent_run = sweep.record
+        with ParentRun.over("sweep", plans, self.runs_dir) as sweep:  # docs/how-to/lineage.md
             if client is not None:
                 from ._dispatch.cluster import run_on_dask
 
@@ -380,9 +375,7 @@ environment
                     retries=retries,
                 )
             else:
-                # Every run is checked: announce them all, so the engine knows a sweep is
-                # coming (the default engine then readies its kernels for many runs, not one).
-                self._announce(plans)
+                self._announce(plans)  # the default engine readies kernels for many runs
                 workers = min(len(plans), max_workers or os.cpu_count() or 1)
                 cancel = getattr(self._engine, "cancel", None)
                 results = run_all(self._run, plans, workers, self.progress, cancel)

@@ -99,3 +99,21 @@ def test_the_pyprojects_runs_dir_is_every_folders(tmp_path: Path) -> None:
     rows = json.loads(listed.stdout)
     assert len(rows) == 2 and {row["notebook"] for row in rows} == {"hello.py"}
     assert (project / "build" / "runs" / "catalog.sqlite").is_file()
+
+
+def test_a_projects_first_run_from_a_subfolder_starts_the_projects_history(
+    tmp_path: Path,
+) -> None:
+    """No ``runs/`` anywhere yet: a first run from a subfolder records into the project
+    folder's ``runs/`` (it made ``sub/runs``, a second history, which then hid the project's
+    from every later run in ``sub``)."""
+    project = tmp_path
+    sub, _ = _project(project)
+    (project / "nb.py").write_text("# %%\nprint(1)\n", encoding="utf-8")
+    done = _in_process(sub, "run", "../nb.py", "--json")
+    assert done.returncode == 0, done.stderr
+    assert not (sub / "runs").exists()
+    listed = _in_process(project, "runs", "--json")
+    assert [row["run_id"] for row in json.loads(listed.stdout)] == [
+        json.loads(done.stdout)["run_id"]
+    ]

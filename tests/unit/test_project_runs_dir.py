@@ -43,9 +43,11 @@ def test_the_nearest_runs_folder_with_a_catalog_up_to_the_project(
 ) -> None:
     project = _project(tmp_path, marker)
     deep = project / "a" / "b"
-    assert find_runs_dir(deep).path == deep / "runs"  # none yet: ./runs
+    # None yet: the project's runs/, from any of its folders (a first run from a subfolder
+    # starts no history of its own).
+    assert find_runs_dir(deep).path == project / "runs"
     (deep / "runs").mkdir()  # a runs/ without a catalog is no history
-    assert find_runs_dir(deep).path == deep / "runs"
+    assert find_runs_dir(deep).path == project / "runs"
     _history(project)
     found = find_runs_dir(deep)
     assert found.path == project / "runs"
@@ -58,7 +60,7 @@ def test_the_nearest_runs_folder_with_a_catalog_up_to_the_project(
 def test_the_search_stops_at_the_project_folder(tmp_path: Path) -> None:
     _history(tmp_path)  # a history above the project is another project's
     project = _project(tmp_path, ".git")
-    assert find_runs_dir(project / "a").path == project / "a" / "runs"
+    assert find_runs_dir(project / "a").path == project / "runs"
 
 
 def test_with_no_project_only_the_working_folders_runs_counts(tmp_path: Path) -> None:

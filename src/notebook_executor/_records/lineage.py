@@ -278,6 +278,17 @@ class ParentRun:
         self._failed: str | None = None
         self._send("begin", "running")
 
+    @classmethod
+    def over(cls, kind: str, plans: Sequence[Any], runs_dir: Path) -> ParentRun:
+        """The parent run of ``plans`` (runs of one notebook), each plan's ``parent_run``
+        set to its :attr:`record`."""
+        from .identity import notebook_identity
+
+        parent = cls(kind, notebook_identity(plans[0].notebook, runs_dir) if plans else "-")
+        for plan in plans:
+            plan.parent_run = parent.record
+        return parent
+
     def ended(self, results: Sequence[Mapping[str, Any]]) -> None:
         """The runs' results: any not ``success`` makes the parent's ending a ``FAIL``."""
         failed = sum(1 for result in results if result.get("status") != "success")

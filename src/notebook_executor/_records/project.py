@@ -8,10 +8,12 @@ The rule, from a working folder:
    ``.git`` or ``pyproject.toml``; it is looked in too);
 2. else the ``runs-dir`` of ``[tool.notebook-executor]`` in that folder's ``pyproject.toml``
    (a relative one is relative to that folder);
-3. else ``./runs``.
+3. else the project folder's ``runs/`` (``./runs`` relative to the project folder, as the
+   setting is), so that a first run from a subfolder starts the project's one history.
 
 With no project folder above the working folder, only the working folder's own ``runs/`` is
-looked at: a stray ``/tmp/runs`` never takes the runs of every folder under ``/tmp``.
+looked at, and used: a stray ``/tmp/runs`` never takes the runs of every folder under
+``/tmp``.
 
 A folder found inside the working folder is given relative to it (``runs``, as before this
 rule); one found elsewhere, absolute. The run server's child works in its client's folder, so
@@ -97,7 +99,9 @@ def find_runs_dir(start: str | os.PathLike[str] | None = None) -> RunsFolder:
         if configured is not None:
             why = f"runs-dir of {project / 'pyproject.toml'}"
             return RunsFolder(_shown(configured, start, here), why)
-    return RunsFolder(_shown(here / "runs", start, here), "no runs/ with a catalog in the project")
+    if project is not None:  # the first run, from any folder of the project: its runs/
+        return RunsFolder(_shown(project / "runs", start, here), "the project's runs/ (new)")
+    return RunsFolder(_shown(here / "runs", start, here), "no project folder: ./runs")
 
 
 def configured_runs_dir(project: str | os.PathLike[str]) -> Path | None:
