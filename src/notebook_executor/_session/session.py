@@ -144,7 +144,7 @@ class Session:
         next step rebuilds the state, and the cancelled cell no longer sets the session's status.
         Setting ``cancel`` (from any thread) does what Ctrl-C does, as ``execute``'s.
         """
-        with self._stepping("run", cancel, until=until) as (plan, step):
+        with _StepContext(self, cancel) as (plan, step):
             with self._cancellable(plan, step, "run", until=until):
                 end = self._last(plan, until)
                 start = self._ledger.next_index()
@@ -171,7 +171,7 @@ class Session:
         before ``index``, the state is restored and nothing more runs. ``cancel``: as in
         :meth:`run`.
         """
-        with self._stepping("rerun_from", cancel, index=index, until=until) as (plan, step):
+        with _StepContext(self, cancel) as (plan, step):
             with self._cancellable(plan, step, "rerun_from", index=index, until=until):
                 target = self._job_index(plan, index, "index")
                 end = self._last(plan, until)
@@ -274,11 +274,6 @@ class Session:
         return self._ended.is_set()
 
     # -- steps -----------------------------------------------------------------------------
-
-    def _stepping(
-        self, call: str, cancel: threading.Event | None = None, **arguments: Any
-    ) -> _StepContext:
-        return _StepContext(self, cancel)
 
     def _read(self) -> Plan:
         """The source as it is now, planned as ``execute`` plans it; edits are logged."""
