@@ -13,9 +13,13 @@ beyond hashing the files it reads (which is cached by path, size and mtime).
    ``.git``, ``git status`` started in the background) and its answer once the run is over,
    the lock hash and machine (cached per process), and the files' records (hashes cached).
 
+With ``--wild N``, part 1 runs N notebooks of the ``wild`` corpus instead (other projects'
+pinned sdists, downloaded by tests/wild/run_wild.py; in the ``wild`` session's venv); one that
+fails or takes over 20 s on a first run is skipped, and said so.
+
 Usage::
 
-    python benchmarks/bench_provenance.py [--runs 30]
+    python benchmarks/bench_provenance.py [--runs 30] [--wild N]
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from notebook_executor import NotebookExecutor
+from notebook_executor import NotebookExecutor, NotebookExecutorError
 from notebook_executor._records.files import file_records
 from notebook_executor._records.provenance import GitState, lock_sha256, machine_record
 
@@ -78,9 +83,40 @@ def _added_cost(ex: NotebookExecutor, notebook: Path, runs: int) -> tuple[float,
     return statistics.median(on), statistics.median(off)
 
 
+#: A wild notebook whose first run takes longer than this is skipped (seconds).
+WILD_LIMIT = 20.0
+
+
+def _wild(count: int, work: Path) -> list[tuple[str, Path]]:
+    """``count`` notebooks of the wild corpus, spread over it, as run_wild's ``--sample``."""
+    sys.path.insert(0, str(REPO / "tests" / "wild"))
+    import run_wild  # type: ignore[import-not-found]
+
+    notebooks = run_wild.corpus(work)
+    step = max(1, len(notebooks) / count)
+    return [
+        (notebooks[int(i * step)].name, notebooks[int(i * step)].path)
+        for i in range(min(count, len(notebooks)))
+    ]
+
+
+def _skip(ex: NotebookExecutor, notebook: Path) -> str | None:
+    """Why ``notebook`` is left out of the wild sample (a failed or slow first run), or None."""
+    began = time.perf_counter()
+    try:
+        result = ex.execute(notebook)
+    except NotebookExecutorError as exc:  # refused before any kernel starts
+        return f"{type(exc).__name__}: {exc}"
+    took = time.perf_counter() - began
+    if result["status"] != "success":
+        return f"{result['status']} ({result.get('error_kind')})"
+    return f"{took:.1f} s > {WILD_LIMIT:.0f} s" if took > WILD_LIMIT else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--wild", type=int, metavar="N", help="N notebooks of the wild corpus")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs, load average {_load()}")
     with tempfile.TemporaryDirectory() as folder:
@@ -89,15 +125,29 @@ def main() -> None:
         (work / "data.csv").write_text("a,b\n" + "1,2\n" * 10_000)
         subprocess.run(["git", "init", "-q"], cwd=work, check=True)
         added: list[float] = []
+        if args.wild:
+            os.environ.update({"COLUMNS": "80", "LINES": "24"})
+            os.environ.pop("MPLBACKEND", None)
+            (work / "wild").mkdir()
+            notebooks = _wild(args.wild, work / "wild")
+        else:
+            notebooks = [(str(nb.relative_to(REPO)), nb) for nb in REAL] + [
+                ("reads.py", work / "reads.py")
+            ]
         print(f"1. whole runs ({args.runs} each side, interleaved, medians)")
-        print(f"   {'notebook':38} {'on':>9} {'off':>9} {'added':>9}")
-        with NotebookExecutor(runs_dir=work / "runs") as ex:
-            for notebook in [*REAL, work / "reads.py"]:
+        print(f"   {'notebook':50} {'on':>9} {'off':>9} {'added':>9}")
+        with NotebookExecutor(
+            runs_dir=work / "runs", kernel_name="python3" if args.wild else None
+        ) as ex:
+            for name, notebook in notebooks:
+                why = _skip(ex, notebook) if args.wild else None
+                if why is not None:
+                    print(f"   {name} skipped: {why}")
+                    continue
                 on, off = _added_cost(ex, notebook, args.runs)
                 added.append(on - off)
-                name = notebook.name if notebook.parent == work else notebook.relative_to(REPO)
                 print(
-                    f"   {name!s:38} {on * 1000:7.1f}ms {off * 1000:7.1f}ms "
+                    f"   {name:50} {on * 1000:7.1f}ms {off * 1000:7.1f}ms "
                     f"{(on - off) * 1000:+7.1f}ms"
                 )
         print(
