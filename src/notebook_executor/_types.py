@@ -118,6 +118,10 @@ class Timeouts:
     kernel_stop: float = 20.0
     #: A checkpoint's answer from the kernel.
     checkpoint: float = 30.0
+    #: A shared template's answer (or a turn at it), before it is taken for dead.
+    template_reply: float = 60.0
+    #: Making a notebook's declared environment (uv), before uv is stopped.
+    environment_build: float = 900.0
 
 
 #: The defaults of every limit (:class:`Timeouts`).

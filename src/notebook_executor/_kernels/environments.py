@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import DependencyError
+from .._types import TIMEOUTS
 from .owned import WRITABLE_BY_OTHERS, untrusted
 
 __all__ = [
@@ -83,7 +84,7 @@ MARKER = "notebook-executor-environment.json"
 LAYOUT_VERSION = 2
 
 #: Longest a uv command may take (seconds): a resolution and install from the index.
-UV_TIMEOUT = 900.0
+UV_TIMEOUT = TIMEOUTS.environment_build
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .._types import TIMEOUTS
 from .inside.sessions import KERNEL_ID
 from .options import KERNEL_OPTIONS, script_command
 
@@ -78,7 +79,7 @@ _STARTUP_PREFIXES = (
 )
 
 #: Longest the template may take to import its modules.
-TEMPLATE_READY_TIMEOUT = 120.0
+TEMPLATE_READY_TIMEOUT = TIMEOUTS.template_start
 
 
 def fork_supported() -> bool:

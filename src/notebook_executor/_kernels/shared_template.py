@@ -33,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._types import TIMEOUTS
 from .forkserver import TEMPLATE_READY_TIMEOUT, ForkServer, ForkServerError, startup_environment
 from .inside.sessions import KERNEL_ID
 
@@ -40,7 +41,7 @@ __all__ = ["REPLY_SECONDS", "SharedForkServer", "adopt", "adopted"]
 
 #: Longest a process waits for its turn on the template, and then for its answer (seconds):
 #: a fork or a reap is answered in milliseconds; past this the template is taken as stuck.
-REPLY_SECONDS = 60.0
+REPLY_SECONDS = TIMEOUTS.template_reply
 
 #: The templates this process's kernel pools fork from, by whether they preload the data
 #: modules (empty: the pools spawn their own).
