@@ -15,7 +15,16 @@ beyond hashing the files it reads (which is cached by path, size and mtime).
 
 With ``--wild N``, part 1 runs N notebooks of the ``wild`` corpus instead (other projects'
 pinned sdists, downloaded by tests/wild/run_wild.py; in the ``wild`` session's venv); one that
-fails or takes over 20 s on a first run is skipped, and said so.
+fails or takes over 20 s on a first run is skipped, and said so. Measured on 2026-11-28, 2 shared
+CPUs, ``.nox/wild/bin/python benchmarks/bench_provenance.py --wild 10 --runs 15`` (load average
+1.6 at the start, 5.1 at the end): added cost per run nbclient/SVG +10.9 ms, papermill/sysexit
++3.7, jupytext/jupyterlab-slideshow_1441 -0.1, matplotlib/pyplot +414.3 (runs of 4 s),
+matplotlib/fill_between -10.8 (2 s); median +3.7 ms, noise included; the host's share 0.67 ms.
+Skipped (their first run fails here): nbclient/Autokill (kernel_died, by design), papermill/
+broken1, jupytext/Notebook_with_R_magic, ipython/Beyond Plain Python and Third Party Rich Output
+(cell_error). With ``--wild 16 --runs 15`` (load 2.3, then 1.4): 10 notebooks measured, from
+-93.8 ms (matplotlib/stem) to +294.1 ms (ipython/Custom Display Logic), median +14.7 ms. Runs
+of several seconds vary by more than the cost measured.
 
 Usage::
 
