@@ -25,11 +25,11 @@ def _bytecode(session: nox.Session) -> None:
     where Python writes them itself."""
     if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
         return
-    purelib = session.run(
+    purelib = session.run_install(
         "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
     )
     folders = [str(purelib).strip(), "src"]
-    session.run("python", "-m", "compileall", "-q", "-j", "0", *folders, silent=True)
+    session.run_install("python", "-m", "compileall", "-q", "-j", "0", *folders, silent=True)
 
 
 @nox.session(python=PYTHON)
