@@ -190,6 +190,8 @@ class NotebookExecutor(RunHistory):
         secrets: Mapping[str, str] | None = None,
         edits: Sequence[CellEdit] | None = None,
         environment: str | None = None,
+        reuse: bool | None = None,
+        checkpoints: bool | None = None,
         on_cell: Callable[[int, int], None] | None = None,
         cancel: threading.Event | None = None,
     ) -> RunResult:
@@ -206,7 +208,7 @@ class NotebookExecutor(RunHistory):
             ``.ipynb``, percent ``.py`` or markdown ``.md`` source (named ``input_path``, as
             papermill names it; other methods call a source ``path``).
         output_path, parameters, timeout, cell_timeout, request, cwd, env, secrets, edits, \
-environment
+environment, reuse, checkpoints
             The run options: see :class:`~notebook_executor.RunOptions`, where each is
             described once.
         on_cell : callable, optional
@@ -246,6 +248,8 @@ environment
                 secrets=secrets,
                 edits=edits,
                 environment=environment,
+                reuse=reuse,
+                checkpoints=checkpoints,
             ),
         )
         # The kernel starts while the run records are written.
@@ -447,6 +451,51 @@ environment
 
         self._check_open()
         return reproduce_run(run_id, self._records, self.runs_dir, self.execute)
+
+    def resume(
+        self, run_id: str, *, edits: Sequence[CellEdit] | None = None, **options: Any
+    ) -> RunResult:
+        """Go on with failed, timed-out, cancelled or interrupted run ``run_id`` from its
+        failed cell, the state before it read back from that run's checkpoints
+        (docs/how-to/resume.md). The notebook's file is read as it is now, with the earlier
+        run's parameters unless ``parameters`` is given; ``edits`` and ``options`` are
+        :meth:`execute`'s. An edit before the failed cell goes back to the run's last
+        checkpoint before the edited cell. Returns the result dict of a new run, whose
+        ``resumed_from`` is ``run_id`` and whose ``reused_cells`` came from it;
+        ``state_notes`` says what was not undone (files the earlier run wrote) and why a
+        checkpoint was not used.
+
+        Raises
+        ------
+        RunNotFoundError
+            No run ``run_id``.
+        InvalidArgumentError
+            The run succeeded, still runs, is a session's, or its notebook file is gone; an
+            option :meth:`execute` refuses.
+        """
+        from ._review.resume import resume_target
+
+        self._check_open()
+        target = resume_target(run_id, self._records, self.runs_dir)
+        given = dict(options)
+        given.setdefault("parameters", target.parameters)
+        given.setdefault("request", f"resume {run_id}")
+        if edits is not None:
+            given["edits"] = edits
+        on_cell, cancel = given.pop("on_cell", None), given.pop("cancel", None)
+        check_hooks(on_cell, cancel)
+        plan = self._planner.plan(target.notebook, RunOptions.from_keywords("resume", given))
+        plan.resume_of = (run_id, plan.cell_map.to_job(target.failed_cell))
+        plan.resume_note = target.note
+        self._announce([plan])
+        return run_in_foreground(
+            plan,
+            self._run,
+            progress=self.progress,
+            log_output=self.log_output,
+            on_cell=on_cell,
+            cancel=cancel,
+        )
 
     # -- internals -------------------------------------------------------------------------
 

@@ -193,6 +193,14 @@ class RunResult(TypedDict):
     #: Source indices of the cells a modified run replaced (``execute(edits=...)``, see
     #: docs/how-to/modified-runs.md); empty for a plain run.
     edited_cells: list[int]
+    #: Source indices of the code cells whose state and outputs came from an earlier run's
+    #: checkpoint (``reuse``, ``resume``: docs/how-to/incremental.md), and that run's id.
+    reused_cells: list[int]
+    reused_from: str | None
+    #: The run this one resumed (``resume``), else None.
+    resumed_from: str | None
+    #: Why stored states were or were not used, and what a resume did not undo, in words.
+    state_notes: list[str]
 
 
 class ParameterInfo(TypedDict):

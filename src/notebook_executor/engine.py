@@ -74,9 +74,12 @@ __all__ = [
     "RunCancelled",
     "RunJob",
     "ScriptedEngine",
+    "StateKeeper",
+    "StateUnusable",
     "SupportsCheckpoints",
     "SupportsPrepare",
     "SupportsPrestart",
+    "SupportsState",
 ]
 
 logger = logging.getLogger(__name__)
@@ -242,6 +245,9 @@ class RunJob:
     checkpoint_memory: int | None = None
     #: Who is told of each code cell: its start, its outputs, its end (:class:`CellHooks`).
     hooks: CellHooks = field(default_factory=CellHooks)
+    #: Durable checkpoints (docs/how-to/incremental.md): what restores a stored state before
+    #: the first cell, and writes states after cells; None: neither.
+    state: StateKeeper | None = None
 
 
 @dataclass
@@ -272,6 +278,11 @@ class EngineOutcome:
     #: Files the notebook opened, by absolute path: ``"r"``, ``"w"`` or ``"rw"`` (the kernel's
     #: audit hook reports them with its execute replies: ``_records/files.py``).
     files: dict[str, str] = field(default_factory=dict)
+    #: Cells whose state and outputs came from an earlier run's checkpoint, and that run.
+    reused: list[int] = field(default_factory=list)
+    reused_from: str | None = None
+    #: What the checkpoints did and did not do, in words (why a stored state was not used).
+    state_notes: list[str] = field(default_factory=list)
 
 
 class RunCancelled(KeyboardInterrupt):
@@ -382,6 +393,37 @@ class SupportsCheckpoints(Protocol):
 
     def lost(self) -> dict[int, str]:
         """Checkpoints dropped without being asked to: key -> why (evicted, died)."""
+        ...
+
+
+@runtime_checkable
+class SupportsState(Protocol):
+    """An :class:`EngineKernel` whose state can be written to files and read back (durable
+    checkpoints): ``content`` is a request of the kernel side's (``_kernels/inside/
+    state_files.py``), the answer its reply."""
+
+    def state(self, content: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+class StateUnusable(RuntimeError):
+    """A stored state could not be read into the kernel; the kernel is not used (a fresh one
+    runs every cell). The message says why."""
+
+
+class StateKeeper(Protocol):
+    """Durable checkpoints as the cell loop sees them (``_checkpoints.keeper``)."""
+
+    def restore(
+        self, kernel: EngineKernel, nb: NotebookNode, cells: list[int], outcome: EngineOutcome
+    ) -> list[int]:
+        """Before the first cell: read a stored state into ``kernel`` when one matches, fill
+        the cells it stands for (``outcome.reused``), and return the cells left to run.
+        Raises :class:`StateUnusable` when the kernel was touched and must not be used."""
+        ...
+
+    def after_cell(self, kernel: EngineKernel, nb: NotebookNode, index: int, *, last: bool) -> None:
+        """Cell ``index`` completed (``last``: the run's last code cell): write the state
+        when the policy says so. Never raises for what it could not do."""
         ...
 
 

@@ -118,7 +118,8 @@ class RunRecords:
             # The files are the truth: an unusable catalog does not hide a run.
             record = self.store.record(run_id)
             found = {key: record.get(key) for key in RESULT_KEYS}
-            found["edited_cells"] = found["edited_cells"] or []  # a record of older builds
+            for key in ("edited_cells", "reused_cells", "state_notes"):
+                found[key] = found[key] or []  # a record of older builds
             return cast("RunResult", found)  # the keys are RunResult's (RESULT_KEYS)
 
     def scraps(self, notebook_path_or_run_id: PathLike) -> dict[str, Any]:

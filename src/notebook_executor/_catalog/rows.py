@@ -36,7 +36,10 @@ __all__ = [
 
 STATUSES = ("success", "error", "running")
 
-_JSON_KEYS = frozenset({"parameters", "scraps", "failed_cell", "output_cut", "edited_cells"})
+_JSON_KEYS = frozenset(
+    {"parameters", "scraps", "failed_cell", "output_cut", "edited_cells", "reused_cells"}
+    | {"state_notes"}
+)
 
 
 def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,6 +75,12 @@ def row_from_record(record: Mapping[str, Any]) -> dict[str, Any]:
         "scrap_values": _dumps({k: v for k, v in scraps.items() if not _is_summary(v)}),
         "edited_cells": _dumps(_edited_cells(record.get("edited_cells"))),
         "edit_notes": _dumps(_edit_notes(record.get("edits"))),
+        "reused_cells": _dumps(_edited_cells(record.get("reused_cells"))),
+        "reused_from": _text(record.get("reused_from")),
+        "resumed_from": _text(record.get("resumed_from")),
+        "state_notes": _dumps(
+            [str(n) for n in record.get("state_notes") or [] if isinstance(n, str)][:20]
+        ),
         "source_path": _text(source.get("path")),
         "source_sha256": _text(source.get("sha256")),
         "uuid": _text(record.get("uuid")),

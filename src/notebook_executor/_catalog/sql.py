@@ -47,8 +47,10 @@ __all__ = [
 #: 1: the ``runs`` table. 2: ``output_cut`` (and, in later builds also numbered 2, the
 #: full-text index of :mod:`notebook_executor._catalog.search`). 3: both, for certain: a
 #: version-2 catalog may lack the index, so every catalog older than 3 is rebuilt. 4: the
-#: edits of a modified run (``edited_cells``, ``edit_notes``), read by the digest.
-SCHEMA_VERSION = 4
+#: edits of a modified run (``edited_cells``, ``edit_notes``), read by the digest. 5: what a
+#: run took from checkpoints (``reused_cells``, ``reused_from``, ``resumed_from``,
+#: ``state_notes``).
+SCHEMA_VERSION = 5
 #: The objects a catalog of ours holds (tables, their indexes, the full-text index's own
 #: tables); a database holding anything else was not made here and is never changed.
 _OURS = ("runs", "run_text", "run_text_keys")
@@ -88,6 +90,10 @@ _SCHEMA = (
         scrap_values TEXT NOT NULL,
         edited_cells TEXT NOT NULL,
         edit_notes TEXT NOT NULL,
+        reused_cells TEXT NOT NULL,
+        reused_from TEXT,
+        resumed_from TEXT,
+        state_notes TEXT NOT NULL,
         source_path TEXT,
         source_sha256 TEXT,
         uuid TEXT,

@@ -18,11 +18,12 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import KernelStartError
 from .._types import TIMEOUTS
-from ..engine import CellEnd, EngineKernel, RunJob
+from ..engine import CellEnd, EngineKernel, RunJob, StateUnusable
 from .launch import RunningKernel
 
 if TYPE_CHECKING:
@@ -299,6 +300,17 @@ class _PoolKernel:
 
     def save_widgets(self, nb: NotebookNode) -> None:
         self._state[1].save(nb)
+
+    def state(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Write the kernel's state to files, or read it back (:class:`~notebook_executor.
+        engine.SupportsState`); raises :class:`~notebook_executor.engine.StateUnusable`."""
+        from .loop import result_of
+        from .state_request import state_request
+
+        kernel = self._kernel
+        if kernel is None:
+            raise StateUnusable("the kernel is closed")
+        return result_of(self._loop.submit(state_request(kernel, content, TIMEOUTS.checkpoint)))
 
     def stop(self) -> None:
         self._release(clean=False)

@@ -114,16 +114,7 @@ def configured_runs_dir(project: str | os.PathLike[str]) -> Path | None:
         As :func:`find_runs_dir`.
     """
     path = Path(project) / "pyproject.toml"
-    if not _exists(path):
-        return None
-    try:
-        text = read_regular(path, _PYPROJECT_LIMIT).decode("utf-8")
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InvalidArgumentError(f"cannot read {path}: not UTF-8 text") from None
-    table = _table(_toml(text, path).get("tool"), path, "[tool]")
-    ours = _table(table.get("notebook-executor"), path, "[tool.notebook-executor]")
+    ours = _settings(path)
     value = ours.get("runs-dir")
     if value is None:
         return None
@@ -139,6 +130,41 @@ def configured_runs_dir(project: str | os.PathLike[str]) -> Path | None:
             "not a folder"
         )
     return folder
+
+
+def configured_reuse(folder: str | os.PathLike[str]) -> bool | None:
+    """The ``reuse`` setting of ``[tool.notebook-executor]`` in the ``pyproject.toml`` of
+    ``folder``'s project (docs/how-to/incremental.md); None when there is none.
+
+    Raises
+    ------
+    InvalidArgumentError
+        The file cannot be read, or the setting is not a boolean.
+    """
+    project = project_root(folder)
+    if project is None:
+        return None
+    path = project / "pyproject.toml"
+    value = _settings(path).get("reuse")
+    if value is not None and not isinstance(value, bool):
+        raise InvalidArgumentError(
+            f"{path}: [tool.notebook-executor] reuse must be true or false, got {value!r}"
+        )
+    return value
+
+
+def _settings(path: Path) -> dict[str, Any]:
+    """``[tool.notebook-executor]`` of the ``pyproject.toml`` at ``path`` ({} without one)."""
+    if not _exists(path):
+        return {}
+    try:
+        text = read_regular(path, _PYPROJECT_LIMIT).decode("utf-8")
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidArgumentError(f"cannot read {path}: not UTF-8 text") from None
+    table = _table(_toml(text, path).get("tool"), path, "[tool]")
+    return _table(table.get("notebook-executor"), path, "[tool.notebook-executor]")
 
 
 def _toml(text: str, path: Path) -> dict[str, Any]:

@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["MIN_SECRET_CHARS", "Redactor", "for_terminal", "redact"]
+__all__ = ["MIN_SECRET_CHARS", "Redactor", "for_terminal", "redact", "secret_byte_forms"]
 
 #: Secrets shorter than this are not searched for in what a run stores (see the module doc).
 MIN_SECRET_CHARS = 6
@@ -426,6 +426,20 @@ _ENCODINGS = ("utf-8", "utf-16-le", "utf-16-be")
 
 #: A base64 form shorter than this could match unrelated text: not searched for.
 _MIN_BASE64_CHARS = 8
+
+
+def secret_byte_forms(secrets: Mapping[str, str]) -> list[bytes]:
+    """Every printed form of each secret (:func:`_printed`) as bytes, in UTF-8, UTF-16 and
+    UTF-32 (as pickles and arrays hold text): what a durable checkpoint must not hold. Short
+    secrets too: a checkpoint refused by mistake costs a rerun, never a leak."""
+    forms: set[bytes] = set()
+    for value in secrets.values():
+        if not value:
+            continue
+        for form in _printed(value):
+            for encoding in ("utf-8", "utf-16-le", "utf-16-be", "utf-32-le"):
+                forms.add(form.encode(encoding, "surrogatepass"))
+    return sorted(forms, key=len, reverse=True)
 
 
 @functools.lru_cache(maxsize=32)

@@ -70,6 +70,13 @@ class CellMap:
         """Whether ``job_index`` is the injected cell."""
         return job_index == self.injected_at
 
+    def to_job(self, source_index: int) -> int:
+        """Job index of the source cell at ``source_index`` (the inverse of
+        :meth:`to_source` but for the injected cell)."""
+        if self.injected_at is None or source_index < self.injected_at:
+            return source_index
+        return source_index + 1
+
 
 def annotate_cells(nb: NotebookNode, outcome: EngineOutcome) -> None:
     """Record in each code cell's metadata whether it ran, failed, was skipped (tagged
@@ -125,6 +132,7 @@ def build_result(
     output_cut: Mapping[int, str] | None = None,
     edited_cells: Iterable[int] = (),
     front_matter: bool = False,
+    resumed_from: str | None = None,
 ) -> RunResult:
     """Assemble the result dict for one run.
 
@@ -182,6 +190,14 @@ def build_result(
             for index, reason in sorted((output_cut or {}).items())
         ],
         "edited_cells": sorted(edited_cells),
+        "reused_cells": [
+            cell_map.to_source(i)
+            for i in outcome.reused
+            if not cell_map.is_injected(i) and not (front and cell_map.to_source(i) == 0)
+        ],
+        "reused_from": outcome.reused_from,
+        "resumed_from": resumed_from,
+        "state_notes": [redactor.text(note) for note in outcome.state_notes],
     }
 
 

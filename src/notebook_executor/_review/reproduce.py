@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from .._types import RunResult
 
-__all__ = ["REPRODUCTIONS", "last_reproduction", "reproduce_run"]
+__all__ = ["REPRODUCTIONS", "last_reproduction", "recorded_notebook_file", "reproduce_run"]
 
 #: The folder of the runs folder that holds each run's last reproduction.
 REPRODUCTIONS = "reproductions"
@@ -149,16 +149,25 @@ def _source_cells(nb: NotebookNode) -> list[Any]:
     ]
 
 
-def _unchanged_file(record: Mapping[str, Any], runs_dir: Path) -> Path | None:
-    """The recorded notebook's file, when it still holds the source that ran."""
+def recorded_notebook_file(record: Mapping[str, Any], runs_dir: Path) -> Path | None:
+    """Where the recorded notebook's file is (as the record names it: relative to the
+    project of ``runs_dir``, else to the working folder); None for a URL or no name."""
     name = str(record.get("notebook") or "")
-    source = record.get("source") or {}
     if not name or "://" in name:
         return None
     path = Path(name).expanduser()
     if not path.is_absolute():
         project = project_folder(runs_dir)
         path = (project if project is not None else Path.cwd()) / path
+    return path
+
+
+def _unchanged_file(record: Mapping[str, Any], runs_dir: Path) -> Path | None:
+    """The recorded notebook's file, when it still holds the source that ran."""
+    source = record.get("source") or {}
+    path = recorded_notebook_file(record, runs_dir)
+    if path is None:
+        return None
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

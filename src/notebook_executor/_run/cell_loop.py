@@ -28,7 +28,15 @@ from .._notebook import code_cell_indices, is_blank, skipped
 from .._records.files import note_files
 from .._times import iso, now_utc
 from .._types import TIMEOUTS
-from ..engine import CellEnd, CellFailure, CellRan, CellStart, EngineOutcome, RunCancelled
+from ..engine import (
+    CellEnd,
+    CellFailure,
+    CellRan,
+    CellStart,
+    EngineOutcome,
+    RunCancelled,
+    StateUnusable,
+)
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
@@ -138,8 +146,22 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
     outcome.kernel_seconds = time.monotonic() - limits.started
     set_language_info(job.nb, kernel.info)
     clean = False
+    todo = cells
+    if job.state is not None:
+        try:
+            todo = job.state.restore(kernel, job.nb, cells, outcome)
+        except StateUnusable as why:
+            # The kernel's state is unknown now: a fresh kernel runs every cell.
+            outcome.state_notes.append(f"every cell ran: {why}")
+            try:
+                kernel.stop()
+            finally:
+                kernel.close(clean=False)
+            kernel = _open(engine, job, limits, outcome, cells[0])
+            if kernel is None:
+                return outcome
     try:
-        clean = run_cells(kernel, job, job.nb, cells, limits, outcome)
+        clean = run_cells(kernel, job, job.nb, todo, limits, outcome)
     except Exception as exc:
         # The engine's machinery failed (not a cell): the caller records what completed.
         if getattr(exc, "outcome", None) is None:
@@ -285,6 +307,8 @@ def run_cells(
             outcome.exited = index
             if stop_at_exit:
                 break
+        elif job.state is not None:
+            job.state.after_cell(kernel, nb, index, last=index == cells[-1])
     return True
 
 

@@ -130,6 +130,21 @@ class RunOptions:
             "own interpreter instead."
         },
     )
+    reuse: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Start from the longest prefix of cells whose stored checkpoint still "
+            "holds (same sources, parameters, environment, files and variables read); the "
+            "result's reused_cells and reused_from say what came from which run."
+        },
+    )
+    checkpoints: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Write durable checkpoints of the kernel's state after slow cells (the "
+            "default; false: none), for resume and reuse."
+        },
+    )
 
     @classmethod
     def from_keywords(cls, where: str, given: Mapping[str, Any]) -> RunOptions:

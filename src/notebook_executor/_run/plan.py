@@ -25,6 +25,7 @@ from .._parameters.values import (
     unencodable_value,
     validate_parameters,
 )
+from .._records.project import configured_reuse
 from .._records.results import CellMap, redact
 from .._sources.dependencies import Dependencies, refuse_local_paths_outside
 from .._sources.formats import LoadedSource, load_source, write_notebook
@@ -103,6 +104,14 @@ class Plan:
     #: The run this one is part of or continues (a sweep's :class:`~notebook_executor.
     #: _records.lineage.ParentRun` record), kept in the record as ``parent_run``.
     parent_run: dict[str, Any] | None = None
+    #: Durable checkpoints (docs/how-to/incremental.md): start from a stored state
+    #: (``reuse``), write states (``checkpoints``); a resumed run's earlier run and the job
+    #: index of its failed cell (only that run's checkpoints, before that cell).
+    reuse: bool = False
+    checkpoints: bool = True
+    resume_of: tuple[str, int] | None = None
+    #: What a resume did not undo, said in the result's ``state_notes``.
+    resume_note: str | None = None
 
 
 def plan_run(
@@ -141,6 +150,12 @@ def plan_run(
     timeout, cell_timeout, cwd = options.timeout, options.cell_timeout, options.cwd
     env, secrets = options.env, options.secrets
     check_environment_option(options.environment)
+    for name in ("reuse", "checkpoints"):
+        value = getattr(options, name)
+        if value is not None and not isinstance(value, bool):
+            raise InvalidArgumentError(
+                f"{name} must be true or false, got {value!r}", argument=name
+            )
     check_path("input_path", input_path)
     if options.edits is not None:
         if check_edits is None:
@@ -259,6 +274,12 @@ def plan_run(
         parameters_checked=checked,
         edits=list(edits),
         environment=None if made is None else made.record,
+        reuse=(
+            options.reuse
+            if options.reuse is not None
+            else bool(configured_reuse(loaded.path.parent))
+        ),
+        checkpoints=options.checkpoints is not False,
     )
 
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._checkpoints.keeper import Keeper, Policy
 from .._errors import NotebookExecutorError, OutputWriteError, RecordWriteError, RunsDirError
 from .._notebook import code_cell_indices
 from .._records.files import file_records
@@ -33,6 +34,7 @@ from .._records.provenance import (
     program_path,
     without_home,
 )
+from .._records.redaction import secret_byte_forms
 from .._records.results import annotate_cells, build_result
 from .._records.run_markdown import RECORD_KEY
 from .._records.scrub import MIN_SECRET_CHARS, redact, scrub_notebook
@@ -107,6 +109,8 @@ def run_plan(
     clock = time.perf_counter()
     start = begin_run(plan, runs_dir, on_record)
     interrupted: BaseException | None = None
+    keeper = state_keeper(plan, runs_dir, start.run_id)
+    plan.job.state = keeper
     try:
         outcome = run_job(engine, plan.job)
     except KeyboardInterrupt as exc:
@@ -132,6 +136,11 @@ def run_plan(
             redact(str(exc), plan.secrets),
             [],
         )
+    finally:
+        plan.job.state = None
+    if keeper is not None:
+        outcome.state_notes.extend(keeper.notes)
+        keeper.close()
     result = finish_run(
         plan,
         start,
@@ -145,6 +154,31 @@ def run_plan(
         interrupted.result = result  # type: ignore[attr-defined]
         raise interrupted
     return result
+
+
+def state_keeper(plan: Plan, runs_dir: Path, run_id: str) -> Keeper | None:
+    """The durable checkpoints of ``plan``'s run (docs/how-to/incremental.md); None when it
+    neither writes nor reads any (a notebook read from a URL has no place to keep them)."""
+    if not (plan.checkpoints or plan.reuse or plan.resume_of) or is_url(plan.notebook):
+        return None
+    policy = Policy(
+        save=plan.checkpoints,
+        reuse=plan.reuse or plan.resume_of is not None,
+        run_id=None if plan.resume_of is None else plan.resume_of[0],
+        before=None if plan.resume_of is None else plan.resume_of[1],
+    )
+    keeper = Keeper(
+        plan.job,
+        runs_dir,
+        run_id,
+        notebook_identity(plan.loaded_path, runs_dir),
+        policy,
+        secret_byte_forms(plan.secrets),
+        plan.cell_map.to_source,
+    )
+    if plan.resume_note:
+        keeper.notes.append(plan.resume_note)
+    return keeper
 
 
 def begin_run(
@@ -294,6 +328,7 @@ def finish_run(
         secrets=plan.secrets,
         output_cut=output_cut,
         edited_cells=[edit["index"] for edit in plan.edits],
+        resumed_from=None if plan.resume_of is None else plan.resume_of[0],
         # A markdown logbook's front matter (an .ipynb made from one keeps a real code cell).
         front_matter=plan.source_format == "markdown notebook"
         and "front_matter" in plan.nb.metadata,

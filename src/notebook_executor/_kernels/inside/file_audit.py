@@ -29,6 +29,9 @@ MAX_FILES = 1000
 #: The environment variable that turns the hook off when ``0``.
 TRACK_VAR = "NOTEBOOK_EXECUTOR_TRACK_FILES"
 
+#: The audit of this kernel, once installed (durable checkpoints read what it noted).
+AUDIT: FileAudit | None = None
+
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -117,4 +120,6 @@ def install(kernel: Any, connection_file: str | None = None) -> FileAudit | None
 
     kernel.finish_metadata = finish_metadata
     sys.addaudithook(audit.hook)
+    global AUDIT
+    AUDIT = audit
     return audit

@@ -59,6 +59,11 @@ MODULE_FILES: dict[str, FileOnly] | None = None
 #: ``{"status": "ok"}``, or ``{"status": "error", "ename": ..., "evalue": why}``, with
 #: ``"seconds"``, the time the kernel spent on it.
 CHECKPOINT_REQUEST = "nbx_checkpoint_request"
+
+#: The shell message that asks a kernel to write its state to files or read it back, and its
+#: reply (see ``state_files.py``).
+STATE_REQUEST = "nbx_state_request"
+STATE_REPLY = "nbx_state_reply"
 CHECKPOINT_REPLY = "nbx_checkpoint_reply"
 
 #: Longest a closing kernel waits for its control thread to finish its last message.
@@ -103,6 +108,7 @@ def kernel_app_class() -> Any:
             kernel.shell_handlers[CHECKPOINT_REQUEST] = functools.partial(
                 _checkpoint_request, kernel
             )
+            kernel.shell_handlers[STATE_REQUEST] = functools.partial(_state_request, kernel)
 
         def init_iopub(self, context: Any) -> None:
             # A PUB socket drops messages once its queue holds its high-water mark (1000 by
@@ -379,6 +385,8 @@ def run_kernel(argv: list[str], *, prepared: Callable[[Any], None] | None = None
             prepared(app)
         with contextlib.suppress(Exception):  # provenance only: the kernel runs without it
             sibling("file_audit").install(app.kernel, app.connection_file)
+        with contextlib.suppress(Exception):  # without it, no durable checkpoint is used
+            sibling("state_files").install()
         # The kernel's own objects live as long as it does: keep the collector to the user's
         # (the last collection, at exit, then has little to look through).
         gc.freeze()
@@ -441,6 +449,17 @@ def _checkpoint_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, 
     # What the checkpoint cost the kernel (its checks, and the fork: most of it).
     reply["seconds"] = time.perf_counter() - began
     kernel.session.send(stream, CHECKPOINT_REPLY, reply, parent, ident)
+
+
+def _state_request(kernel: Any, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+    """Write or read the notebook's state (``state_files.py``), and reply."""
+    began = time.perf_counter()
+    try:
+        reply = sibling("state_files").handle(dict(parent.get("content", {})))
+    except Exception as exc:
+        reply = {"status": "error", "ename": type(exc).__name__, "evalue": str(exc)[:2000]}
+    reply["seconds"] = time.perf_counter() - began
+    kernel.session.send(stream, STATE_REPLY, reply, parent, ident)
 
 
 if __name__ == "__nbx_kernel__":

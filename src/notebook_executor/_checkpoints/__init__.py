@@ -1,0 +1,1 @@
+"""Durable checkpoints: a run's state on disk, for ``resume`` and incremental runs."""

@@ -1,0 +1,340 @@
+"""Durable checkpoints of one run: states written after cells, one read back before the first.
+
+The cell loop calls a :class:`Keeper` (:class:`~notebook_executor.engine.StateKeeper`):
+
+- :meth:`Keeper.after_cell` writes the kernel's state (``_kernels/inside/state_files.py``)
+  once the cells since the last checkpoint took :attr:`Policy.every_seconds` and twenty times
+  what the last one cost (so that checkpoints cost at most some 5% of a run), and after the
+  last cell of a run that took that long. Its manifest names the cells so far by their
+  sources (:func:`prefix_key`), and holds what they read.
+- :meth:`Keeper.restore` (``reuse``, and ``resume``, which asks for one run's checkpoints
+  before one cell) takes the checkpoint of the longest prefix of code cells whose sources are
+  those of the notebook now, and that is still true: every variable kept
+  (:func:`unusable`), the files the cells read and wrote unchanged, the environment variables
+  they read the same, no magic whose effect a state does not hold, no later cell reading
+  IPython's output history. Its cells' outputs come from that run's record. Any doubt: the
+  cells run, and the result says why (``outcome.state_notes``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._notebook import code_cell_indices, from_dict
+from .._records.files import file_hash
+from .._records.store import RunStore
+from ..engine import StateUnusable, SupportsState
+from .store import CheckpointStore, Limits
+
+if TYPE_CHECKING:
+    from .._notebook import NotebookNode
+    from ..engine import EngineKernel, EngineOutcome, RunJob
+
+__all__ = ["MANIFEST_VERSION", "Keeper", "Policy", "prefix_key", "unusable"]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST_VERSION = 1
+
+#: Line magics whose effect a stored state holds, or that have none on the state.
+_HARMLESS_MAGICS = frozenset(
+    {"time", "timeit", "matplotlib", "pip", "conda", "env", "cd", "pwd", "who", "whos", "ls"}
+    | {"capture", "writefile", "bash", "sh", "html", "HTML", "markdown", "latex", "javascript"}
+    | {"js", "svg", "script", "prun", "debug", "precision"}
+)
+_MAGIC = re.compile(r"^\s*%{1,2}([A-Za-z_]\w*)", re.MULTILINE)
+#: Names of IPython's output and input history.
+_HISTORY = re.compile(r"(?<![\w.])(_{1,3}|_i{1,3}|_\d+|_i\d+|Out|In|_oh|_ih)(?!\w)")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When to write checkpoints, and which to read back.
+
+    ``save``: write checkpoints (``checkpoints=False`` turns it off). ``reuse``: start from
+    the longest matching prefix. ``run_id`` and ``before``: only that run's checkpoints, after
+    cells before job index ``before`` (``resume``).
+    """
+
+    save: bool = True
+    reuse: bool = False
+    every_seconds: float = 0.5
+    cost_share: float = 0.05
+    limits: Limits = field(default_factory=Limits)
+    run_id: str | None = None
+    before: int | None = None
+
+
+def prefix_key(nb: NotebookNode, cells: list[int], position: int, kernel: str) -> str:
+    """What the code cells up to ``position`` (of those that run) are: their sources, and
+    whether each may raise, with the kernel; markdown and metadata are not part of it."""
+    parts = [kernel]
+    for index in cells[: position + 1]:
+        cell = nb.cells[index]
+        tags = cell.get("metadata", {}).get("tags", [])
+        raises = isinstance(tags, list) and "raises-exception" in tags
+        parts.append(("!" if raises else "") + str(cell.source))
+    return hashlib.sha256(json.dumps(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def file_digest(path: str) -> str | None:
+    """As the kernel's ``state_files`` knows a file: its sha256 (:func:`~notebook_executor.
+    _records.files.file_hash`, cached), or its size and time of change past 1 GiB; None
+    when it is gone."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    if stat.st_size > 1 << 30:
+        return f"size:{stat.st_size}:mtime:{stat.st_mtime_ns}"
+    try:
+        return file_hash(path, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return None
+
+
+def unusable(manifest: dict[str, Any], kernel: dict[str, Any]) -> str | None:
+    """Why ``manifest``'s state might differ from what running its cells gives now in the
+    kernel that ``kernel`` describes (its ``environment`` and the digests of the environment
+    variables, as ``state_files`` answers); None when it cannot."""
+    if manifest.get("version") != MANIFEST_VERSION:
+        return "written by another version"
+    if manifest.get("environment") != kernel.get("environment"):
+        return "it was written with another interpreter or other packages"
+    unkept = manifest.get("unkept") or {}
+    if unkept:
+        shown = ", ".join(f"{name} ({why})" for name, why in sorted(unkept.items())[:3])
+        more = f" and {len(unkept) - 3} more" if len(unkept) > 3 else ""
+        return f"it could not keep {shown}{more}"
+    reads = manifest.get("reads") or {}
+    if not reads.get("complete"):
+        return "the files its cells opened are not all known"
+    for path, (access, digest) in sorted((reads.get("files") or {}).items()):
+        now = file_digest(path)
+        if now != digest:
+            what = "wrote" if "w" in access else "read"
+            state = "is gone" if now is None else "changed"
+            return f"{path}, which its cells {what}, {state}"
+    env = kernel.get("env") or {}
+    for name, digest in sorted((reads.get("env") or {}).items()):
+        if digest == "secret" and env.get(name) == "secret":
+            continue
+        if env.get(name, "?") != digest:
+            return f"the environment variable {name}, which its cells read, changed"
+    return None
+
+
+def _magic_problem(nb: NotebookNode, cells: list[int]) -> str | None:
+    for index in cells:
+        for name in _MAGIC.findall(str(nb.cells[index].source)):
+            if name not in _HARMLESS_MAGICS:
+                return f"cell {index} uses %{name}, whose effect a stored state does not hold"
+    return None
+
+
+def _history_reader(nb: NotebookNode, cells: list[int]) -> int | None:
+    for index in cells:
+        if _HISTORY.search(str(nb.cells[index].source)):
+            return index
+    return None
+
+
+def _text(source: Any) -> str:
+    """A cell's source as one text (a file's JSON may hold it as lines)."""
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+class Keeper:
+    """The checkpoints of one run (see the module doc)."""
+
+    def __init__(
+        self,
+        job: RunJob,
+        runs_dir: Path,
+        run_id: str,
+        identity: str,
+        policy: Policy,
+        secret_forms: list[bytes],
+        shown: Any,
+    ) -> None:
+        self.job = job
+        self.store = CheckpointStore(runs_dir)
+        self.runs_dir = runs_dir
+        self.run_id = run_id
+        self.identity = identity
+        self.policy = policy
+        self.forms = [form.hex() for form in secret_forms]
+        #: Source index of a job index (the result's indices).
+        self.shown = shown
+        self._mark = time.monotonic()
+        self._began = self._mark
+        self._last_cost = 0.0
+        self._saving = policy.save
+        self.saved: list[int] = []
+        self.notes: list[str] = []
+
+    # -- reading back ----------------------------------------------------------------------
+
+    def restore(
+        self, kernel: EngineKernel, nb: NotebookNode, cells: list[int], outcome: EngineOutcome
+    ) -> list[int]:
+        self._mark = time.monotonic()
+        if not self.policy.reuse:
+            return cells
+        notes = outcome.state_notes
+        if not isinstance(kernel, SupportsState):
+            notes.append("every cell ran: this engine cannot read a stored state")
+            return cells
+        kernel_name = self.job.kernel.name
+        keys = [prefix_key(nb, cells, p, kernel_name) for p in range(len(cells))]
+        found = []
+        for manifest in self.store.manifests(self.identity):
+            position = manifest.get("position")
+            if not isinstance(position, int) or not 0 <= position < len(cells):
+                continue
+            if manifest.get("prefix") != keys[position]:
+                continue
+            if self.policy.run_id is not None and manifest.get("run_id") != self.policy.run_id:
+                continue
+            if self.policy.before is not None and cells[position] >= self.policy.before:
+                continue
+            found.append(manifest)
+        found.sort(key=lambda m: (m["position"], m.get("saved", 0.0)), reverse=True)
+        if not found:
+            notes.append("every cell ran: no checkpoint holds the state after these cells")
+            return cells
+        names = sorted({n for m in found for n in ((m.get("reads") or {}).get("env") or {})})
+        described = kernel.state({"op": "environment", "names": names, "forms": self.forms})
+        rejected: list[str] = []
+        for manifest in found:
+            position = manifest["position"]
+            where = f"the checkpoint after cell {self.shown(cells[position])}"
+            why = unusable(manifest, described) or _magic_problem(nb, cells[: position + 1])
+            later = _history_reader(nb, cells[position + 1 :])
+            if why is None and later is not None:
+                why = f"cell {self.shown(later)} reads IPython's output history"
+            record = None if why is not None else self._record_cells(manifest, nb, cells)
+            if why is None and record is None:
+                why = f"the record of run {manifest.get('run_id')} is gone or differs"
+            if why is not None:
+                rejected.append(f"{where} of run {manifest.get('run_id')} was not used: {why}")
+                continue
+            assert record is not None
+            if position + 1 < len(cells):
+                reply = kernel.state(
+                    {"op": "load", "objects": str(self.store.objects), "manifest": manifest}
+                )
+                if reply.get("status") != "ok":
+                    why = str(reply.get("evalue") or reply.get("ename") or "unknown")
+                    if reply.get("touched") is False:
+                        rejected.append(f"{where} was not used: {why}")
+                        continue
+                    raise StateUnusable(f"{where} could not be read: {why}")
+            for index, recorded in zip(cells[: position + 1], record, strict=False):
+                cell = nb.cells[index]
+                cell.outputs = from_dict(recorded.get("outputs", []))
+                cell.execution_count = recorded.get("execution_count")
+                execution = recorded.get("metadata", {}).get("execution")
+                if isinstance(execution, dict):
+                    cell.metadata["execution"] = from_dict(execution)
+                outcome.completed.append(index)
+                outcome.cell_seconds[index] = 0.0
+            outcome.reused = list(cells[: position + 1])
+            outcome.reused_from = str(manifest["run_id"])
+            notes.extend(rejected[:3])
+            self._mark = time.monotonic()
+            return cells[position + 1 :]
+        notes.append("every cell ran:")
+        notes.extend(rejected[:3])
+        return cells
+
+    def _record_cells(
+        self, manifest: dict[str, Any], nb: NotebookNode, cells: list[int]
+    ) -> list[dict[str, Any]] | None:
+        """The recorded code cells the checkpoint stands for, if the record still shows them
+        with the same sources."""
+        try:
+            path = RunStore(self.runs_dir).path(str(manifest["run_id"]))
+            recorded = from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except Exception:
+            return None
+        ran = code_cell_indices(recorded)
+        position = int(manifest["position"])
+        if len(ran) <= position:
+            return None
+        chosen = [recorded.cells[i] for i in ran[: position + 1]]
+        for index, cell in zip(cells, chosen, strict=False):
+            if _text(cell.get("source", "")) != _text(nb.cells[index].source):
+                return None
+        return [dict(cell) for cell in chosen]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def after_cell(self, kernel: EngineKernel, nb: NotebookNode, index: int, *, last: bool) -> None:
+        if not self._saving or not isinstance(kernel, SupportsState):
+            return
+        now = time.monotonic()
+        since = now - self._mark
+        due = max(self.policy.every_seconds, self._last_cost / self.policy.cost_share)
+        if since < due and not (last and now - self._began >= due and since > 0):
+            return
+        try:
+            self._save(kernel, nb, index)
+        except Exception as exc:  # a checkpoint is never worth a run
+            logger.debug("checkpoint after cell %s failed: %s", index, exc)
+            self.notes.append(f"no checkpoint after cell {self.shown(index)}: {exc}")
+            self._saving = False
+        self._mark = time.monotonic()
+
+    def _save(self, kernel: SupportsState, nb: NotebookNode, index: int) -> None:
+        began = time.monotonic()
+        self.store.prepare()
+        reply = kernel.state(
+            {"op": "save", "objects": str(self.store.objects), "forms": self.forms}
+        )
+        if reply.get("status") != "ok":
+            raise RuntimeError(str(reply.get("evalue") or "the kernel refused"))
+        cells = code_cell_indices(nb)
+        position = cells.index(index)
+        manifest: dict[str, Any] = {
+            key: reply[key]
+            for key in ("variables", "modules", "unkept", "sizes", "process", "reads")
+            if key in reply
+        }
+        manifest.update(
+            version=MANIFEST_VERSION,
+            run_id=self.run_id,
+            cell=index,
+            source_cell=self.shown(index),
+            position=position,
+            prefix=prefix_key(nb, cells, position, self.job.kernel.name),
+            kernel=self.job.kernel.name,
+            environment=reply.get("environment"),
+            execution_count=reply.get("execution_count"),
+            saved=time.time(),
+            cost=round(time.monotonic() - began, 6),
+            written=reply.get("written", 0),
+            rebuilt=(
+                "every kept variable is read back"
+                if not reply.get("unkept")
+                else "not restorable: an earlier checkpoint, then the cells after it, run again"
+            ),
+        )
+        self.store.write(self.identity, manifest)
+        self._last_cost = time.monotonic() - began
+        self.saved.append(index)
+
+    def close(self) -> None:
+        """After the run: keep the checkpoints within their limits."""
+        if self.saved:
+            try:
+                self.store.collect(self.policy.limits)
+            except OSError as exc:
+                logger.debug("checkpoint collection failed: %s", exc)
