@@ -54,6 +54,10 @@ RESULT_KEYS = [
     "scraps",
     "output_cut",
     "edited_cells",
+    "reused_cells",
+    "reused_from",
+    "resumed_from",
+    "state_notes",
 ]
 
 #: Environment variable the suite sets in its own process (so every process it starts, and

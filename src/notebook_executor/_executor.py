@@ -497,6 +497,32 @@ environment, reuse, checkpoints
             cancel=cancel,
         )
 
+    def collect_checkpoints(self, max_bytes: int | None = None) -> dict[str, int]:
+        """Free the disk durable checkpoints take (docs/how-to/incremental.md): the oldest
+        beyond the limits (512 MiB per notebook, 2 GiB in all; ``max_bytes``: fewer in all)
+        are evicted, then what no checkpoint names is removed. Returns ``{"freed_bytes",
+        "checkpoints", "objects", "bytes", "notebooks"}``, the last four what is kept."""
+        from ._checkpoints.store import CheckpointStore, Limits
+
+        self._check_open()
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0
+        ):
+            raise InvalidArgumentError(
+                f"max_bytes must be a whole number of bytes, 0 or more, got {max_bytes!r}",
+                argument="max_bytes",
+            )
+        store = CheckpointStore(self.runs_dir)
+        freed = store.collect(Limits(), keep=max_bytes) if store.root.is_dir() else 0
+        usage = store.usage()
+        return {
+            "freed_bytes": freed,
+            "checkpoints": usage.checkpoints,
+            "objects": usage.objects,
+            "bytes": usage.bytes,
+            "notebooks": usage.notebooks,
+        }
+
     # -- internals -------------------------------------------------------------------------
 
     def _announce(self, plans: list[Plan]) -> None:

@@ -63,7 +63,7 @@ def test_an_older_catalog_is_rebuilt_without_being_moved_aside(tmp_path: Path, o
         assert [hit["run_id"] for hit in ex.search("x")] == [run_id]
     assert sorted(p.name for p in runs.glob("catalog.sqlite*")) == ["catalog.sqlite"]
     with closing(sqlite3.connect(runs / "catalog.sqlite")) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
         assert {"edited_cells", "edit_notes"} <= columns
 

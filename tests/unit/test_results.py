@@ -105,6 +105,10 @@ RESULT_TYPES: dict[str, tuple[type, ...]] = {
     "scraps": (dict,),
     "output_cut": (list,),
     "edited_cells": (list,),
+    "reused_cells": (list,),
+    "reused_from": (str, type(None)),
+    "resumed_from": (str, type(None)),
+    "state_notes": (list,),
 }
 
 

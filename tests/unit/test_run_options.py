@@ -38,6 +38,8 @@ VALUES: dict[str, Any] = {
     "secrets": {"NBX_OPTION_SECRET": "a-secret-value"},
     "edits": [{"index": 1, "source": "print(count * 2)", "note": "twice as much"}],
     "environment": "current",
+    "reuse": True,
+    "checkpoints": False,
 }
 
 
@@ -144,7 +146,7 @@ def test_the_command_line_gives_every_option_its_flags_name(
     monkeypatch.setenv("NBX_OPTION_SECRET", "a-secret-value")
     flags = [
         "--timeout", "30", "--cell-timeout", "5", "--request", "why", "--cwd", ".",
-        "--secret", "NBX_OPTION_SECRET", "--env", "current",
+        "--secret", "NBX_OPTION_SECRET", "--env", "current", "--reuse", "--no-checkpoints",
     ]  # fmt: skip
     # Every option but env (no flag: the kernel gets the shell's environment) and edits
     # (run --edit INDEX FILE, which tests/unit/test_modified_runs.py covers; --prepare-only

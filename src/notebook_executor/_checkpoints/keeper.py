@@ -297,7 +297,12 @@ class Keeper:
         began = time.monotonic()
         self.store.prepare()
         reply = kernel.state(
-            {"op": "save", "objects": str(self.store.objects), "forms": self.forms}
+            {
+                "op": "save",
+                "objects": str(self.store.objects),
+                "forms": self.forms,
+                "limit": self.policy.limits.per_notebook,
+            }
         )
         if reply.get("status") != "ok":
             raise RuntimeError(str(reply.get("evalue") or "the kernel refused"))

@@ -43,13 +43,22 @@ EDIT_KEYS = ("original_source", "edit_note")
 
 def modified_mark(result: Mapping[str, Any]) -> str:
     """`` [modified: cells 2, 4]`` for a modified run (docs/how-to/modified-runs.md: cells
-    replaced for that
-    run only; a result's or a catalog row's ``edited_cells``), else nothing: how the command
-    line's summaries and the report's tables mark it."""
+    replaced for that run only; a result's or a catalog row's ``edited_cells``), ``
+    [resumed from RUN]`` and `` [reused: cells 0-5 from RUN]`` for a run that took cells from
+    another (docs/how-to/incremental.md), else nothing: how the command line's summaries and
+    the report's tables mark it."""
     edited = result.get("edited_cells") or []
-    if not edited:
-        return ""
-    return f" [modified: cell{'s' if len(edited) > 1 else ''} {', '.join(map(str, edited))}]"
+    mark = ""
+    if edited:
+        mark = f" [modified: cell{'s' if len(edited) > 1 else ''} {', '.join(map(str, edited))}]"
+    # docs/how-to/incremental.md: cells whose state and outputs came from an earlier run.
+    if result.get("resumed_from"):
+        mark += f" [resumed from {result['resumed_from']}]"
+    reused = result.get("reused_cells") or []
+    if reused:
+        cells = f"cell {reused[0]}" if len(reused) == 1 else f"cells {reused[0]}-{reused[-1]}"
+        mark += f" [reused: {cells} from {result.get('reused_from')}]"
+    return mark
 
 
 @dataclass(frozen=True)

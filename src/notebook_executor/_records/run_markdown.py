@@ -2,8 +2,9 @@
 
 Front matter first: the pattern's own keys (``parameters``, ``uuid``, ``user_request``,
 ``executed_at``, ``status``), then the rest of the run's account (``run_id``, ``notebook``, the
-end time, the error kind, the output path; ``edited_cells`` for a modified run). Then the
-cells in order: narrative as written (after substitution), each code cell's code, and its
+end time, the error kind, the output path; ``edited_cells`` for a modified run;
+``resumed_from``, ``reused_cells`` and ``reused_from`` for a run that took cells from
+another). Then the cells in order: narrative as written (after substitution), each code cell's code, and its
 output under a ``Results:`` line. A cell a modified run replaced shows the template's code,
 then the note of the edit (the run's request when it has none), then the code as run, then its
 results: "Modified to be extra friendly and casual as requested:".
@@ -54,6 +55,10 @@ def render_markdown(nb: NotebookNode, record: Mapping[str, Any]) -> str:
     }
     if record.get("edited_cells"):
         front["edited_cells"] = record["edited_cells"]
+    # docs/how-to/incremental.md: cells whose state and outputs came from an earlier run.
+    for key in ("resumed_from", "reused_cells", "reused_from"):
+        if record.get(key):
+            front[key] = record[key]
     if record.get("dask_attempts"):
         # A run on a Dask cluster: where each attempt began and how it ended.
         front["attempts"] = record["dask_attempts"]

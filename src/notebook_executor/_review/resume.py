@@ -84,9 +84,12 @@ def resume_target(run_id: str, records: RunRecords, runs_dir: Path) -> ResumeTar
     )
     note = (
         f"resumed run {run_id} at cell {index}; what its cells did outside the kernel was not "
-        "undone (cell {index} may have run in part)".replace("{index}", str(index))
+        f"undone (cell {index} may have run in part)"
     )
     if written:
-        shown = ", ".join(written[:5]) + (f" and {len(written) - 5} more" if len(written) > 5 else "")
+        shown = ", ".join(written[:5]) + (
+            f" and {len(written) - 5} more" if len(written) > 5 else ""
+        )
         note += f"; the files it wrote are as it left them: {shown}"
-    return ResumeTarget(run_id, notebook, dict(result.get("parameters") or {}), index, note)
+    parameters = dict(result.get("parameters") or {})
+    return ResumeTarget(run_id, notebook, parameters, index, note)

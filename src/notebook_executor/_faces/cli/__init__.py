@@ -26,6 +26,7 @@ __all__ = ["main"]
 COMMAND_MODULES = (
     "run",
     "sweep",
+    "checkpoints",
     "catalog",
     "review",
     "edit",
@@ -38,7 +39,7 @@ COMMAND_MODULES = (
 )
 
 #: The commands that go through the run server unless ``--no-server`` (see ``..server``).
-SERVED_COMMANDS = ("run", "sweep", "check")
+SERVED_COMMANDS = ("run", "sweep", "check", "resume")
 
 
 #: The parser built once by the run server, for the children it forks (see :func:`prebuild`).

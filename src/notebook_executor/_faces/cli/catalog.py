@@ -118,7 +118,24 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                 f"{modified_mark(row)}  "
                 f"{(row.get('duration_seconds') or 0):.2f} s"
             )
+        _checkpoints_line(args)
     return EXIT_OK
+
+
+def _checkpoints_line(args: argparse.Namespace) -> None:
+    """What the durable checkpoints of the runs folder take, when there are any."""
+    from ..._checkpoints.store import CheckpointStore
+    from .checkpoints import size_text
+
+    store = CheckpointStore(Path(args.runs_dir))
+    if not store.root.is_dir():
+        return
+    usage = store.usage()
+    if usage.checkpoints:
+        print(
+            f"checkpoints: {usage.checkpoints} of {usage.notebooks} notebooks, "
+            f"{size_text(usage.bytes)} (notebook-executor gc frees them)"
+        )
 
 
 def _cmd_scraps(args: argparse.Namespace) -> int:

@@ -71,6 +71,27 @@ def add_env_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_checkpoint_options(parser: argparse.ArgumentParser) -> None:
+    """``--reuse``, ``--no-reuse`` and ``--no-checkpoints`` (docs/how-to/incremental.md)."""
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        default=None,
+        help="start from the longest prefix of cells whose stored checkpoint still holds; "
+        "default: reuse in [tool.notebook-executor] of the project's pyproject.toml",
+    )
+    parser.add_argument(
+        "--no-reuse", dest="reuse", action="store_false", help="run every cell (the default)"
+    )
+    parser.add_argument(
+        "--no-checkpoints",
+        dest="checkpoints",
+        action="store_false",
+        default=None,
+        help="write no durable checkpoint (then neither resume nor reuse can start from it)",
+    )
+
+
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs-dir",
@@ -197,6 +218,8 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         cwd=getattr(args, "cwd", None),
         secrets=secrets or None,
         environment=getattr(args, "environment", None),
+        reuse=getattr(args, "reuse", None),
+        checkpoints=getattr(args, "checkpoints", None),
     )
 
 
@@ -292,6 +315,8 @@ def print_result(result: dict[str, Any]) -> None:
     cut = output_cut_line(result.get("output_cut") or [])
     if cut:
         out.write(cut + "\n")
+    for note in result.get("state_notes") or []:
+        out.write(f"checkpoints: {note}\n")
     failed = result.get("failed_cell")
     if failed:
         out.write(

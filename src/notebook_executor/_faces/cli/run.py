@@ -12,7 +12,7 @@ from . import common
 from .common import EXIT_FAILED, EXIT_OK, UsageError, print_json, print_result
 from .jobs import add_detach, detach_command
 
-__all__ = ["parameter_values", "register"]
+__all__ = ["cell_edits", "parameter_values", "register"]
 
 
 def register(commands: Any) -> None:
@@ -139,6 +139,7 @@ def register(commands: Any) -> None:
         help="why the cell was edited, shown in the run's record (one for every --edit, or one "
         "for them all)",
     )
+    common.add_checkpoint_options(run)
     common.add_env_option(run)
     common.add_runs_dir(run)
     run.add_argument("--json", action="store_true", help="print the result dict as JSON")
@@ -164,7 +165,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     output = args.output_path if args.output_path is not None else args.output
     if args.prepare_only and output is None:
         raise UsageError("--prepare-only needs OUT, where the prepared notebook is written")
-    edits = _edits(args.notebook, args.edit, args.edit_note, args.edit_markdown)
+    edits = cell_edits(args.notebook, args.edit, args.edit_note, args.edit_markdown)
     if edits and args.prepare_only:
         raise UsageError("--edit does not go with --prepare-only")
     values = parameter_values(args)
@@ -222,7 +223,7 @@ def parameter_values(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-def _edits(
+def cell_edits(
     notebook: str, pairs: list[list[str]], notes: list[str], markdown: bool
 ) -> list[dict[str, Any]]:
     """The ``edits`` of ``--edit INDEX FILE`` pairs and their ``--edit-note`` texts; each of a

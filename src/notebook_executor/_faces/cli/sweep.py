@@ -71,6 +71,7 @@ def register(commands: Any) -> None:
         help="pass environment variable NAME to the kernels as a secret (repeatable)",
     )
     common.add_env_option(sweep)
+    common.add_checkpoint_options(sweep)
     common.add_runs_dir(sweep)
     sweep.add_argument("--json", action="store_true", help="print the list of result dicts")
     add_detach(sweep)

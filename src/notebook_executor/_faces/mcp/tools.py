@@ -64,7 +64,15 @@ _MAX_SKIPPED = 50
 #: offers, described by their help there. The others are the operator's, not a client's: an
 #: ``output_path`` or a ``cwd`` would reach outside the root, ``env`` into the kernel's
 #: environment. ``secrets`` are names of the server's variables the operator allows.
-EXECUTE_OPTIONS = ("parameters", "timeout", "request", "secrets", "edits", "environment")
+EXECUTE_OPTIONS = (
+    "parameters",
+    "timeout",
+    "request",
+    "secrets",
+    "edits",
+    "environment",
+    "reuse",
+)
 
 #: The filters the run-listing tools share.
 NotebookFilter = Annotated[
@@ -270,6 +278,7 @@ async def execute(
         Literal["declared", "current"] | None,
         Field(description=option_help("environment")),
     ] = None,
+    reuse: Annotated[bool | None, Field(description=option_help("reuse"))] = None,
     wait: Annotated[
         bool,
         Field(
@@ -298,6 +307,7 @@ async def execute(
             secrets=secret_values,
             edits=edits,
             environment=environment,
+            reuse=reuse,
         )
         return ws.answer(jobs.add(job))
     # Progress costs a hop to the event loop per cell: only when the client asked for it.
@@ -319,6 +329,7 @@ async def execute(
                 secrets=secret_values,
                 edits=edits,  # type: ignore[arg-type]  # checked by the executor
                 environment=environment,
+                reuse=reuse,
                 on_cell=on_cell if wants_progress else None,
                 cancel=cancel,
             )
@@ -486,6 +497,33 @@ async def reproduce(
     return ws.answer(found)
 
 
+async def resume(
+    ws: Workspace,
+    run_id: Annotated[
+        str, Field(description="A failed run's id, as execute or list_runs gave it.")
+    ],
+    edits: Annotated[
+        list[dict[str, Any]] | None,
+        Field(max_length=100, description=option_help("edits")),
+    ] = None,
+    timeout: Annotated[float | None, Field(gt=0, description=option_help("timeout"))] = None,
+) -> CallToolResult:
+    """Go on with a failed, timed-out, cancelled or interrupted run from its failed cell:
+    the notebook's file as it is now, the earlier run's parameters, the state before the
+    failed cell read back from its checkpoints (an edit before it goes back further). The
+    result dict of a new run: resumed_from, reused_cells, state_notes (what was not undone,
+    why a checkpoint was not used). A run that succeeded is refused."""
+    ws.run_path(run_id)
+    found = await ws.call(
+        lambda: ws.executor.resume(
+            run_id,
+            edits=edits,  # type: ignore[arg-type]  # checked by the executor
+            timeout=USE_DEFAULT if timeout is None else timeout,
+        )
+    )
+    return ws.answer(found)
+
+
 #: Every tool, in the order they are listed.
 TOOLS: Table = [
     (list_notebooks, READ_ONLY),
@@ -504,6 +542,7 @@ TOOLS: Table = [
     (diff, READ_ONLY),
     (validate, RUNS),
     (reproduce, RUNS),
+    (resume, RUNS),
     *SESSION_TOOLS,
 ]
 

@@ -61,7 +61,7 @@ START_SECONDS = 60.0
 IN_SERVER = False
 #: The commands the server runs; ``check`` only with ``--execute``. ``jobs`` and ``job`` only
 #: read the jobs' files: served, they answer without this process's start-up.
-SERVED = ("run", "sweep", "check", "session", "jobs", "job")
+SERVED = ("run", "sweep", "check", "resume", "session", "jobs", "job")
 
 
 def served_command(argv: Sequence[str]) -> str | None:

@@ -114,7 +114,8 @@ def handle(content: dict[str, Any]) -> dict[str, Any]:
     """Answer one request (see the module doc)."""
     op = content.get("op")
     if op == "save":
-        return save(str(content["objects"]), [bytes.fromhex(f) for f in content.get("forms", [])])
+        forms = [bytes.fromhex(f) for f in content.get("forms", [])]
+        return save(str(content["objects"]), forms, content.get("limit"))
     if op == "load":
         return load(str(content["objects"]), content["manifest"])
     if op == "environment":
@@ -266,15 +267,35 @@ def _secret_in(data: bytes, forms: list[bytes]) -> bool:
     return any(form in data for form in forms)
 
 
-def save(objects: str, forms: list[bytes]) -> dict[str, Any]:
-    """Write the state; the manifest (see the module doc)."""
+def _estimated_bytes(value: Any) -> int:
+    """What an array or a frame holds, without pickling it (0 when unknown)."""
+    try:
+        nbytes = getattr(value, "nbytes", None)
+        if isinstance(nbytes, int):
+            return nbytes
+        usage = getattr(value, "memory_usage", None)
+        if callable(usage) and type(value).__name__ == "DataFrame":
+            return int(usage(deep=False).sum())
+    except Exception:
+        return 0
+    return 0
+
+
+def save(objects: str, forms: list[bytes], limit: int | None = None) -> dict[str, Any]:
+    """Write the state; the manifest (see the module doc). A variable over ``limit`` bytes
+    (an array's or a frame's size, known before pickling) is not kept."""
     shell = _shell()
     user_ns = shell.user_ns
     os.makedirs(objects, exist_ok=True)
     modules: dict[str, str] = {}
     unkept: dict[str, str] = {}
     pickles: dict[str, tuple[bytes, set[int]]] = {}
+    budget = int(limit) if limit else None
     for name, value in _user_names(shell).items():
+        size = _estimated_bytes(value)
+        if budget is not None and size > budget:
+            unkept[name] = f"too large to keep ({size:,} bytes, over {budget:,})"
+            continue
         if isinstance(value, types.ModuleType):
             if sys.modules.get(value.__name__) is value:
                 modules[name] = value.__name__
