@@ -4,10 +4,10 @@ Front matter first: the pattern's own keys (``parameters``, ``uuid``, ``user_req
 ``executed_at``, ``status``), then the rest of the run's account (``run_id``, ``notebook``, the
 end time, the error kind, the output path; ``edited_cells`` for a modified run;
 ``resumed_from``, ``reused_cells`` and ``reused_from`` for a run that took cells from
-another). Then the cells in order: narrative as written (after substitution), each code cell's code, and its
-output under a ``Results:`` line. A cell a modified run replaced shows the template's code,
-then the note of the edit (the run's request when it has none), then the code as run, then its
-results: "Modified to be extra friendly and casual as requested:".
+another). Then the cells in order: narrative as written (after substitution), each code
+cell's code, and its output under a ``Results:`` line. A cell a modified run replaced shows
+the template's code, then the note of the edit (the run's request when it has none), then the
+code as run, then its results: "Modified to be extra friendly and casual as requested:".
 
 A logbook's parameters live in its front matter, so its run record shows neither the
 parameters cell made from them nor the injected-parameters cell: the values are in the record's
