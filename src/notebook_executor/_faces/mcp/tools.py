@@ -521,7 +521,7 @@ async def resume(
             timeout=USE_DEFAULT if timeout is None else timeout,
         )
     )
-    return ws.answer(found)
+    return ws.answer(dict(found))
 
 
 #: Every tool, in the order they are listed.
