@@ -127,6 +127,19 @@ class SessionRecord:
         elif self.exited is not None and index >= self.exited:
             self.exited = None
 
+    def cut_off(self, index: int, cell: NotebookNode, failure: CellFailure) -> None:
+        """Cell ``index`` (``cell``, as the source has it) was the next to run when a Ctrl-C
+        ended the step outside every cell: kept as not run, the step's ``failure`` on it, so
+        that the record claims no success its cells did not reach (as a run's first
+        unfinished cell)."""
+        self.cells[index] = copy.deepcopy(cell)
+        self.seconds.pop(index, None)
+        self.started_cells.pop(index, None)
+        self.completed.discard(index)
+        if self.exited is not None and index >= self.exited:
+            self.exited = None
+        self.failure = failure
+
     def write(self, plan: Plan) -> RunResult:
         """Bring the run files (and the catalog) up to date; return the result dict so far.
 

@@ -32,6 +32,7 @@ from .._run.runner import cell_teller
 from .._sources.bounded import MAX_CODE_CHARS, unencodable
 from .._types import CellText, EvaluationResult, StepResult
 from ..engine import (
+    CellFailure,
     CheckpointError,
     EngineKernel,
     EngineOutcome,
@@ -148,14 +149,15 @@ class Session:
             with self._cancellable(plan, step, "run", until=until):
                 end = self._last(plan, until)
                 start = self._ledger.next_index()
+                rebuilt = True
                 if self._broken:
                     wanted = [cell for cell in code_cells(plan) if cell.index < start]
-                    if not self._restore(plan, wanted, step):
-                        return self._finish(plan, step, "run", until=until)
+                    rebuilt = self._restore(plan, wanted, step)
                     # The cells run on are new work, checkpointed as in any run step.
                     self._costs.budget = None
-                cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
-                self._execute(plan, cells, step)
+                if rebuilt:
+                    cells = [cell for cell in code_cells(plan) if start <= cell.index <= end]
+                    self._execute(plan, cells, step)
             return self._finish(plan, step, "run", until=until)
 
     def rerun_from(
@@ -183,13 +185,19 @@ class Session:
 
     @contextlib.contextmanager
     def _cancellable(self, plan: Plan, step: Step, call: str, **arguments: Any) -> Iterator[None]:
-        """Ctrl-C during a step: the loop stopped the kernel; the step is logged, with the
-        cell that was running, and the interrupt raised again."""
+        """Ctrl-C during a step: the step is logged, with the cell that was running (the loop
+        stopped the kernel) or the one it cut off (:meth:`_execute`), and the interrupt raised
+        again; the next step rebuilds the state.
+
+        Any ``KeyboardInterrupt``, not only the cell loop's :class:`RunCancelled`: one may
+        land outside every cell (a checkpoint waited for, the catalog told of a cell, a
+        restore; through the run server, a client gone is such a Ctrl-C), the cells run so
+        far already in the record, which must then say which step ran them."""
         try:
             yield
-        except RunCancelled:
+        except KeyboardInterrupt:
             self._broken = True
-            self._finish(plan, step, call, **arguments)
+            self._finish(plan, step, call, cancelled=True, **arguments)
             raise
 
     def evaluate(self, code: str) -> EvaluationResult:
@@ -214,15 +222,16 @@ class Session:
             self._check_open()
             self._cancel_timer()
             try:
-                if self._broken:
-                    step = Step()
-                    wanted = [c for c in self._ledger.history if c.completed]
-                    self._restore(self._plan, wanted, step)
                 nb = new_notebook(cells=[new_code_cell(code)])
                 # The files it reads and writes go to the record's, as a step's do.
                 outcome = EngineOutcome(files=self._record.files)
-                self._ledger.evaluated = True
                 try:
+                    if self._broken:
+                        # The replayed cells are logged (the restore's entry), and so is
+                        # this evaluation should a Ctrl-C cut the replay short.
+                        wanted = [c for c in self._ledger.history if c.completed]
+                        self._restore(self._plan, wanted, Step())
+                    self._ledger.evaluated = True
                     run_cells(
                         self._live(),
                         self._plan.job,
@@ -231,7 +240,7 @@ class Session:
                         Limits(self._cell_timeout, None, time.monotonic(), "evaluation"),
                         outcome,
                     )
-                except RunCancelled:
+                except KeyboardInterrupt:  # in the code, or outside it (see _cancellable)
                     self._broken = True
                     self._record.add("evaluate", code=code, status="cancelled", output="")
                     self._record.write(self._replan_quietly())
@@ -490,9 +499,11 @@ class Session:
         sources = {ran.index: ran for ran in cells}
         # The files the cells read and write add up in the record's (note_files, in the loop).
         outcome = EngineOutcome(files=self._record.files)
+        told: set[int] = set()
 
         def after_cell(ran: CellRan) -> None:
             index = ran.index
+            told.add(index)
             cell = plan.nb.cells[index]
             completed = ran.failure is None
             self._ledger.ran(Ran(index, sources[index].source, completed))
@@ -533,22 +544,39 @@ class Session:
                     outcome,
                     stop_at_exit=not replaying,
                 )
+        except KeyboardInterrupt as interrupt:
+            self._broken = True
+            left = [ran.index for ran in cells if ran.index not in told]
+            if left and not (step.failure is not None and step.failure.index in told):
+                # Not in a cell (the loop then stopped it and told after_cell): outside every
+                # cell (a checkpoint, an observer, the kernel's start). The cells told of
+                # completed; the next one never started: the step failed there, as a run's
+                # first unfinished cell does, and the record claims no success it never
+                # reached.
+                stop = interrupt if isinstance(interrupt, RunCancelled) else RunCancelled()
+                step.failure = CellFailure(left[0], stop.kind, stop.ename, stop.message, [])
+                record.cut_off(left[0], plan.nb.cells[left[0]], step.failure)
+            raise
         finally:
             record.on_record("at_cell", {"run_id": record.run_id, "cell": None})
         return outcome.failure is None
 
-    def _finish(self, plan: Plan, step: Step, call: str, **arguments: Any) -> StepResult:
+    def _finish(
+        self, plan: Plan, step: Step, call: str, *, cancelled: bool = False, **arguments: Any
+    ) -> StepResult:
+        """Log the step and bring the record up to date; ``cancelled``: a Ctrl-C ended it
+        (outside a cell, it failed no cell)."""
         stale = sorted(self._shown(i) for i in self._ledger.stale(code_cells(plan)))
+        if step.failure is not None:
+            status = "cancelled" if step.failure.kind == "cancelled" else "error"
+        else:
+            status = "cancelled" if cancelled else "success"
         self._record.add(
             "step",
             call=call,
             **arguments,
             cells_run=[self._shown(i) for i in step.cells_run],
-            status="success"
-            if step.failure is None
-            else "cancelled"
-            if step.failure.kind == "cancelled"
-            else "error",
+            status=status,
             failed_cell=None if step.failure is None else self._shown(step.failure.index),
             restored=step.restored,
             restore_reason=step.reason,

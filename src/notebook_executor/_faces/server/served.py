@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ..._errors import NotebookExecutorError
-from ...engine import RunCancelled
+from ...engine import RunCancelled, StateUnusable, SupportsState
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import FrameType
 
     from ..._notebook import NotebookNode
@@ -330,6 +330,13 @@ class _ServedKernel:
 
     def save_widgets(self, nb: NotebookNode) -> None:
         self._kernel.save_widgets(nb)
+
+    def state(self, content: Mapping[str, Any]) -> dict[str, Any]:
+        """Durable checkpoints, as the engine's kernel writes and reads them."""
+        kernel = self._kernel
+        if not isinstance(kernel, SupportsState):
+            raise StateUnusable("this engine cannot write or read a stored state")
+        return kernel.state(content)
 
     def stop(self) -> None:
         self._kernel.stop()
