@@ -162,7 +162,9 @@ def state_keeper(plan: Plan, runs_dir: Path, run_id: str) -> Keeper | None:
     if not (plan.checkpoints or plan.reuse or plan.resume_of) or is_url(plan.notebook):
         return None
     policy = Policy(
-        save=plan.checkpoints,
+        # A run given secrets writes none: a state may hold a secret in pieces no search
+        # finds (the reuse of other runs' checkpoints stays, checked as any other).
+        save=plan.checkpoints and not plan.secrets,
         reuse=plan.reuse or plan.resume_of is not None,
         run_id=None if plan.resume_of is None else plan.resume_of[0],
         before=None if plan.resume_of is None else plan.resume_of[1],
@@ -178,6 +180,11 @@ def state_keeper(plan: Plan, runs_dir: Path, run_id: str) -> Keeper | None:
     )
     if plan.resume_note:
         keeper.notes.append(plan.resume_note)
+    if plan.checkpoints and plan.secrets:
+        keeper.notes.append(
+            "no checkpoint was written: the run was given secrets, which a stored state could "
+            "hold in pieces"
+        )
     return keeper
 
 
