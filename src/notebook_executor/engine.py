@@ -411,19 +411,23 @@ class StateUnusable(RuntimeError):
 
 
 class StateKeeper(Protocol):
-    """Durable checkpoints as the cell loop sees them (``_checkpoints.keeper``)."""
+    """Durable checkpoints as the cell loop sees them (``_checkpoints.keeper``): a stored
+    state read back before the first cell, and an ``on_cell_executed`` observer that writes
+    states after cells (subscribed to the job's :class:`CellHooks` while the cells run)."""
 
     def restore(
         self, kernel: EngineKernel, nb: NotebookNode, cells: list[int], outcome: EngineOutcome
     ) -> list[int]:
-        """Before the first cell: read a stored state into ``kernel`` when one matches, fill
-        the cells it stands for (``outcome.reused``), and return the cells left to run.
-        Raises :class:`StateUnusable` when the kernel was touched and must not be used."""
+        """Before the first cell, on the run's ``kernel`` (kept, for the states written
+        later): read a stored state into it when one matches, fill the cells it stands for
+        (``outcome.reused``), and return the cells left to run. Raises :class:`StateUnusable`
+        when the kernel was touched and must not be used; asked again with a fresh kernel,
+        it reads nothing back."""
         ...
 
-    def after_cell(self, kernel: EngineKernel, nb: NotebookNode, index: int, *, last: bool) -> None:
-        """Cell ``index`` completed (``last``: the run's last code cell): write the state
-        when the policy says so. Never raises for what it could not do."""
+    def cell_executed(self, event: CellRan) -> None:
+        """A code cell ended: write the state when it completed and the policy says so.
+        Never raises for what it could not do."""
         ...
 
 

@@ -1,8 +1,9 @@
 """Durable checkpoints of one run: states written after cells, one read back before the first.
 
-The cell loop calls a :class:`Keeper` (:class:`~notebook_executor.engine.StateKeeper`):
+The cell loop calls a :class:`Keeper` (:class:`~notebook_executor.engine.StateKeeper`), and
+subscribes it to the job's cell events while the cells run:
 
-- :meth:`Keeper.after_cell` writes the kernel's state (``_kernels/inside/state_files.py``)
+- :meth:`Keeper.cell_executed` writes the kernel's state (``_kernels/inside/state_files.py``)
   once the cells since the last checkpoint took :attr:`Policy.every_seconds` and twenty times
   what the last one cost (so that checkpoints cost at most some 5% of a run), and after the
   last cell of a run that took that long. Its manifest names the cells so far by their
@@ -35,7 +36,7 @@ from .store import CheckpointStore, Limits
 
 if TYPE_CHECKING:
     from .._notebook import NotebookNode
-    from ..engine import EngineKernel, EngineOutcome, RunJob
+    from ..engine import CellRan, EngineKernel, EngineOutcome, RunJob
 
 __all__ = ["MANIFEST_VERSION", "Keeper", "Policy", "prefix_key", "unusable"]
 
@@ -177,6 +178,10 @@ class Keeper:
         self._began = self._mark
         self._last_cost = 0.0
         self._saving = policy.save
+        self._gave_up = False
+        self._kernel: EngineKernel | None = None
+        self._nb: NotebookNode | None = None
+        self._cells: list[int] = []
         self.saved: list[int] = []
         self.notes: list[str] = []
 
@@ -186,7 +191,8 @@ class Keeper:
         self, kernel: EngineKernel, nb: NotebookNode, cells: list[int], outcome: EngineOutcome
     ) -> list[int]:
         self._mark = time.monotonic()
-        if not self.policy.reuse:
+        self._kernel, self._nb, self._cells = kernel, nb, cells
+        if not self.policy.reuse or self._gave_up:
             return cells
         notes = outcome.state_notes
         if not isinstance(kernel, SupportsState):
@@ -236,6 +242,7 @@ class Keeper:
                     if reply.get("touched") is False:
                         rejected.append(f"{where} was not used: {why}")
                         continue
+                    self._gave_up = True
                     raise StateUnusable(f"{where} could not be read: {why}")
             for index, recorded in zip(cells[: position + 1], record, strict=False):
                 cell = nb.cells[index]
@@ -277,9 +284,15 @@ class Keeper:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def after_cell(self, kernel: EngineKernel, nb: NotebookNode, index: int, *, last: bool) -> None:
-        if not self._saving or not isinstance(kernel, SupportsState):
+    def cell_executed(self, event: CellRan) -> None:
+        """Write the state after a completed cell when the policy says so (see the module
+        doc); an observer of the job's cells (:class:`~notebook_executor.engine.CellHooks`)."""
+        kernel, nb, index = self._kernel, self._nb, event.index
+        if not self._saving or event.failure is not None or event.exited or nb is None:
             return
+        if not isinstance(kernel, SupportsState):
+            return
+        last = bool(self._cells) and index == self._cells[-1]
         now = time.monotonic()
         since = now - self._mark
         due = max(self.policy.every_seconds, self._last_cost / self.policy.cost_share)

@@ -147,9 +147,10 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
     set_language_info(job.nb, kernel.info)
     clean = False
     todo = cells
-    if job.state is not None:
+    keeper = job.state
+    if keeper is not None:
         try:
-            todo = job.state.restore(kernel, job.nb, cells, outcome)
+            todo = keeper.restore(kernel, job.nb, cells, outcome)
         except StateUnusable as why:
             # The kernel's state is unknown now: a fresh kernel runs every cell.
             outcome.state_notes.append(f"every cell ran: {why}")
@@ -160,8 +161,15 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
             kernel = _open(engine, job, limits, outcome, cells[0])
             if kernel is None:
                 return outcome
+            todo = keeper.restore(kernel, job.nb, cells, outcome)
+    observing = (
+        contextlib.nullcontext()
+        if keeper is None
+        else job.hooks.observing(on_cell_executed=keeper.cell_executed)
+    )
     try:
-        clean = run_cells(kernel, job, job.nb, todo, limits, outcome)
+        with observing:
+            clean = run_cells(kernel, job, job.nb, todo, limits, outcome)
     except Exception as exc:
         # The engine's machinery failed (not a cell): the caller records what completed.
         if getattr(exc, "outcome", None) is None:
@@ -307,8 +315,6 @@ def run_cells(
             outcome.exited = index
             if stop_at_exit:
                 break
-        elif job.state is not None:
-            job.state.after_cell(kernel, nb, index, last=index == cells[-1])
     return True
 
 
