@@ -487,6 +487,7 @@ environment, reuse, checkpoints
         plan = self._planner.plan(target.notebook, RunOptions.from_keywords("resume", given))
         plan.resume_of = (run_id, plan.cell_map.to_job(target.failed_cell))
         plan.resume_note = target.note
+        plan.parent_run = target.parent_run  # lineage: the run this one continues
         self._announce([plan])
         return run_in_foreground(
             plan,

@@ -92,4 +92,10 @@ def resume_target(run_id: str, records: RunRecords, runs_dir: Path) -> ResumeTar
         )
         note += f"; the files it wrote are as it left them: {shown}"
     parameters = dict(result.get("parameters") or {})
-    return ResumeTarget(run_id, notebook, parameters, index, note)
+    parent = {
+        "kind": "resume",
+        "uuid": str(record.get("uuid") or ""),
+        "job": str(record.get("job") or record.get("notebook") or ""),
+        "run_id": run_id,
+    }
+    return ResumeTarget(run_id, notebook, parameters, index, note, parent)
