@@ -57,7 +57,8 @@ class CheckpointStore:
     """The checkpoints of one runs folder."""
 
     def __init__(self, runs_dir: Path) -> None:
-        self.root = Path(runs_dir) / FOLDER
+        # Absolute: the kernel, whose working folder is the notebook's, writes the objects.
+        self.root = Path(os.path.abspath(runs_dir)) / FOLDER  # noqa: PTH100
         self.objects = self.root / "objects"
         self.notebooks = self.root / "notebooks"
 
