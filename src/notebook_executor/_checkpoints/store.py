@@ -173,6 +173,9 @@ class CheckpointStore:
             for path in self.objects.glob("*.tmp"):
                 if now - path.stat().st_mtime > ORPHAN_SECONDS:
                     path.unlink()
+        for folder in list(self._folders()):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: no checkpoint of that notebook is left
         return freed
 
 
