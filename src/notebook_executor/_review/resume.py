@@ -38,6 +38,8 @@ class ResumeTarget:
     failed_cell: int
     #: What the resume does not undo, in words.
     note: str
+    #: The new run's ``parent_run``: the earlier run (docs/how-to/lineage.md).
+    parent_run: dict[str, Any]
 
 
 def resume_target(run_id: str, records: RunRecords, runs_dir: Path) -> ResumeTarget:
