@@ -107,22 +107,24 @@ def test_a_manifest_is_refused_for_each_thing_that_could_make_it_wrong(tmp_path:
     data = tmp_path / "data.csv"
     data.write_text("1,2\n", encoding="utf-8")
     env = {"python": "3.11", "executable": "/x/python", "packages": "abc"}
-    good = {
+    mode = hashlib.sha256(b"fast").hexdigest()
+    reads: dict[str, Any] = {
+        "complete": True,
+        "files": {os.fspath(data): ["r", hashlib.sha256(b"1,2\n").hexdigest()]},
+        "env": {"MODE": mode, "TOKEN": "secret"},
+    }
+    good: dict[str, Any] = {
         "version": MANIFEST_VERSION,
         "unkept": {},
         "environment": env,
-        "reads": {
-            "complete": True,
-            "files": {os.fspath(data): ["r", hashlib.sha256(b"1,2\n").hexdigest()]},
-            "env": {"MODE": hashlib.sha256(b"fast").hexdigest(), "TOKEN": "secret"},
-        },
+        "reads": reads,
     }
-    kernel = {"environment": env, "env": {"MODE": good["reads"]["env"]["MODE"], "TOKEN": "secret"}}
+    kernel: dict[str, Any] = {"environment": env, "env": {"MODE": mode, "TOKEN": "secret"}}
     assert unusable(good, kernel) is None
     cases = {
         "another version": {**good, "version": MANIFEST_VERSION + 1},
         "could not keep f": {**good, "unkept": {"f": "TextIOWrapper does not pickle"}},
-        "not all known": {**good, "reads": {**good["reads"], "complete": False}},
+        "not all known": {**good, "reads": {**reads, "complete": False}},
         "another interpreter": {**good, "environment": {**env, "packages": "def"}},
     }
     for expected, manifest in cases.items():
