@@ -37,6 +37,16 @@ class RunHistory:
         self._check_open()
         return self._records.get_run(run_id)
 
+    def resumed_by(self, run_id: str) -> list[str]:
+        """The runs that resumed run ``run_id`` (their ``resumed_from``), newest first: the
+        other way of the link (docs/how-to/resume.md)."""
+        notebook = self.get_run(run_id)["notebook"]
+        return [
+            found["run_id"]
+            for found in self.runs(notebook=notebook)
+            if found.get("resumed_from") == run_id
+        ]
+
     def runs(
         self,
         notebook: PathLike | None = None,

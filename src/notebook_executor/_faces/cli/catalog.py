@@ -153,10 +153,13 @@ def _cmd_scraps(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     with common.executor(args) as ex:
         result = ex.get_run(args.run_id)
+        resumed_by = [] if result["status"] == "success" else ex.resumed_by(args.run_id)
     if args.json:
         print_json(result)
     else:
         print_result(result)
+        if resumed_by:
+            print(f"resumed by: {', '.join(resumed_by)}")
     return EXIT_OK
 
 

@@ -377,9 +377,18 @@ async def get_run(
     run_id: Annotated[str, Field(description="A run id, as execute or list_runs gave it.")],
 ) -> CallToolResult:
     """The result dict of a past run: status, error_kind, failed_cell, parameters, scraps,
-    timing."""
-    result = await ws.call(lambda: ws.executor.get_run(run_id))
-    return ws.answer(ws.present(result))
+    timing; a failed run that was resumed also names the runs that resumed it
+    (resumed_by)."""
+
+    def found() -> dict[str, Any]:
+        result = dict(ws.present(ws.executor.get_run(run_id)))
+        if result.get("status") != "success":
+            resumed_by = ws.executor.resumed_by(run_id)
+            if resumed_by:
+                result["resumed_by"] = resumed_by[:20]
+        return result
+
+    return ws.answer(await ws.call(found))
 
 
 async def list_runs(
