@@ -252,16 +252,7 @@ environment, reuse, checkpoints
                 checkpoints=checkpoints,
             ),
         )
-        # The kernel starts while the run records are written.
-        self._announce([plan])
-        return run_in_foreground(
-            plan,
-            self._run,
-            progress=self.progress,
-            log_output=self.log_output,
-            on_cell=on_cell,
-            cancel=cancel,
-        )
+        return self._foreground(plan, on_cell, cancel)
 
     def open_session(
         self,
@@ -488,15 +479,7 @@ environment, reuse, checkpoints
         plan.resume_of = (run_id, plan.cell_map.to_job(target.failed_cell))
         plan.resume_note = target.note
         plan.parent_run = target.parent_run  # lineage: the run this one continues
-        self._announce([plan])
-        return run_in_foreground(
-            plan,
-            self._run,
-            progress=self.progress,
-            log_output=self.log_output,
-            on_cell=on_cell,
-            cancel=cancel,
-        )
+        return self._foreground(plan, on_cell, cancel)
 
     def collect_checkpoints(self, max_bytes: int | None = None) -> dict[str, int]:
         """Free the disk durable checkpoints take (docs/how-to/incremental.md): the oldest
@@ -533,6 +516,24 @@ environment, reuse, checkpoints
         if isinstance(self._engine, SupportsPrestart):
             for plan in plans:
                 self._engine.prestart(plan.job)
+
+    def _foreground(
+        self,
+        plan: Plan,
+        on_cell: Callable[[int, int], None] | None,
+        cancel: threading.Event | None,
+    ) -> RunResult:
+        """Run ``plan`` on this thread, with its bar of cells and live output."""
+        # The kernel starts while the run records are written.
+        self._announce([plan])
+        return run_in_foreground(
+            plan,
+            self._run,
+            progress=self.progress,
+            log_output=self.log_output,
+            on_cell=on_cell,
+            cancel=cancel,
+        )
 
     def _run(self, plan: Plan) -> RunResult:
         return run_plan(plan, self._engine, self.runs_dir, self._records.index)
