@@ -8,17 +8,20 @@ subscribes it to the job's cell events while the cells run:
   what the last one cost (so that checkpoints cost at most some 5% of a run), and after the
   last cell of a run that took that long. Its manifest names the cells so far by their
   sources (:func:`prefix_key`), and holds what they read.
-- :meth:`Keeper.restore` (``reuse``, and ``resume``, which asks for one run's checkpoints
-  before one cell) takes the checkpoint of the longest prefix of code cells whose sources are
-  those of the notebook now, and that is still true: every variable kept
-  (:func:`unusable`), the files the cells read and wrote unchanged, the environment variables
-  they read the same, no magic whose effect a state does not hold, no later cell reading
-  IPython's output history. Its cells' outputs come from that run's record. Any doubt: the
-  cells run, and the result says why (``outcome.state_notes``).
+- :meth:`Keeper.restore` (``reuse``, and ``resume``, which asks for one run's checkpoints,
+  or those of the runs its state came from, before one cell) takes the checkpoint of the
+  longest prefix of code cells whose sources are those of the notebook now, and that is
+  still true: the same working folder, every variable kept (:func:`unusable`), the files the
+  cells read and wrote unchanged, the environment variables they read the same, no magic
+  whose effect a state does not hold nor shell command (``!``), no module's state changed
+  (which a state, keeping modules by name, does not hold), no later cell reading IPython's
+  output history. Its cells' outputs come from that run's record. Any doubt: the cells run,
+  and the result says why (``outcome.state_notes``).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -26,7 +29,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .._notebook import code_cell_indices, from_dict
 from .._records.files import file_hash
@@ -44,13 +47,17 @@ logger = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 
-#: Line magics whose effect a stored state holds, or that have none on the state.
+#: Magics whose effect a stored state holds, or that have none on the state nor on what
+#: later cells show. Not ``precision`` (the display's state, which no checkpoint holds), nor
+#: ``bash``, ``sh``, ``script`` (a shell's reads and writes are not audited).
 _HARMLESS_MAGICS = frozenset(
     {"time", "timeit", "matplotlib", "pip", "conda", "env", "cd", "pwd", "who", "whos", "ls"}
-    | {"capture", "writefile", "bash", "sh", "html", "HTML", "markdown", "latex", "javascript"}
-    | {"js", "svg", "script", "prun", "debug", "precision"}
+    | {"capture", "writefile", "html", "HTML", "markdown", "latex", "javascript"}
+    | {"js", "svg", "prun", "debug"}
 )
 _MAGIC = re.compile(r"^\s*%{1,2}([A-Za-z_]\w*)", re.MULTILINE)
+#: A shell escape (``!cmd``, ``files = !ls``): the files its command reads are not known.
+_SHELL = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\s*=\s*)?!", re.MULTILINE)
 #: Names of IPython's output and input history.
 _HISTORY = re.compile(r"(?<![\w.])(_{1,3}|_i{1,3}|_\d+|_i\d+|Out|In|_oh|_ih)(?!\w)")
 
@@ -60,8 +67,10 @@ class Policy:
     """When to write checkpoints, and which to read back.
 
     ``save``: write checkpoints (``checkpoints=False`` turns it off). ``reuse``: start from
-    the longest matching prefix. ``run_id`` and ``before``: only that run's checkpoints, after
-    cells before job index ``before`` (``resume``).
+    the longest matching prefix. ``run_id`` and ``before``: only the checkpoints of that run
+    and of the runs its state came from (``reused_from``, in turn: a resumed run resumed
+    again goes on from the state it was given), after cells before job index ``before``
+    (``resume``).
     """
 
     save: bool = True
@@ -132,11 +141,93 @@ def unusable(manifest: dict[str, Any], kernel: dict[str, Any]) -> str | None:
     return None
 
 
-def _magic_problem(nb: NotebookNode, cells: list[int]) -> str | None:
+def _magic_problem(nb: NotebookNode, cells: list[int], shown: Any) -> str | None:
     for index in cells:
-        for name in _MAGIC.findall(str(nb.cells[index].source)):
+        source = str(nb.cells[index].source)
+        for name in _MAGIC.findall(source):
             if name not in _HARMLESS_MAGICS:
-                return f"cell {index} uses %{name}, whose effect a stored state does not hold"
+                return (
+                    f"cell {shown(index)} uses %{name}, whose effect a stored state does not hold"
+                )
+        if _SHELL.search(source):
+            return f"cell {shown(index)} runs a shell command, whose reads and writes are not known"
+    return None
+
+
+#: Calls that change a module's state (options, warnings, logging, seeds) when made on a
+#: module (``pd.set_option(...)``, ``plt.style.use(...)``).
+_SETTERS = frozenset(
+    {"set_option", "reset_option", "set_printoptions", "seterr", "filterwarnings", "use"}
+    | {"simplefilter", "resetwarnings", "basicConfig", "setLevel", "addHandler", "disable"}
+    | {"setrecursionlimit", "set_theme", "set_style", "set_context", "set_palette", "set"}
+    | {"rc", "rcdefaults", "update", "manual_seed", "set_seed", "set_default_dtype"}
+)
+#: Module state a checkpoint holds (the environment, ``sys.path``).
+_HELD = frozenset({("os", "environ"), ("sys", "path")})
+_NOT_PYTHON = re.compile(r"^\s*[%!].*$", re.MULTILINE)
+
+
+def _chain(node: ast.AST) -> list[str]:
+    """The names of an attribute chain from its root: ``pd.options.display`` ->
+    ``["pd", "options", "display"]`` (through subscripts and calls; [] without a name)."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Name):
+            return [node.id, *reversed(names)]
+        else:
+            return []
+
+
+def _of_module(chain: list[str], modules: dict[str, str]) -> bool:
+    """Whether ``chain`` reaches into a module's state that a checkpoint does not hold."""
+    return len(chain) > 1 and chain[0] in modules and (modules[chain[0]], chain[1]) not in _HELD
+
+
+def _module_state_problem(
+    nb: NotebookNode, cells: list[int], modules: dict[str, str], shown: Any
+) -> str | None:
+    """Why a cell in ``cells`` changed a module's state, which a checkpoint does not hold (a
+    module is kept by its name: read back, it is as imported): an attribute or item of a
+    module set or deleted (``helper.VALUE = 5``, ``plt.rcParams[...] = ...``), or a setter
+    called on one (:data:`_SETTERS`). ``modules``: the notebook's names of modules."""
+    for index in cells:
+        source = _NOT_PYTHON.sub("", str(nb.cells[index].source))
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            targets: list[ast.AST] = []
+            if isinstance(node, ast.Assign | ast.Delete):
+                targets = list(node.targets)
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                chain = _chain(node.func)
+                if _of_module(chain, modules) and chain[-1] in _SETTERS:
+                    dotted = ".".join(chain)
+                    return f"cell {shown(index)} calls {dotted}, which a state does not hold"
+            while targets:
+                target = targets.pop()
+                if isinstance(target, ast.Tuple | ast.List):
+                    targets.extend(target.elts)
+                    continue
+                if isinstance(target, ast.Starred):
+                    targets.append(target.value)
+                    continue
+                if not isinstance(target, ast.Attribute | ast.Subscript):
+                    continue
+                chain = _chain(target)
+                if _of_module(chain, modules):
+                    dotted = ".".join(chain)
+                    return f"cell {shown(index)} changes {dotted}, which a state does not hold"
     return None
 
 
@@ -195,11 +286,17 @@ class Keeper:
         if not self.policy.reuse or self._gave_up:
             return cells
         notes = outcome.state_notes
-        if not isinstance(kernel, SupportsState):
-            notes.append("every cell ran: this engine cannot read a stored state")
+        if not self._holds_state(kernel):
+            notes.append(
+                "every cell ran: this engine cannot read a stored state"
+                if self.job.kernel.native
+                else f"every cell ran: kernel {self.job.kernel.name!r} keeps no stored state "
+                "(only the Python kernel this tool starts does)"
+            )
             return cells
         kernel_name = self.job.kernel.name
         keys = [prefix_key(nb, cells, p, kernel_name) for p in range(len(cells))]
+        runs = None if self.policy.run_id is None else self._lineage(self.policy.run_id)
         found = []
         for manifest in self.store.manifests(self.identity):
             position = manifest.get("position")
@@ -207,7 +304,7 @@ class Keeper:
                 continue
             if manifest.get("prefix") != keys[position]:
                 continue
-            if self.policy.run_id is not None and manifest.get("run_id") != self.policy.run_id:
+            if runs is not None and manifest.get("run_id") not in runs:
                 continue
             if self.policy.before is not None and cells[position] >= self.policy.before:
                 continue
@@ -222,7 +319,17 @@ class Keeper:
         for manifest in found:
             position = manifest["position"]
             where = f"the checkpoint after cell {self.shown(cells[position])}"
-            why = unusable(manifest, described) or _magic_problem(nb, cells[: position + 1])
+            prefix = cells[: position + 1]
+            why = (
+                (
+                    None
+                    if manifest.get("cwd") == self._cwd()
+                    else f"it was written in another working folder ({manifest.get('cwd')})"
+                )
+                or unusable(manifest, described)
+                or _magic_problem(nb, prefix, self.shown)
+                or _module_state_problem(nb, prefix, manifest.get("modules") or {}, self.shown)
+            )
             later = _history_reader(nb, cells[position + 1 :])
             if why is None and later is not None:
                 why = f"cell {self.shown(later)} reads IPython's output history"
@@ -262,6 +369,32 @@ class Keeper:
         notes.extend(rejected[:3])
         return cells
 
+    def _cwd(self) -> str:
+        """The run's working folder (the kernel's as it starts; a state read back goes on in
+        the folder it was written in)."""
+        return str(Path(self.job.cwd).resolve())
+
+    def _holds_state(self, kernel: EngineKernel | None) -> TypeGuard[SupportsState]:
+        """Whether ``kernel`` answers state requests: the engine's, on the Python kernel this
+        tool starts (``native``); an installed kernelspec's (another language, or another
+        Python's ipykernel) would leave each request unanswered until its timeout."""
+        return isinstance(kernel, SupportsState) and self.job.kernel.native
+
+    def _lineage(self, run_id: str) -> set[str]:
+        """Run ``run_id`` and the runs its state came from: the ``reused_from`` of each
+        record, in turn."""
+        runs: set[str] = set()
+        current: Any = run_id
+        while isinstance(current, str) and current not in runs and len(runs) < 64:
+            runs.add(current)
+            try:
+                path = RunStore(self.runs_dir).path(current)
+                record = json.loads(path.read_text(encoding="utf-8"))["metadata"]
+                current = record["notebook_executor"].get("reused_from")
+            except Exception:
+                break
+        return runs
+
     def _record_cells(
         self, manifest: dict[str, Any], nb: NotebookNode, cells: list[int]
     ) -> list[dict[str, Any]] | None:
@@ -290,7 +423,7 @@ class Keeper:
         kernel, nb, index = self._kernel, self._nb, event.index
         if not self._saving or event.failure is not None or event.exited or nb is None:
             return
-        if not isinstance(kernel, SupportsState):
+        if not self._holds_state(kernel):
             return
         last = bool(self._cells) and index == self._cells[-1]
         now = time.monotonic()
@@ -329,6 +462,7 @@ class Keeper:
         manifest.update(
             version=MANIFEST_VERSION,
             run_id=self.run_id,
+            cwd=self._cwd(),
             cell=index,
             source_cell=self.shown(index),
             position=position,

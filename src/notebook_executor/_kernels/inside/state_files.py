@@ -10,18 +10,22 @@ thread: no cell runs, the execution count does not move.
 
     - each variable of the user namespace (IPython's own names aside), pickled (protocol 5).
       Variables that share an object (``b = a``; a list holding a dict another name holds) are
-      pickled together, so that they still share it once read back. Each pickle is written to
+      pickled together, so that they still share it once read back. A closed file (``with
+      open(...) as f``) is kept as closed, with its name and mode. Each pickle is written to
       ``objects/<sha256>.pkl`` unless that file is there: only what changed is written.
       Functions defined in the notebook are kept as their code (``marshal``), their globals
       being the namespace they are read back into. A module is kept as its name.
     - what a variable does not keep is named with the reason (``unkept``): objects that do not
       pickle (open files, generators, locks, sockets, threads, connections), classes defined
-      in the notebook and their instances, and any pickle holding one of ``forms`` (the byte
-      forms of the run's secrets: no secret is written).
+      in the notebook and their instances, a module's own mutable object (``from helper
+      import CONFIG``: its copy would not be the module's), and any pickle holding one of
+      ``forms`` (the byte forms of the run's secrets: no secret is written).
     - the working folder, ``sys.path``, the environment variables the notebook changed, the
       ``random`` and numpy's global generators' states, and the execution count.
-    - what the cells read so far: the files (the audit hook's, with their sha256 now) and the
-      environment variables (their sha256; the value of a secret is not hashed: ``forms``).
+    - what the cells read so far: the files (the audit hook's, with their sha256 now; the
+      sources of the modules imported from outside the interpreter's folders too, even when
+      read from their ``.pyc``; not the checkpoints' own files) and the environment variables
+      (their sha256; the value of a secret is not hashed: ``forms``).
     - the environment (:func:`environment`): a checkpoint is read back only where it is the same.
 
 ``{"op": "load", "objects": folder, "manifest": {...}}``
@@ -35,7 +39,7 @@ thread: no cell runs, the execution count does not move.
 from __future__ import annotations
 
 # Runs in the kernel, on every checkpoint: os.path, no pathlib.
-# ruff: noqa: PTH103, PTH105, PTH109, PTH110, PTH112, PTH116, PTH118, PTH123, PTH208
+# ruff: noqa: PTH100, PTH103, PTH105, PTH109, PTH110, PTH112, PTH116, PTH118, PTH120, PTH123, PTH208
 import hashlib
 import io
 import marshal
@@ -60,12 +64,17 @@ _IPYTHON_NAMES = frozenset(
 _SHARED = (list, dict, set, bytearray, types.FunctionType)
 _NAMED = (type, types.ModuleType, types.BuiltinFunctionType, types.FunctionType)
 
+#: The buffered files kept when closed (:func:`_closed_file`), as text and raw files are.
+_BUFFERED = (io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
+
 #: Longest file hashed whole; a larger one is known by size and time of change.
 _HASH_BYTES = 1 << 30
 
 #: The environment as the kernel started (the environment variables a notebook changed are
 #: those that differ from it).
 _STARTED_ENV: dict[str, str] | None = None
+#: ``sys.path`` as the kernel started (the folders a notebook adds are part of its state).
+_STARTED_PATH: list[str] | None = None
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 _ENV_READ: set[str] = set()
 #: Whether a cell is running now (IPython's execute events).
@@ -79,8 +88,9 @@ class Unkept(Exception):
 def install() -> None:
     """Note the environment as the kernel starts, and which variables the notebook's cells
     read (while a cell runs: not the kernel's own reads)."""
-    global _STARTED_ENV
+    global _STARTED_ENV, _STARTED_PATH
     _STARTED_ENV = dict(os.environ)
+    _STARTED_PATH = list(sys.path)
     _ENV_READ.clear()
     shell = _shell()
     if shell is not None:
@@ -127,9 +137,11 @@ def handle(content: dict[str, Any]) -> dict[str, Any]:
 
 def environment() -> dict[str, Any]:
     """What a checkpoint is only read back into: this interpreter, and the packages it finds
-    (the names of the distributions in ``sys.path``'s folders, versions included)."""
+    (the names of the distributions in the folders of ``sys.path`` as the kernel started,
+    versions included: a folder the notebook adds is part of its state, and the modules it
+    imports from there are among the files its cells read)."""
     found: list[str] = []
-    for entry in sys.path:
+    for entry in sys.path if _STARTED_PATH is None else _STARTED_PATH:
         if not entry or not os.path.isdir(entry):
             continue
         try:
@@ -162,6 +174,37 @@ def _user_names(shell: Any) -> dict[str, Any]:
 
 
 # -- saving ------------------------------------------------------------------------------
+
+
+def _closed_file(name: Any, mode: str, kind: str) -> Any:
+    """A closed file of the notebook (``with open(...) as f``), made again: closed, of the
+    same type, with its name and mode."""
+    opened = mode.replace("x", "w").replace("U", "")
+    if kind == "raw":
+        made: Any = io.FileIO(os.devnull, opened)
+    else:
+        made = open(os.devnull, opened)  # noqa: SIM115 (closed below)
+    raw = made.buffer.raw if kind == "text" else getattr(made, "raw", made)
+    raw.name = name
+    if kind == "text":
+        made.mode = mode
+    made.close()
+    return made
+
+
+def _closed_file_reduction(obj: Any) -> Any:
+    """How to make closed file ``obj`` again (None: it is not a plain closed file)."""
+    kinds: dict[type, str] = {io.TextIOWrapper: "text", io.FileIO: "raw"}
+    kind = kinds.get(type(obj), "buffered")
+    if not (kind != "buffered" or type(obj) in _BUFFERED) or not obj.closed:
+        return None
+    try:
+        raw = obj.buffer.raw if kind == "text" else getattr(obj, "raw", obj)
+        if type(raw) is not io.FileIO:
+            return None
+        return (_closed_file, (raw.name, str(obj.mode), kind))
+    except Exception:
+        return None
 
 
 def _rebuild_function(
@@ -223,6 +266,10 @@ class _Pickler(pickle.Pickler):
                     dict(obj.__dict__),
                 ),
             )
+        if isinstance(obj, io.IOBase):
+            closed = _closed_file_reduction(obj)
+            if closed is not None:
+                return closed
         if isinstance(obj, type):
             if obj.__module__ == "__main__":
                 raise Unkept(f"the class {obj.__qualname__} is defined in the notebook")
@@ -263,6 +310,20 @@ def _write(objects: str, data: bytes) -> str:
     return digest
 
 
+def _audit() -> Any:
+    """The file audit of this kernel (``file_audit.py``), None without one."""
+    return getattr(sys.modules.get("_notebook_executor_file_audit"), "AUDIT", None)
+
+
+def _not_audited(objects: str) -> None:
+    """Leave the checkpoints' own files out of the files the notebook read and wrote (they
+    would count as its outputs, and towards the audit's limit)."""
+    audit = _audit()
+    folder = os.path.join(os.path.dirname(os.path.abspath(objects)), "")
+    if audit is not None and folder not in audit.ignored:
+        audit.ignored = (*audit.ignored, folder)
+
+
 def _secret_in(data: bytes, forms: list[bytes]) -> bool:
     return any(form in data for form in forms)
 
@@ -287,6 +348,7 @@ def save(objects: str, forms: list[bytes], limit: int | None = None) -> dict[str
     shell = _shell()
     user_ns = shell.user_ns
     os.makedirs(objects, exist_ok=True)
+    _not_audited(objects)
     modules: dict[str, str] = {}
     unkept: dict[str, str] = {}
     pickles: dict[str, tuple[bytes, set[int]]] = {}
@@ -316,6 +378,9 @@ def save(objects: str, forms: list[bytes], limit: int | None = None) -> dict[str
     views = _views(pickles, user_ns)
     for name in views:
         unkept[name] = "a view of another variable's array"
+        del pickles[name]
+    for name, where in _module_objects({n: user_ns[n] for n in pickles}, shell).items():
+        unkept[name] = f"it is {where}: read back, it would be a copy, no longer the module's"
         del pickles[name]
     groups = _groups(pickles)
     variables: dict[str, str] = {}
@@ -353,6 +418,69 @@ def save(objects: str, forms: list[bytes], limit: int | None = None) -> dict[str
         "reads": _reads(forms),
         "environment": environment(),
     }
+
+
+def _module_objects(values: dict[str, Any], shell: Any) -> dict[str, str]:
+    """The variables that hold a module's own mutable object (``from helper import CONFIG``,
+    ``from matplotlib import rcParams``): a pickle copies it, and the module read back would
+    not see the copy, nor the changes made through it. Named by the module's name for it.
+    The modules looked in are those the notebook names: its modules' names, and those its
+    cells import from (``from m import ...``)."""
+    wanted: dict[int, str] = {}
+    for name, value in values.items():
+        kind = type(value)
+        copied = isinstance(value, (list, dict, set, bytearray)) or (
+            hasattr(value, "__dict__")
+            and not isinstance(value, _NAMED)
+            and getattr(kind, "__reduce_ex__", None) is object.__reduce_ex__
+            and getattr(kind, "__reduce__", None) is object.__reduce__
+        )
+        if copied:
+            wanted[id(value)] = name
+    found: dict[str, str] = {}
+    if not wanted:
+        return found
+    named = {
+        value.__name__
+        for value in shell.user_ns.values()
+        if isinstance(value, types.ModuleType) and isinstance(value.__name__, str)
+    }
+    for source in shell.user_ns.get("_ih", []) or []:
+        named.update(_imported_from(source))
+    for module_name in sorted(named):
+        module = sys.modules.get(module_name)
+        attributes = getattr(module, "__dict__", None)
+        if not isinstance(attributes, dict) or attributes is shell.user_ns:
+            continue
+        for attribute, value in list(attributes.items()):
+            held = wanted.get(id(value))
+            if held is not None and value is values[held] and held not in found:
+                found[held] = f"{module_name}.{attribute}"
+    return found
+
+
+_IMPORTED_FROM: dict[str, frozenset[str]] = {}
+
+
+def _imported_from(source: Any) -> frozenset[str]:
+    """The modules a cell's source imports names from (``from m import n``), once per text."""
+    if not isinstance(source, str):
+        return frozenset()
+    known = _IMPORTED_FROM.get(source)
+    if known is None:
+        import ast
+
+        try:
+            nodes = list(ast.walk(ast.parse(source)))
+        except (SyntaxError, ValueError):
+            nodes = []
+        known = frozenset(
+            node.module
+            for node in nodes
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        )
+        _IMPORTED_FROM[source] = known
+    return known
 
 
 def _views(pickles: dict[str, tuple[bytes, set[int]]], user_ns: dict[str, Any]) -> list[str]:
@@ -448,14 +576,41 @@ def _file_hash(path: str) -> str | None:
 
 def _reads(forms: list[bytes]) -> dict[str, Any]:
     """The files the cells opened so far (hashed now) and the environment variables they read."""
-    audit_module = sys.modules.get("_notebook_executor_file_audit")
-    audit = getattr(audit_module, "AUDIT", None)
+    audit = _audit()
     files: dict[str, Any] = {}
     complete = audit is not None and audit.dropped == 0
     if audit is not None:
         for path, access in audit.seen.items():
             files[path] = [access, _file_hash(path)]
+        for path in _module_files(audit.ignored):
+            if path not in files:
+                files[path] = ["r", _file_hash(path)]
     return {"files": files, "env": _env_digests(sorted(_ENV_READ), forms), "complete": complete}
+
+
+#: ``_module_files``' last answer, and the modules it was for (by count: they only grow).
+_MODULE_FILES: list[Any] = [-1, None, []]
+
+
+def _module_files(ignored: tuple[str, ...]) -> list[str]:
+    """The files of the modules imported from outside the interpreter's and the kernel's own
+    folders (the notebook's modules): an import from an up-to-date ``__pycache__`` reads the
+    ``.pyc`` (which the audit leaves out), not the source, yet the source is what it stands
+    for."""
+    modules = list(sys.modules.values())
+    if _MODULE_FILES[0] == len(modules) and _MODULE_FILES[1] == ignored:
+        return list(_MODULE_FILES[2])
+    found = []
+    for module in modules:
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            continue
+        if not path.startswith("/"):
+            path = os.path.abspath(path)
+        if not path.startswith(ignored) and "/__pycache__/" not in path:
+            found.append(path)
+    _MODULE_FILES[:] = [len(modules), ignored, found]
+    return list(found)
 
 
 def _env_digests(names: list[str], forms: list[bytes]) -> dict[str, str | None]:
@@ -483,6 +638,7 @@ def load(objects: str, manifest: dict[str, Any]) -> dict[str, Any]:
     kernel is as it was."""
     import importlib
 
+    _not_audited(objects)
     if manifest.get("environment") != environment():
         return _refused("the checkpoint was written in another environment")
     process = manifest.get("process") or {}
