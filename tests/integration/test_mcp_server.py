@@ -46,6 +46,7 @@ TOOLS = {
     "diff",
     "validate",
     "reproduce",
+    "resume",
     "open_session",
     "session_run",
     "session_evaluate",

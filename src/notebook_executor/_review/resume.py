@@ -3,7 +3,8 @@
 
 The new run is planned from the notebook's file as it is now (a fix made there is what the
 resume is for) with the earlier run's parameters, unless others are given. It reads back only
-the earlier run's checkpoints, taken after cells before the failed one; the prefix of code
+the checkpoints of the earlier run (and of the runs its state came from, when it was itself a
+resume), taken after cells before the failed one; the prefix of code
 cells whose sources are unchanged decides which (:mod:`notebook_executor._checkpoints.keeper`):
 an edit before the failed cell goes back to the last checkpoint before the edited cell.
 """
