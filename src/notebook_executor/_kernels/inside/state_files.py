@@ -67,6 +67,9 @@ _NAMED = (type, types.ModuleType, types.BuiltinFunctionType, types.FunctionType)
 #: The buffered files kept when closed (:func:`_closed_file`), as text and raw files are.
 _BUFFERED = (io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
 
+#: The modules of figures and their artists, which are not pickled.
+_DRAWN = ("matplotlib.", "mpl_toolkits.")
+
 #: Longest file hashed whole; a larger one is known by size and time of change.
 _HASH_BYTES = 1 << 30
 
@@ -238,7 +241,12 @@ class _Pickler(pickle.Pickler):
         # The objects two variables may share: containers, functions, instances, arrays (not
         # types, modules or builtins, which every pickle names alike).
         kind = type(obj)
-        if (
+        if kind is types.FunctionType:
+            # The notebook's functions (a library's, numpy's ``_frombuffer`` in every array's
+            # pickle, are pickled by name: sharing them shares nothing).
+            if obj.__globals__ is self.user_ns:
+                self.seen.add(id(obj))
+        elif (
             kind in _SHARED
             or kind.__name__ == "ndarray"
             or (hasattr(obj, "__dict__") and not isinstance(obj, _NAMED))
@@ -277,6 +285,10 @@ class _Pickler(pickle.Pickler):
         cls = type(obj)
         if getattr(cls, "__module__", None) == "__main__":
             raise Unkept(f"an instance of {cls.__qualname__}, a class defined in the notebook")
+        if str(getattr(cls, "__module__", "")).startswith(_DRAWN) and hasattr(obj, "draw"):
+            # Pickling a figure costs more than drawing it (0.3 s for a legend's, measured):
+            # its cells draw it again.
+            raise Unkept(f"a matplotlib {cls.__name__} (its cells draw it again)")
         module = getattr(obj, "__module__", None)
         if module == "__main__" and not isinstance(obj, types.FunctionType):
             raise Unkept(f"a {cls.__name__} of the notebook")
@@ -636,7 +648,6 @@ def load(objects: str, manifest: dict[str, Any]) -> dict[str, Any]:
     """Read ``manifest``'s state into this (fresh) kernel (see the module doc). Everything is
     read and checked before anything changes: ``"touched": false`` in an error says the
     kernel is as it was."""
-    import importlib
 
     _not_audited(objects)
     if manifest.get("environment") != environment():
@@ -653,33 +664,45 @@ def load(objects: str, manifest: dict[str, Any]) -> dict[str, Any]:
     except (OSError, KeyError) as exc:
         return _refused(f"a file of the checkpoint is missing or damaged ({exc})")
     shell = _shell()
-    user_ns = shell.user_ns
     try:
-        os.chdir(process["cwd"])
-        sys.path[:] = list(process.get("sys_path", sys.path))
-        extras = pickle.loads(data[process["blob"]])
-        for name in extras["removed"]:
-            os.environ.pop(name, None)
-        os.environ.update(extras["environ"])
-        for name, module in manifest.get("modules", {}).items():
-            user_ns[name] = importlib.import_module(module)
-        loaded: dict[str, Any] = {}
-        for name, reference in manifest.get("variables", {}).items():
-            digest, _, member = reference.partition("#")
-            if digest not in loaded:
-                loaded[digest] = pickle.loads(data[digest])
-            user_ns[name] = loaded[digest][member] if member else loaded[digest]
-        import random
-
-        random.setstate(extras["generators"]["random"])
-        if "numpy" in extras["generators"]:
-            import numpy
-
-            numpy.random.set_state(extras["generators"]["numpy"])
-        shell.execution_count = int(manifest.get("execution_count", shell.execution_count))
+        # As in a cell: a module imported here decides its settings as it would in one
+        # (pandas' display.max_columns is 20 only where builtins' get_ipython is the shell's).
+        with shell.builtin_trap:
+            _apply(shell, process, manifest, data)
     except Exception as exc:
         return {"status": "error", "evalue": f"{type(exc).__name__}: {exc!s:.300}", "touched": True}
     return {"status": "ok"}
+
+
+def _apply(
+    shell: Any, process: dict[str, Any], manifest: dict[str, Any], data: dict[str, bytes]
+) -> None:
+    """Make the state ``manifest``'s in ``shell`` (``data``: its objects, read and checked)."""
+    import importlib
+
+    user_ns = shell.user_ns
+    os.chdir(process["cwd"])
+    sys.path[:] = list(process.get("sys_path", sys.path))
+    extras = pickle.loads(data[process["blob"]])
+    for name in extras["removed"]:
+        os.environ.pop(name, None)
+    os.environ.update(extras["environ"])
+    for name, module in manifest.get("modules", {}).items():
+        user_ns[name] = importlib.import_module(module)
+    loaded: dict[str, Any] = {}
+    for name, reference in manifest.get("variables", {}).items():
+        digest, _, member = reference.partition("#")
+        if digest not in loaded:
+            loaded[digest] = pickle.loads(data[digest])
+        user_ns[name] = loaded[digest][member] if member else loaded[digest]
+    import random
+
+    random.setstate(extras["generators"]["random"])
+    if "numpy" in extras["generators"]:
+        import numpy
+
+        numpy.random.set_state(extras["generators"]["numpy"])
+    shell.execution_count = int(manifest.get("execution_count", shell.execution_count))
 
 
 def _refused(why: str) -> dict[str, Any]:
