@@ -72,6 +72,8 @@ def _cmd_resume(args: argparse.Namespace) -> int:
     edits = cell_edits(f"the notebook of run {args.run_id}", args.edit, [], markdown=False)
     options = common.run_options(args)
     with common.executor(args) as ex:
+        # A kernel starts while the earlier run is read and the notebook planned, as run's.
+        ex.prepare_kernel(once_read=True)
         result = ex.resume(args.run_id, edits=edits or None, **options.given())
     if args.json:
         print_json(result)

@@ -223,8 +223,8 @@ def serve_command(
     logging.root.handlers.clear()  # the command configures logging to the client's stderr
     finished = threading.Event()
     threading.Thread(target=_watch, args=(conn, finished), daemon=True).start()
-    if client.served_command(argv) != "run":
-        here.drop_speculation()  # the kernel started ahead is a run's
+    if client.served_command(argv) not in ("run", "resume"):
+        here.drop_speculation()  # the kernel started ahead is a run's (a resume's too)
 
     def let_go() -> None:  # a job (``--detach``): answered now, the command goes on
         finished.set()
