@@ -6,7 +6,7 @@ subscribes it to the job's cell events while the cells run:
 - :meth:`Keeper.cell_executed` writes the kernel's state (``_kernels/inside/state_files.py``)
   once the cells since the last checkpoint took :attr:`Policy.every_seconds` and twenty times
   what the last one cost (so that checkpoints cost at most some 5% of a run), and after the
-  last cell of a run that took that long. Its manifest names the cells so far by their
+  last cell of a run whose cells took that long. Its manifest names the cells so far by their
   sources (:func:`prefix_key`), and holds what they read.
 - :meth:`Keeper.restore` (``reuse``, and ``resume``, which asks for one run's checkpoints,
   or those of the runs its state came from, before one cell) takes the checkpoint of the
@@ -281,7 +281,9 @@ class Keeper:
     def restore(
         self, kernel: EngineKernel, nb: NotebookNode, cells: list[int], outcome: EngineOutcome
     ) -> list[int]:
-        self._mark = time.monotonic()
+        # The cells' time counts from here (not the kernel's start): a run of fast cells
+        # writes no checkpoint at its end.
+        self._mark = self._began = time.monotonic()
         self._kernel, self._nb, self._cells = kernel, nb, cells
         if not self.policy.reuse or self._gave_up:
             return cells
