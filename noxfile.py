@@ -1,4 +1,4 @@
-"""Test, lint and type-check sessions: ``nox`` runs tests, lint and typecheck."""
+"""Test, lint and type-check sessions: ``nox`` runs lint, typecheck and tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import os
 
 import nox
 
-nox.options.sessions = ["tests", "lint", "typecheck"]
+# The quick checks first: a lint or type error shows in a minute, not after the tests.
+nox.options.sessions = ["lint", "typecheck", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 # Venvs made and filled by uv where it is installed (``pip install "nox[uv]"``, as .ci/run
 # does): a session's installs take seconds from uv's cache instead of a minute of pip each.
@@ -18,33 +19,34 @@ PYTHON = None  # the interpreter nox itself runs on
 
 
 def _bytecode(session: nox.Session) -> None:
-    """Under ``PYTHONDONTWRITEBYTECODE`` no process writes its ``.pyc`` files, so every kernel,
-    template and command a session starts compiles its imports from source again (ipykernel
-    and jupyter_client: about 0.7 s of CPU a kernel start, measured: a launched kernel ready
-    in 1.8-2.2 s against 0.55 s). Compiled once here instead, the venv's and ours; a no-op
-    where Python writes them itself."""
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return
-    purelib = session.run_install(
-        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
-    )
-    folders = [str(purelib).strip(), "src"]
-    session.run_install("python", "-m", "compileall", "-q", "-j", "0", *folders, silent=True)
+    """Let the session's processes write the ``.pyc`` files of the modules they import.
+
+    Under ``PYTHONDONTWRITEBYTECODE`` (set on CI's machine) no process writes them, so every
+    kernel, template and command a session starts would compile its imports from source
+    again (ipykernel and jupyter_client: about 0.7 s of CPU a kernel start; a launched kernel
+    ready in 1.8-2.2 s against 0.55 s). The variable is dropped from the session's commands
+    instead: the first process that imports a module writes its bytecode, and only what is
+    imported gets compiled. Compiling the whole venv ahead (``compileall``, as before) took 65 s
+    of CPU for the tests venv's 14,000 files alone, most of them never imported, and about as
+    much again in every other session's venv."""
+    session.env["PYTHONDONTWRITEBYTECODE"] = None
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tier (fake engine) and integration tier (real kernels), on two pytest-xdist
-    workers (``-- -n 0`` for one process). Each worker has its own temporary folder, so its
-    kernels' folders never mix with the other's (tests/conftest.py)."""
+    """Unit tier (fake engine) and integration tier (real kernels), on three pytest-xdist
+    workers (``-- -n 0`` for one process). Three on two CPUs: the integration tier waits
+    about as long as it computes (kernels starting, servers, notebooks that sleep), and a
+    third worker computes meanwhile. Each worker has its own temporary folder, so its
+    kernels' folders never mix with another's (tests/conftest.py)."""
     # pip: tests/integration/test_fork_fidelity.py installs a plugin with ``python -m pip``.
     session.install("-e", ".[test]", "pip")
     _bytecode(session)
     # Collecting nothing (pytest's exit code 5) fails: a typo in -k or -m must not pass.
-    # worksteal: a worker whose queue ran dry takes tests from the other's, so the slow
-    # integration tests at the end do not leave one worker idle while the other finishes.
+    # worksteal: a worker whose queue ran dry takes tests from another's, so the slow
+    # integration tests at the end do not leave a worker idle while the others finish.
     given = any(arg.startswith("-n") for arg in session.posargs)
-    workers = [] if given else ["-n", "2", "--dist", "worksteal"]
+    workers = [] if given else ["-n", "3", "--dist", "worksteal"]
     # On CI, the slowest tests are listed: where the suite's time goes, run after run.
     durations = ["--durations=30"] if os.environ.get("CI") else []
     session.run("pytest", "-q", *workers, *durations, *session.posargs)
@@ -72,23 +74,29 @@ def typecheck(session: nox.Session) -> None:
 def release(session: nox.Session) -> None:
     """The package as users get it (issue 29): build a wheel and an sdist, ``twine check``
     them, install the wheel in a fresh venv and run the README's example, one version
-    everywhere, and the pre-commit hooks on a real repository. Run by CI, not by default."""
-    session.install("build>=1", "twine>=5", "pre-commit>=3", "pytest>=7")
+    everywhere, and the pre-commit hooks on a real repository. Run by CI, not by default.
+    Its installs compile nothing ahead (``PIP_COMPILE=false``, uv's default): pip would
+    compile every file of the package's dependencies at each install, where the few commands
+    run after it compile what they import."""
+    session.install("build>=1", "twine>=5", "pre-commit>=3", "pytest>=7", "uv>=0.5")
+    _bytecode(session)
+    session.env["PIP_COMPILE"] = "false"
     session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/release", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """The documentation site (issue 29): Sphinx with MyST, warnings as errors, then its
-    examples run as doctests on real kernels. Run by CI, not by default. Not nitpicky: the
-    numpydoc docstrings name types in prose ("str or path"), which nitpicky mode would read
-    as references to resolve, with no intersphinx inventory (no network) to resolve them."""
+    """The documentation site (issue 29): Sphinx with MyST, warnings as errors. Run by CI, not
+    by default. Its examples run in the tests session, not twice: every page's snippets and
+    ``{doctest}`` blocks, on real kernels, with Sphinx's doctest flags
+    (tests/integration/test_docs_snippets.py, test_readme.py), and the docstrings' examples
+    (tests/unit/test_docs.py). Not nitpicky: the numpydoc docstrings name types in prose
+    ("str or path"), which nitpicky mode would read as references to resolve, with no
+    intersphinx inventory (no network) to resolve them."""
     session.install("-e", ".[docs]")
     _bytecode(session)
     out = session.posargs[0] if session.posargs else "docs/_build"
-    common = ["-W", "--keep-going", "-q", "docs"]
-    session.run("sphinx-build", "-b", "html", *common, f"{out}/html")
-    session.run("sphinx-build", "-b", "doctest", *common, f"{out}/doctest")
+    session.run("sphinx-build", "-b", "html", "-W", "--keep-going", "-q", "docs", f"{out}/html")
 
 
 @nox.session(python=PYTHON)
@@ -133,6 +141,15 @@ def bench_pytest(session: nox.Session) -> None:
     session.install("-e", ".[bench]")
     _bytecode(session)
     session.run("python", "benchmarks/bench_pytest.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench_checkpoints(session: nox.Session) -> None:
+    """Durable checkpoints: ``resume`` against a papermill rerun, ``run --reuse`` against
+    jupyter-cache, and what checkpoints cost in time and disk; not run by default."""
+    session.install("-e", ".[bench]", "jupyter-cache")
+    _bytecode(session)
+    session.run("python", "benchmarks/bench_checkpoints.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -47,6 +47,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` go first (in their order; the rest keep theirs): each waits about
+    a minute on a notebook that sleeps, with little CPU, and on pytest-xdist's workers that
+    wait then overlaps the rest of the suite instead of being its tail."""
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def _leftover() -> dict[int, str]:
     return {**descendants(os.getpid()), **marked_processes(_TOKEN)}
 

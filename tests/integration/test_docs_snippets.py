@@ -1,10 +1,12 @@
-"""Every shell and Python snippet of the README, the getting-started page and the how-to pages
-runs as shown, on real kernels, in a temporary copy of ``notebooks/`` (nothing in the checkout
-is written): ``bash`` blocks as scripts (``set -e``), ``python`` blocks as scripts, and each
-page's ``{doctest}`` blocks as one doctest in a copy of their own (as ``sphinx-build -b
-doctest`` runs them). The few that cannot run here are listed below with the reason. A page
-whose commands use the run server (``session``, ``server``) runs them against a server of its own
-(a private runtime folder), stopped at the end.
+"""Every shell and Python snippet of the getting-started page and the how-to pages runs as
+shown, on real kernels, in a temporary copy of ``notebooks/`` (nothing in the checkout is
+written): ``bash`` blocks as scripts (``set -e``), ``python`` blocks as scripts, and each
+page's ``{doctest}`` blocks as one doctest in a copy of their own, as ``sphinx-build -b
+doctest`` runs them (the docs session builds the site only: the examples run here, once). The
+README's snippets are run by test_readme.py, which also checks what they print. The few that
+cannot run here are listed below with the reason. A page whose commands use the run server
+(``session``, ``server``) runs them against a server of its own (a private runtime folder),
+stopped at the end.
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ pytestmark = [pytest.mark.kernel, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [
-    ROOT / "README.md",
     ROOT / "docs" / "getting-started.md",
     *sorted((ROOT / "docs" / "how-to").glob("*.md")),
 ]
+#: Every snippet of the README runs in test_readme.py, with what it prints checked.
+README = ROOT / "README.md"
+
+#: Sphinx's ``doctest_default_flags``: the ``{doctest}`` blocks are held to what
+#: ``sphinx-build -b doctest`` holds them to.
+DOCTEST_FLAGS = (
+    "doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1"
+)
 
 #: Blocks that need what this machine has not, or minutes of a benchmark: a reason for each
 #: (matched on the page's name and a piece of the block).
@@ -135,7 +144,7 @@ def _run_the_page(
         check = (
             "import doctest, sys\n"
             "failed, tried = doctest.testfile(sys.argv[1], module_relative=False,\n"
-            "    optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)\n"
+            f"    optionflags={DOCTEST_FLAGS})\n"
             "sys.exit(1 if failed or not tried else 0)\n"
         )
         _run([sys.executable, "-c", check, source.name], isolated, env, f"{page.name} doctests")
@@ -149,6 +158,15 @@ def _run_the_page(
 def test_no_page_shows_a_shell_or_python_block_the_test_would_not_see() -> None:
     # A block's language is one the test runs, or one it knows is no snippet.
     known = {"bash", "python", "{doctest}", "json", "yaml", "markdown", "text", "toml", "ini", ""}
-    for page in PAGES:
+    for page in [*PAGES, README]:
         for info, _ in blocks(page):
             assert info in known, (page.name, info)
+    # Only these pages' doctests run (the docs session builds the site, it runs none): a page
+    # elsewhere (the reference, the explanations) holds none.
+    elsewhere = [
+        page.relative_to(ROOT).as_posix()
+        for page in [README, *(ROOT / "docs").rglob("*.md")]
+        if page not in PAGES and "_build" not in page.parts
+        and any(info == "{doctest}" for info, _ in blocks(page))
+    ]  # fmt: skip
+    assert elsewhere == []

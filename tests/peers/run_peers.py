@@ -1,8 +1,9 @@
 """Parity with nbclient, papermill and jupytext on their own test material (``nox -s peers``).
 
 The sdists of the installed nbclient, papermill and jupytext (pinned by the nox session) are
-downloaded from the package index into a temporary folder and unpacked there; nothing of them
-is kept in this repository. Three suites, each printing its counts:
+downloaded from the package index (at once, and once: tests/sdists.py keeps the archives in
+the checkout's ignored ``.nox/sdists``) and unpacked in a temporary folder; nothing of them is
+kept in this repository. Three suites, each printing its counts:
 
 - ``nbclient``: every notebook of nbclient's ``tests/files``, run by nbclient and by
   :meth:`NotebookExecutor.execute`, compared cell by cell (outputs after nbclient's own
@@ -37,7 +38,7 @@ from typing import Any
 
 # Run as a script: tests/ holds the shared download of pinned sdists.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sdists import sdist
+from sdists import prefetch, sdist
 
 PEERS = ("nbclient", "papermill", "jupytext")
 
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     suites = args.suite or list(PEERS)
     with _workdir(args.keep) as work:
         unexpected = 0
+        prefetch((suite, version(suite)) for suite in suites)
         for suite in suites:
             source = _sdist(suite, work)
             if suite == "nbclient":

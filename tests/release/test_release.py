@@ -80,12 +80,15 @@ def test_the_version_is_written_once(dist: Path) -> None:
 
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory, dist: Path) -> Path:
-    """A new virtual environment with nothing but the built wheel (and what it requires)."""
+    """A new virtual environment with nothing but the built wheel (and what it requires),
+    installed by uv (a dependency of the package; the session installs it). pip installs the
+    package twice here already, as the README's line says and for pre-commit's hooks; a third
+    time, its resolver would spend a minute of CPU again on the same requirements."""
     home = tmp_path_factory.mktemp("venv") / "env"
-    venv.create(home, with_pip=True)
+    venv.create(home, with_pip=False)
     python = home / "bin" / "python"
     (wheel,) = dist.glob("*.whl")
-    installed = _run(python, "-m", "pip", "install", "--quiet", wheel)
+    installed = _run(sys.executable, "-m", "uv", "pip", "install", "-q", "-p", python, wheel)
     assert installed.returncode == 0, installed.stderr[-3000:]
     return home
 

@@ -123,3 +123,32 @@ def test_the_environment_page_names_every_variable_the_source_reads() -> None:
     names = read | constants | set(KERNEL_ENV_NAMES)
     assert {"NO_COLOR", "NOTEBOOK_EXECUTOR_MCP_TOKEN", "NOTEBOOK_EXECUTOR_KERNEL_ID"} <= names
     assert sorted(name for name in names if f"`{name}`" not in page) == []
+
+
+def test_the_docstrings_examples_run() -> None:
+    """The examples of the docstrings (the API and engine reference pages render them) run as
+    ``sphinx-build -b doctest`` ran them, with Sphinx's default option flags. The docs session
+    builds the site only; the pages' own examples run in tests/integration/
+    test_docs_snippets.py."""
+    import doctest
+    import importlib
+    import io
+
+    package = ROOT / "src" / "notebook_executor"
+    modules = sorted(
+        ".".join(
+            ("notebook_executor", *path.relative_to(package).with_suffix("").parts)
+        ).removesuffix(".__init__")
+        for path in package.rglob("*.py")
+        if ">>> " in path.read_text(encoding="utf-8")
+    )
+    assert "notebook_executor.engine" in modules
+    flags = doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL | doctest.DONT_ACCEPT_TRUE_FOR_1
+    printed = io.StringIO()
+    runner = doctest.DocTestRunner(optionflags=flags)
+    for name in modules:
+        for test in doctest.DocTestFinder().find(importlib.import_module(name)):
+            runner.run(test, out=printed.write)
+    failed, tried = runner.summarize(verbose=False)
+    assert failed == 0, printed.getvalue()
+    assert tried >= 4, modules  # the engine's example, at least

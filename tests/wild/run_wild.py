@@ -2,8 +2,9 @@
 (``nox -s wild``; issue 33).
 
 The notebooks come from the pinned sdists of projects on the package index (:data:`SOURCES`),
-downloaded when the script runs into a temporary folder and unpacked there; nothing of them is
-kept in this repository. Sphinx-gallery scripts (matplotlib's gallery and tutorials) are turned
+downloaded when the script runs (at once, and once: tests/sdists.py keeps the archives in the
+checkout's ignored ``.nox/sdists``) and unpacked in a temporary folder; nothing of them is kept
+in this repository. Sphinx-gallery scripts (matplotlib's gallery and tutorials) are turned
 into ``.ipynb`` by jupytext (``py:sphinx``), so that both runners get the same notebook.
 
 Each notebook is run:
@@ -25,7 +26,16 @@ errors. Every difference left is printed with its reason, from :func:`reason_for
 output that differs between two nbclient runs; figures lost to issue 33's item 1) or
 :data:`KNOWN` (by notebook); the rest are unexplained, and make the script exit 1.
 
-Usage: ``python tests/wild/run_wild.py [--sample N] [--only TEXT] [--keep DIR]``.
+With ``--reuse-check``, each notebook is run by us alone instead (durable checkpoints, SPEC
+section 21): a fresh run, then one code cell two thirds of the way down edited (a line
+``_nbx_probe = 1`` appended, in the file, put back afterwards), and the edited notebook run
+fresh, with ``reuse=True``, and fresh again (the fresh runs write no checkpoint); the reused
+run and the last compared as above. Printed per notebook: the cells reused, same or differs;
+then a summary. A difference that the two fresh runs also show is output that changes from
+run to run; any other makes the script exit 1. A run writes checkpoints only once its cells
+took 0.5 s: a quicker notebook may reuse nothing (the summary counts those that did).
+
+Usage: ``python tests/wild/run_wild.py [--sample N] [--only TEXT] [--keep DIR] [--reuse-check]``.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,7 +57,7 @@ from typing import Any
 
 # Run as a script: tests/ holds the shared download of pinned sdists.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sdists import sdist
+from sdists import prefetch, sdist
 
 #: The sdists the corpus comes from (pinned; the nox session installs what they need to run),
 #: and which of their files are notebooks: (folder, glob, how many at most, left out).
@@ -165,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run only notebooks whose project/name contains this")
     parser.add_argument("--keep", type=Path, help="download and unpack here, and keep it")
     parser.add_argument("--no-session", action="store_true", help="skip the rerun_from part")
+    parser.add_argument(
+        "--reuse-check",
+        action="store_true",
+        help="instead: after an edit two thirds down, reuse=True against a fresh run",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.update({"COLUMNS": "80", "LINES": "24", "MPLBACKEND": ""})
     os.environ.pop("MPLBACKEND")
@@ -183,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name, why in NOT_RUN.items():
             print(f"  not run: {name}: {why}")
+        if args.reuse_check:
+            checks = ReuseTotals()
+            for nb in notebooks:
+                reuse_check(nb, work, checks)
+            return reuse_report(checks)
         totals = Totals()
         for nb in notebooks:
             run_one(nb, work, totals, session=not args.no_session)
@@ -203,6 +224,7 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
 def corpus(work: Path) -> list[Notebook]:
     """Every notebook of :data:`SOURCES`, as ``.ipynb`` files in their unpacked sdists."""
     found: list[Notebook] = []
+    prefetch((project, version) for project, (version, _) in SOURCES.items())
     for project, (version, parts) in SOURCES.items():
         root = sdist(project, version, work)
         for folder, pattern, most in parts:
@@ -484,6 +506,137 @@ class _Timed:
                 name = "replay" if index < point else "cells"
             spent[name] += seconds
         return dict(spent)
+
+
+# -- reuse after an edit (--reuse-check) ------------------------------------------------------
+
+PROBE = "_nbx_probe = 1"
+
+
+@dataclass
+class ReuseTotals:
+    checked: int = 0
+    same: int = 0
+    #: Notebooks whose reused run reused at least one cell, and the cells reused in all.
+    reusing: int = 0
+    reused_cells: int = 0
+    code_cells: int = 0
+    changing: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    #: Seconds of the reused run over the fresh run's, of the notebooks that reused cells.
+    ratios: list[float] = field(default_factory=list)
+
+
+def _probe_cell(cells: list[dict[str, Any]]) -> int | None:
+    """The code cell two thirds of the way down the code cells (not a cell magic's: a line
+    of Python appended there would be the magic's input)."""
+    code = [
+        i
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "code" and not "".join(cell["source"]).lstrip().startswith("%%")
+    ]
+    return code[min(len(code) - 1, len(code) * 2 // 3)] if code else None
+
+
+def reuse_check(nb: Notebook, work: Path, totals: ReuseTotals) -> None:
+    """A fresh run, then after an edit two thirds down, ``reuse=True`` and a fresh run: the
+    same outputs?"""
+    from notebook_executor import NotebookExecutor, NotebookExecutorError
+
+    original = nb.path.read_text(encoding="utf-8")
+    # A runs folder of its own: no checkpoint of an earlier check (of the edited source) is
+    # there to reuse (--keep keeps the folder).
+    runs = Path(tempfile.mkdtemp(prefix="runs-reuse-", dir=work))
+    ex = NotebookExecutor(
+        runs_dir=runs, kernel_name=KERNEL, cell_timeout=CELL_TIMEOUT, progress=False
+    )
+    try:
+        try:
+            first = ex.execute(nb.path)
+        except NotebookExecutorError as exc:
+            totals.skipped.append(f"{nb.name}: refused ({type(exc).__name__})")
+            print(f"  {nb.name}: skipped (refused: {type(exc).__name__})")
+            return
+        if first["status"] != "success":
+            totals.skipped.append(f"{nb.name}: {first['status']} ({first['error_kind']})")
+            print(f"  {nb.name}: skipped (its fresh run: {first['error_kind']})")
+            return
+        data = json.loads(original)
+        index = _probe_cell(data["cells"])
+        if index is None:
+            totals.skipped.append(f"{nb.name}: no code cell")
+            return
+        cell = data["cells"][index]
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        cell["source"] = text.rstrip("\n") + "\n" + PROBE
+        nb.path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        # The fresh runs write no checkpoint: the reused run has only the unedited run's.
+        # One before it (the executor's kernels warm alike for both), one after to compare.
+        before = ex.execute(nb.path, checkpoints=False)
+        clock = time.monotonic()
+        reused = ex.execute(nb.path, reuse=True)
+        reused_seconds = time.monotonic() - clock
+        clock = time.monotonic()
+        fresh = ex.execute(nb.path, checkpoints=False)
+        fresh_seconds = time.monotonic() - clock
+        differing = [c for c, _, _ in compare(_saved(fresh), _saved(reused))]
+        verdict = "same"
+        if differing:
+            again = [c for c, _, _ in compare(_saved(fresh), _saved(before))]
+            if set(differing) <= set(again):
+                verdict = f"differs in cells {differing}: as two fresh runs do"
+                totals.changing.append(nb.name)
+            else:
+                verdict = f"DIFFERS in cells {differing}"
+                totals.differing.append(f"{nb.name} (cells {differing})")
+    finally:
+        nb.path.write_text(original, encoding="utf-8")
+        ex.close()
+        shutil.rmtree(runs, ignore_errors=True)
+    code = sum(1 for c in data["cells"] if c["cell_type"] == "code")
+    cells = reused["reused_cells"]
+    totals.checked += 1
+    totals.same += not differing
+    totals.code_cells += code
+    totals.reused_cells += len(cells)
+    if cells:
+        totals.reusing += 1
+        totals.ratios.append(reused_seconds / fresh_seconds)
+    shown = f"{cells[0]}-{cells[-1]}" if cells else "none"
+    print(
+        f"  {nb.name}: edit in cell {index}; reused cells {shown} ({len(cells)} of {code} code "
+        f"cells); {verdict} (reuse {reused_seconds:.2f} s, fresh {fresh_seconds:.2f} s, "
+        f"{reused['status']}/{fresh['status']})"
+    )
+    if not cells:
+        for note in reused["state_notes"][:2]:
+            print(f"      {note}")
+
+
+def reuse_report(totals: ReuseTotals) -> int:
+    """The summary of ``--reuse-check``; the exit status (1: a difference not explained)."""
+    print()
+    print(
+        f"reuse check: {totals.checked} notebooks, {totals.same} the same as a fresh run, "
+        f"{len(totals.changing)} differing as two fresh runs do, {len(totals.differing)} "
+        f"differing otherwise; {len(totals.skipped)} skipped"
+    )
+    print(
+        f"  cells reused: {totals.reused_cells} of {totals.code_cells} code cells; "
+        f"{totals.reusing} notebooks reused some"
+        + (
+            f" (time of the reused run / the fresh run's: median "
+            f"{statistics.median(totals.ratios):.2f}, max {max(totals.ratios):.2f})"
+            if totals.ratios
+            else ""
+        )
+    )
+    for line in totals.differing:
+        print(f"  DIFFERS: {line}")
+    for line in totals.skipped:
+        print(f"  skipped: {line}")
+    return 1 if totals.differing else 0
 
 
 # -- comparing --------------------------------------------------------------------------------
