@@ -204,3 +204,102 @@ def test_a_forked_kernel_starts_as_a_launched_one(tmp_path: Path) -> None:
         texts.append("".join(o.get("text", "") for o in nb.cells[0].outputs))
     assert texts[0] == texts[1]
     assert "module://matplotlib_inline.backend_inline" in texts[0]
+
+
+SHELL_PROBE = """\
+# %%
+import json, os, sys
+from pathlib import Path
+ip = get_ipython()
+ready = sys.modules.get("_notebook_executor_ready_shell")
+print(json.dumps({
+    "adopted": bool(getattr(ready, "ADOPTED", False)),
+    "kernel": [type(ip.kernel).__name__, ip.kernel is ip.parent, ip is ip.kernel.shell],
+    "namespace": ip.user_ns is ip.kernel.user_ns,
+    "starting_dir": ip.starting_dir == os.getcwd(),
+    "dh": [str(p) for p in _dh] == [os.getcwd()],
+    "profile": ip.profile_dir.location,
+    "env": {
+        k: os.environ.get(k) for k in ("TERM", "CLICOLOR", "FORCE_COLOR", "PAGER", "GIT_PAGER")
+    },
+    "streams": [type(sys.stdout).__name__, type(sys.stderr).__name__],
+    "saved": sorted(
+        (k, type(v).__name__ if k != "excepthook" else v is sys.excepthook)
+        for k, v in ip._orig_sys_module_state.items()
+    ),
+    "excepthook": ip.sys_excepthook is sys.excepthook,
+    "configurables": sorted(type(c).__name__ for c in ip.configurables),
+    "magics": [len(ip.magics_manager.magics[kind]) for kind in ("line", "cell")],
+    "namespace_keys": sorted(k for k in ip.user_ns if not k.startswith("_i")),
+    "hidden": sorted(ip.user_ns_hidden),
+    "count": ip.execution_count,
+    "interactivity": ip.ast_node_interactivity,
+    "main": sys.modules["__main__"] is ip.user_module,
+}, sort_keys=True))
+"""
+
+
+def _probe(tmp_path: Path, source: Path, *, fork: bool) -> dict[str, Any]:
+    engine = KernelEngine(fork=fork)
+    with NotebookExecutor(runs_dir=tmp_path / f"runs-{fork}", engine=engine) as ex:
+        ex.execute(source)
+        result = ex.execute(source)  # from the full template, when forking
+        if fork:
+            assert engine.pool is not None and engine.pool.stats["forked"] >= 1
+    assert result["status"] == "success", result
+    nb = nbformat.read(result["output_path"], as_version=4)
+    text = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    return dict(json.loads(text))
+
+
+def test_a_forked_kernel_takes_the_shell_a_launched_one_builds(tmp_path: Path) -> None:
+    """The template builds the kernels' IPython shell once; a forked kernel that takes it
+    sees what a launched kernel's own shell gives: its kernel, namespace, working folder,
+    streams, hooks, environment variables, magics, configuration."""
+    source = tmp_path / "shell.py"
+    source.write_text(SHELL_PROBE, encoding="utf-8")
+    launched = _probe(tmp_path, source, fork=False)
+    forked = _probe(tmp_path, source, fork=True)
+    assert launched.pop("adopted") is False
+    assert forked.pop("adopted") is True
+    assert forked == launched
+    assert launched["kernel"] == ["IPythonKernel", True, True]
+    assert launched["dh"] is launched["starting_dir"] is True
+
+
+def test_a_forked_kernel_with_its_own_ipython_configuration_builds_its_own_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration file the template's shell was not built with (here in the run's own
+    ``IPYTHONDIR``): the kernel builds its shell as a launched one does, and the file holds."""
+    ipython = tmp_path / "ipython"
+    (ipython / "profile_default").mkdir(parents=True)
+    (ipython / "profile_default" / "ipython_kernel_config.py").write_text(
+        "c.InteractiveShell.ast_node_interactivity = 'all'\n", encoding="utf-8"
+    )
+    monkeypatch.setenv("IPYTHONDIR", str(ipython))
+    source = tmp_path / "shell.py"
+    source.write_text(SHELL_PROBE, encoding="utf-8")
+    launched = _probe(tmp_path, source, fork=False)
+    forked = _probe(tmp_path, source, fork=True)
+    assert forked.pop("adopted") is False
+    launched.pop("adopted")
+    assert forked == launched
+    assert forked["interactivity"] == "all"
+    assert forked["profile"] == str(ipython / "profile_default")
+
+
+def test_a_forked_kernel_whose_environment_differs_builds_its_own_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variable the template read while building the shell (the terminal's width) has
+    another value in the kernel's environment than in the template's: the kernel builds
+    its own shell, as a launched kernel does."""
+    monkeypatch.setenv("COLUMNS", "123")
+    source = tmp_path / "shell.py"
+    source.write_text(SHELL_PROBE, encoding="utf-8")
+    launched = _probe(tmp_path, source, fork=False)
+    forked = _probe(tmp_path, source, fork=True)
+    assert forked.pop("adopted") is False
+    launched.pop("adopted")
+    assert forked == launched
