@@ -271,6 +271,7 @@ class Keeper:
         self._saving = policy.save
         self._gave_up = False
         self._kernel: EngineKernel | None = None
+        self._stateful = False
         self._nb: NotebookNode | None = None
         self._cells: list[int] = []
         self.saved: list[int] = []
@@ -285,10 +286,12 @@ class Keeper:
         # writes no checkpoint at its end.
         self._mark = self._began = time.monotonic()
         self._kernel, self._nb, self._cells = kernel, nb, cells
+        # Asked once: a check against the protocol costs 20 us, and cells are many.
+        self._stateful = self._holds_state(kernel)
         if not self.policy.reuse or self._gave_up:
             return cells
         notes = outcome.state_notes
-        if not self._holds_state(kernel):
+        if not self._stateful or not self._holds_state(kernel):
             notes.append(
                 "every cell ran: this engine cannot read a stored state"
                 if self.job.kernel.native
@@ -425,13 +428,15 @@ class Keeper:
         kernel, nb, index = self._kernel, self._nb, event.index
         if not self._saving or event.failure is not None or event.exited or nb is None:
             return
-        if not self._holds_state(kernel):
+        if not self._stateful:
             return
         last = bool(self._cells) and index == self._cells[-1]
         now = time.monotonic()
         since = now - self._mark
         due = max(self.policy.every_seconds, self._last_cost / self.policy.cost_share)
         if since < due and not (last and now - self._began >= due and since > 0):
+            return
+        if not self._holds_state(kernel):
             return
         try:
             self._save(kernel, nb, index)

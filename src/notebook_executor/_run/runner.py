@@ -109,7 +109,7 @@ def run_plan(
     clock = time.perf_counter()
     start = begin_run(plan, runs_dir, on_record)
     interrupted: BaseException | None = None
-    keeper = state_keeper(plan, runs_dir, start.run_id)
+    keeper = state_keeper(plan, runs_dir, start.run_id, start.record["source"]["path"])
     plan.job.state = keeper
     try:
         outcome = run_job(engine, plan.job)
@@ -156,8 +156,9 @@ def run_plan(
     return result
 
 
-def state_keeper(plan: Plan, runs_dir: Path, run_id: str) -> Keeper | None:
-    """The durable checkpoints of ``plan``'s run (docs/how-to/incremental.md); None when it
+def state_keeper(plan: Plan, runs_dir: Path, run_id: str, identity: str) -> Keeper | None:
+    """The durable checkpoints of ``plan``'s run (docs/how-to/incremental.md), whose notebook
+    the records name ``identity`` (:func:`~.._records.identity.notebook_identity`); None when it
     neither writes nor reads any (a notebook read from a URL has no place to keep them)."""
     if not (plan.checkpoints or plan.reuse or plan.resume_of) or is_url(plan.notebook):
         return None
@@ -173,7 +174,7 @@ def state_keeper(plan: Plan, runs_dir: Path, run_id: str) -> Keeper | None:
         plan.job,
         runs_dir,
         run_id,
-        notebook_identity(plan.loaded_path, runs_dir),
+        identity,
         policy,
         secret_byte_forms(plan.secrets),
         plan.cell_map.to_source,
@@ -207,13 +208,14 @@ def begin_run(
     run_id = new_run_id(plan.loaded_path, started)
     run_path = store.path(run_id)
     output_path = plan.output_path or os.fspath(run_path)
+    source_path = notebook_identity(
+        plan.notebook if is_url(plan.notebook) else plan.loaded_path, runs_dir
+    )
     known: dict[str, Any] = {
         "record_version": RECORD_VERSION,
         "uuid": str(uuid.uuid4()),
         "source": {
-            "path": notebook_identity(
-                plan.notebook if is_url(plan.notebook) else plan.loaded_path, runs_dir
-            ),
+            "path": source_path,
             "sha256": plan.sha256,
             "format": plan.source_format,
         },
