@@ -252,6 +252,19 @@ def _probe(tmp_path: Path, source: Path, *, fork: bool) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
+def _own_shell_as_launched(tmp_path: Path) -> dict[str, Any]:
+    """The probe's answer on a forked kernel, checked to have built its own shell and to
+    see what a launched kernel sees."""
+    source = tmp_path / "shell.py"
+    source.write_text(SHELL_PROBE, encoding="utf-8")
+    launched = _probe(tmp_path, source, fork=False)
+    forked = _probe(tmp_path, source, fork=True)
+    assert forked.pop("adopted") is False
+    launched.pop("adopted")
+    assert forked == launched
+    return forked
+
+
 def test_a_forked_kernel_takes_the_shell_a_launched_one_builds(tmp_path: Path) -> None:
     """The template builds the kernels' IPython shell once; a forked kernel that takes it
     sees what a launched kernel's own shell gives: its kernel, namespace, working folder,
@@ -278,13 +291,7 @@ def test_a_forked_kernel_with_its_own_ipython_configuration_builds_its_own_shell
         "c.InteractiveShell.ast_node_interactivity = 'all'\n", encoding="utf-8"
     )
     monkeypatch.setenv("IPYTHONDIR", str(ipython))
-    source = tmp_path / "shell.py"
-    source.write_text(SHELL_PROBE, encoding="utf-8")
-    launched = _probe(tmp_path, source, fork=False)
-    forked = _probe(tmp_path, source, fork=True)
-    assert forked.pop("adopted") is False
-    launched.pop("adopted")
-    assert forked == launched
+    forked = _own_shell_as_launched(tmp_path)
     assert forked["interactivity"] == "all"
     assert forked["profile"] == str(ipython / "profile_default")
 
@@ -296,10 +303,4 @@ def test_a_forked_kernel_whose_environment_differs_builds_its_own_shell(
     another value in the kernel's environment than in the template's: the kernel builds
     its own shell, as a launched kernel does."""
     monkeypatch.setenv("COLUMNS", "123")
-    source = tmp_path / "shell.py"
-    source.write_text(SHELL_PROBE, encoding="utf-8")
-    launched = _probe(tmp_path, source, fork=False)
-    forked = _probe(tmp_path, source, fork=True)
-    assert forked.pop("adopted") is False
-    launched.pop("adopted")
-    assert forked == launched
+    _own_shell_as_launched(tmp_path)
