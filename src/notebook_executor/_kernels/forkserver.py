@@ -93,9 +93,24 @@ def startup_environment(env: dict[str, str]) -> dict[str, str]:
 
 
 #: Variables the template keeps besides the start-up ones: what an interpreter and its imports
-#: read (locale, time zone, where the home and temporary folders are), none of them secret.
+#: read (locale, time zone, where the home and temporary folders are), and what building the
+#: kernels' IPython shell there reads (the terminal's size, where configuration lives: a kernel
+#: whose values differ builds its own, see inside/ready_shell.py), none of them secret.
 _TEMPLATE_NAMES = frozenset(
-    {"HOME", "LANG", "LANGUAGE", "PATH", "SYSTEMROOT", "TEMP", "TMP", "TMPDIR", "TZ"}
+    {
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "PATH",
+        "SYSTEMROOT",
+        "TEMP",
+        "TMP",
+        "TMPDIR",
+        "TZ",
+        "COLUMNS",
+        "LINES",
+        "XDG_CONFIG_HOME",
+    }
 )
 
 
