@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .._types import TIMEOUTS
+from .host_env import HOST_NAMES, STARTUP_PREFIXES, startup_environment
 from .inside.sessions import KERNEL_ID
 from .options import KERNEL_OPTIONS, script_command
 
@@ -58,26 +59,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-#: Environment variables read when an interpreter or its imported libraries start: a run that
-#: sets them differently from the template cannot be forked from it.
-_STARTUP_PREFIXES = (
-    "PYTHON",
-    "OMP_",
-    "OPENBLAS_",
-    "MKL_",
-    "NUMEXPR_",
-    "VECLIB_",
-    "GOTO_",
-    "BLIS_",
-    "LD_",
-    "MALLOC_",
-    "ARROW_",
-    "JUPYTER_",
-    "IPYTHON",
-    "MPLBACKEND",
-    "PYDEVD_",
-)
-
 #: Longest the template may take to import its modules.
 TEMPLATE_READY_TIMEOUT = TIMEOUTS.template_start
 
@@ -87,31 +68,11 @@ def fork_supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and hasattr(os, "fork")
 
 
-def startup_environment(env: dict[str, str]) -> dict[str, str]:
-    """The variables of ``env`` read when an interpreter or its libraries start."""
-    return {key: value for key, value in env.items() if key.startswith(_STARTUP_PREFIXES)}
-
-
-#: Variables the template keeps besides the start-up ones: what an interpreter and its imports
-#: read (locale, time zone, where the home and temporary folders are), and what building the
-#: kernels' IPython shell there reads (the terminal's size, where configuration lives: a kernel
-#: whose values differ builds its own, see inside/ready_shell.py), none of them secret.
-_TEMPLATE_NAMES = frozenset(
-    {
-        "HOME",
-        "LANG",
-        "LANGUAGE",
-        "PATH",
-        "SYSTEMROOT",
-        "TEMP",
-        "TMP",
-        "TMPDIR",
-        "TZ",
-        "COLUMNS",
-        "LINES",
-        "XDG_CONFIG_HOME",
-    }
-)
+#: Variables the template keeps besides the start-up ones: the host's harmless ones
+#: (:data:`~.host_env.HOST_NAMES`), and what building the kernels' IPython shell there reads
+#: (the terminal's size, where configuration lives: a kernel whose values differ builds its
+#: own, see inside/ready_shell.py), none of them secret.
+_TEMPLATE_NAMES = HOST_NAMES | {"COLUMNS", "LINES", "XDG_CONFIG_HOME"}
 
 
 def _template_env(env: dict[str, str]) -> dict[str, str]:
@@ -126,7 +87,7 @@ def _template_env(env: dict[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in env.items()
-        if key.startswith(_STARTUP_PREFIXES) or key in _TEMPLATE_NAMES or key.startswith("LC_")
+        if key.startswith(STARTUP_PREFIXES) or key in _TEMPLATE_NAMES or key.startswith("LC_")
     }
 
 

@@ -29,6 +29,7 @@ import stat
 import sys
 import time
 
+from ..._kernels.host_env import HOST_NAMES, startup_environment
 from . import wire
 from .paths import NO_SERVER_ENV, RuntimeFolderError, ServerFiles, server_files
 
@@ -254,23 +255,10 @@ def start_server(files: ServerFiles, secrets: Collection[str] = ()) -> socket | 
 
 
 #: What the server keeps of the environment of the client that starts it, besides the
-#: interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``: where its files go,
-#: its locale, nothing secret. Each command runs with its own client's whole environment.
-SERVER_ENV_NAMES = frozenset(
-    {
-        "HOME",
-        "LANG",
-        "LANGUAGE",
-        "PATH",
-        "SYSTEMROOT",
-        "TEMP",
-        "TMP",
-        "TMPDIR",
-        "TZ",
-        "VIRTUAL_ENV",
-        "XDG_RUNTIME_DIR",
-    }
-)
+#: interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``: the host's harmless
+#: ones (:data:`~..._kernels.host_env.HOST_NAMES`), its virtual environment and runtime folder,
+#: nothing secret. Each command runs with its own client's whole environment.
+SERVER_ENV_NAMES = HOST_NAMES | {"VIRTUAL_ENV", "XDG_RUNTIME_DIR"}
 
 
 def server_environment(environ: Mapping[str, str], secrets: Collection[str] = ()) -> dict[str, str]:
@@ -278,8 +266,6 @@ def server_environment(environ: Mapping[str, str], secrets: Collection[str] = ()
     interpreter's start-up variables, ``LC_*`` and ``NOTEBOOK_EXECUTOR_*``, never one named
     in ``secrets``. Its ``/proc/<pid>/environ``, which its children's show too, holds no
     client's secret."""
-    from ..._kernels.sharing import startup_environment
-
     kept = {
         **startup_environment(dict(environ)),
         **{
