@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def start_job(repeat: int) -> list[float]:
     (work / "hello.py").write_text(HELLO.read_text())
     env = {k: v for k, v in os.environ.items() if k not in ("NOTEBOOK_EXECUTOR_NO_SERVER",)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="nbx", dir="/tmp")
+    runtime = tempfile.mkdtemp(prefix="nbx", dir="/tmp")
+    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = runtime
     times = []
     try:
         assert _cli(env, work, "run", "hello.py").returncode == 0  # the server, warm
@@ -67,6 +69,8 @@ def start_job(repeat: int) -> list[float]:
             assert _cli(env, work, "job", "wait", job_id).returncode == 0
     finally:
         _cli(env, work, "server", "stop")
+        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return times
 
 

@@ -95,6 +95,10 @@ def _local_cluster(*, allowed_failures: int) -> Iterator[LocalCluster]:
     }
     tracker = resource_tracker._resource_tracker
     tracker_was_running = getattr(tracker, "_fd", None) is not None
+    # Dask's nannies write their workers' variables (PYTHONHASHSEED, OMP_NUM_THREADS...) into
+    # this process's environment as they start them: put back, so that later tests' kernels
+    # start from the suite's environment (and fork from the templates it shares).
+    environ = dict(os.environ)
     with dask.config.set(config):
         cluster = LocalCluster(
             n_workers=2,
@@ -103,15 +107,23 @@ def _local_cluster(*, allowed_failures: int) -> Iterator[LocalCluster]:
             dashboard_address="127.0.0.1:0",  # loopback, any free port
             host="127.0.0.1",
         )
+    _restore(environ)
     try:
         yield cluster
     finally:
         cluster.close()
+        _restore(environ)
         # The worker processes made multiprocessing start its resource tracker; it would
         # otherwise live as long as this process.
         stop = getattr(tracker, "_stop", None)
         if not tracker_was_running and stop is not None:
             stop()
+
+
+def _restore(environ: dict[str, str]) -> None:
+    for name in [name for name in os.environ if name not in environ]:
+        del os.environ[name]
+    os.environ.update(environ)
 
 
 @pytest.fixture

@@ -17,7 +17,9 @@ import pytest
 from notebook_executor import NotebookExecutor
 from notebook_executor._kernels.kernel_engine import KernelEngine
 
-pytestmark = pytest.mark.kernel
+# Forked kernels from the templates this file's pools spawn themselves, in the environment
+# each test sets (not the templates the suite's processes share: tests/conftest.py).
+pytestmark = [pytest.mark.kernel, pytest.mark.usefixtures("own_templates")]
 
 PROBE = """\
 # %%

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,8 @@ def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
     env = cli_on_path(tmp_path / "bin")
     # The session commands need the run server: one of this test's own, stopped at the end.
     env.pop("NOTEBOOK_EXECUTOR_NO_SERVER", None)
-    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="nbxg", dir="/tmp")
+    runtime = tempfile.mkdtemp(prefix="nbxg", dir="/tmp")
+    env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = runtime
     try:
         _run_the_guide(commands, tmp_path, env)
     finally:
@@ -71,6 +73,7 @@ def test_every_command_of_the_guide_runs(tmp_path: Path) -> None:
             [sys.executable, "-m", "notebook_executor", "server", "stop"],
             env=env, capture_output=True, timeout=120,
         )  # fmt: skip
+        shutil.rmtree(runtime, ignore_errors=True)
     with NotebookExecutor(runs_dir=tmp_path / "runs", warm_kernels=0) as ex:
         latest = ex.runs(notebook="notebooks/analysis.py")
         # The session (a run record too, newest), then the three runs of the loop.

@@ -102,6 +102,7 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
         for pid_file in runtime.glob("*/*.pid"):  # a server a failed test could not stop
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:

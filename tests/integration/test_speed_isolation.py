@@ -24,7 +24,9 @@ from notebook_executor import NotebookExecutor
 from notebook_executor._kernels.kernel_engine import KernelEngine
 from support import alive, descendants, failed_cell
 
-pytestmark = pytest.mark.kernel
+# Forked kernels from the templates this file's pools spawn themselves, in the environment
+# each test sets (not the templates the suite's processes share: tests/conftest.py).
+pytestmark = [pytest.mark.kernel, pytest.mark.usefixtures("own_templates")]
 
 PROBE = """# %% tags=["parameters"]
 mark: str = "none"

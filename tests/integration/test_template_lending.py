@@ -243,7 +243,9 @@ def test_a_process_of_another_user_is_lent_nothing(open_lender: TemplateLender) 
     assert attempt() == "refused"
 
 
-def test_a_worker_lent_nothing_forks_from_a_template_of_its_own(tmp_path: Path) -> None:
+def test_a_worker_lent_nothing_forks_from_a_template_of_its_own(
+    tmp_path: Path, own_templates: None
+) -> None:
     """A worker told of a lender that is gone runs its notebooks all the same: its first
     kernel is launched, and the next ones are forked from a template of its own."""
     from notebook_executor import NotebookExecutor
@@ -313,3 +315,42 @@ def test_a_lender_killed_outright_leaves_no_template_and_its_folder_goes_with_th
     finally:
         (kept / "notes.txt").unlink()
         kept.rmdir()
+
+
+def test_executors_one_after_another_all_fork_from_the_adopted_template(
+    tmp_path: Path, own_templates: None
+) -> None:
+    """A template adopted by a process serves every executor of it in turn: each one's first
+    kernel is forked from it (not launched, though nothing prepared it), and closing an
+    executor leaves the template to the next (a pool that closed it made every later one
+    spawn templates of its own)."""
+    from notebook_executor import NotebookExecutor
+    from notebook_executor._kernels.kernel_engine import KernelEngine
+    from notebook_executor._kernels.shared_template import SharedForkServer, adopt, adopted
+
+    (tmp_path / "nb.py").write_text("# %%\nprint(6 * 7)\n")
+    env = kernel_environment(None)
+    kernel = SharedForkServer(env, tmp_path / "kernel.lock", data_modules=False)
+    full = SharedForkServer(env, tmp_path / "full.lock", data_modules=True)
+    for template in (kernel, full):
+        template.spawn()
+    try:
+        for template in (kernel, full):
+            template.wait_ready()
+        adopt(kernel, full)
+        for number in range(3):
+            engine = KernelEngine(warm_kernels=0)
+            with NotebookExecutor(runs_dir=tmp_path / "runs", engine=engine) as ex:
+                result = ex.execute(tmp_path / "nb.py")
+                assert result["status"] == "success", result
+                pool = engine.pool
+                assert pool is not None
+                stats = dict(pool.stats)
+                first = pool.starts.first
+            assert first is not None and first.server is kernel, number
+            assert stats["launched"] == 0 and stats["forked"] == 1, (number, stats)
+            assert adopted(False) is kernel and kernel.running, number
+    finally:
+        adopt(None)
+        for template in (kernel, full):
+            template.close()

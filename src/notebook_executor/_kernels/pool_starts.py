@@ -108,7 +108,7 @@ class KernelStarts:
         self.first = self.full = None
         self.environments.clear()
         for template in templates:
-            await asyncio.get_running_loop().run_in_executor(None, template.server.close)
+            await asyncio.get_running_loop().run_in_executor(None, template.close)
         if self._context is not None:
             self._context.destroy(linger=0)
             self._context = None
@@ -179,9 +179,17 @@ class KernelStarts:
         self.renew_dead()
         if self._pool.state is not PoolState.WARM:
             # Before WARM: the first template, which started earlier than any launch could be,
-            # so wait for it; without one, launch. The full template comes after.
+            # so wait for it; without one, launch, unless this process adopted a template
+            # (another's, ready or on its way: a fork costs a fraction of a launch). The full
+            # template comes after.
             if self.first is None:
-                return None
+                from .shared_template import adopted
+
+                if adopted(data_modules=False) is None:
+                    return None
+                self.first = self.spawn_template(data_modules=False)
+                if self.first is None:
+                    return None
             return await self.usable(self.first, env, cwd, wait=True)
         if self.full is None and not self.data_wanted:
             # No run has imported a data module: the first template serves (spawned now if
@@ -259,7 +267,7 @@ class KernelStarts:
                 # (In WARM the full template serves: it is spawned again when next needed.)
                 renewed = self.spawn_template(data_modules=server.data_modules)
             setattr(self, attribute, renewed)
-            asyncio.get_running_loop().run_in_executor(None, server.close)
+            asyncio.get_running_loop().run_in_executor(None, template.close)
         for interpreter, template in list(self.environments.items()):
             if template.server is server:
                 # A notebook environment's template: spawned again when next needed.
@@ -312,4 +320,4 @@ def _started(template: Template) -> bool:
 def _close_template(template: Template) -> None:
     """Stop a template no longer used, off the loop (its close waits a moment for it)."""
     template.ready.cancel()
-    asyncio.get_running_loop().run_in_executor(None, template.server.close)
+    asyncio.get_running_loop().run_in_executor(None, template.close)

@@ -26,10 +26,19 @@ class TemplateUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Template:
-    """A spawned fork server and the task that waits until it has imported its modules."""
+    """A spawned fork server and the task that waits until it has imported its modules;
+    ``adopted`` when it is the template this process adopted (:mod:`.shared_template`), which
+    the pool only uses: its owner closes it."""
 
     server: ForkServer
     ready: asyncio.Task[None]
+    adopted: bool = False
+
+    def close(self) -> None:
+        """Stop the template, unless it is the adopted one: later pools of this process fork
+        from that one too (a pool that closed it made every later pool spawn its own)."""
+        if not self.adopted:
+            self.server.close()
 
     @property
     def dead(self) -> bool:
@@ -92,8 +101,9 @@ def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Tem
         # one that pytest-xdist's controller lends, fetched meanwhile.
         loop = asyncio.get_running_loop()
         if shared.pid is not None:
-            return Template(shared, loop.create_task(_already_ready()))
-        return Template(shared, loop.create_task(asyncio.to_thread(shared.wait_ready)))
+            return Template(shared, loop.create_task(_already_ready()), adopted=True)
+        ready = loop.create_task(asyncio.to_thread(shared.wait_ready))
+        return Template(shared, ready, adopted=True)
     server = ForkServer(
         kernel_environment(None), data_modules=data_modules, interpreter=interpreter
     )
