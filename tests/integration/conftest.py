@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,3 +41,54 @@ def bash_kernel() -> str:
         )
     assert "bash" in KernelSpecManager().find_kernel_specs()
     return "bash"
+
+
+#: The templates this process's kernel pools fork from (see :func:`_shared_templates`).
+_TEMPLATES: list[Any] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_templates(_private_tmpdir: None) -> Iterator[None]:
+    """One pair of kernel templates per test process (spawned at its first test of this
+    tier), which every executor of the process forks its kernels from (``sharing.adopt``, as
+    the run server's children and pytest-xdist's workers under ``pytest --notebooks`` do),
+    instead of each executor launching its first kernel and spawning templates of its own:
+    the suite's executors live for a test or two, and those starts were a third of its CPU.
+    Tests of how a pool starts its own templates take the ``own_templates`` fixture.
+    ``NX_TESTS_OWN_TEMPLATES=1``: every pool its own."""
+    from notebook_executor._kernels.launch import kernel_environment
+    from notebook_executor._kernels.sharing import SharedForkServer, adopt, fork_supported
+
+    if os.environ.get("NX_TESTS_OWN_TEMPLATES") or not fork_supported():
+        yield
+        return
+    env = kernel_environment(None)
+    lock = Path(tempfile.gettempdir()) / "templates.lock"
+    kernel = SharedForkServer(env, lock, data_modules=False)
+    full = SharedForkServer(env, lock.with_name("templates-full.lock"), data_modules=True)
+    _TEMPLATES[:] = [kernel, full]
+    try:
+        for template in _TEMPLATES:
+            template.spawn()  # from the main thread, which lives as long as the process
+        for template in _TEMPLATES:
+            template.wait_ready()  # (a process adopts a template that can fork)
+        adopt(kernel, full)
+        yield
+    finally:
+        adopt(None)
+        for template in _TEMPLATES:
+            template.close()
+        _TEMPLATES.clear()
+
+
+@pytest.fixture
+def own_templates() -> Iterator[None]:
+    """This test's kernel pools spawn their own templates, as outside the suite."""
+    from notebook_executor._kernels.sharing import adopt
+
+    adopt(None)
+    try:
+        yield
+    finally:
+        if _TEMPLATES:
+            adopt(*_TEMPLATES)
