@@ -347,10 +347,7 @@ def _build(
                 "--python",
                 str(python),
                 "--quiet",
-                # As pip does: every kernel start then reads bytecode, even where Python may
-                # not write it (PYTHONDONTWRITEBYTECODE): ipykernel's imports took 0.68 s of
-                # CPU without it, 0.24 s with it.
-                "--compile-bytecode",
+                *_compile_ahead(),
                 "--",
                 *dependencies,
                 KERNEL_REQUIREMENT,
@@ -369,6 +366,18 @@ def _build(
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return record
+
+
+def _compile_ahead() -> list[str]:
+    """uv's option to compile the environment's bytecode at install, where Python writes none
+    (``PYTHONDONTWRITEBYTECODE``, which the kernels inherit): ipykernel's imports then took
+    0.68 s of CPU at every kernel start without it, 0.24 s with it. Elsewhere nothing is
+    compiled ahead: the first kernel writes the bytecode of what it imports, where compiling
+    every file of the environment took uv 2-6 s of CPU per build (66 s in one run of the test
+    suite, whose environments are small), most of it for modules no kernel imports."""
+    if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return ["--compile-bytecode"]
+    return []
 
 
 def _versions(frozen: str) -> dict[str, str]:
