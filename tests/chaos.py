@@ -476,12 +476,12 @@ def _check_rows(
         expected = (in_file["status"], in_file.get("error_kind"))
         if in_file["status"] == "running":
             expected = ("error", "interrupted")
-        # A session's record says how its steps went while it is open; once its process is
-        # gone (killed while open, even while closing), the catalog calls it interrupted.
-        still_open = (in_file.get("session") or {}).get("open") is True
-        if still_open and (status, row["error_kind"]) == ("error", "interrupted"):
-            expected = ("error", "interrupted")
-        if (status, row["error_kind"]) != expected:
+        accepted = {expected}
+        if (in_file.get("session") or {}).get("open") is True:
+            # A session's record says how its steps went while it is open; once its process is
+            # gone (killed while open, even while closing), the catalog calls it interrupted.
+            accepted.add(("error", "interrupted"))
+        if (status, row["error_kind"]) not in accepted:
             failures.append(
                 f"{when}: row {run_id} says {status}/{row['error_kind']}, file {expected}"
             )
