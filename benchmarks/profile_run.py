@@ -33,7 +33,7 @@ from bench_speed import SCRAPBOOK, TRIVIAL
 
 #: Stages: (label, module, attribute). Nested stages are timed inside their parents.
 STAGES = (
-    ("plan", "notebook_executor._executor", "NotebookExecutor._plan"),
+    ("plan", "notebook_executor._run.plan", "Planner.plan"),
     ("  load_source", "notebook_executor._run.plan", "load_source"),
     ("  choose_kernel", "notebook_executor._run.plan", "choose_kernel"),
     ("  declared_parameters", "notebook_executor._run.plan", "declared_parameters"),
@@ -51,7 +51,8 @@ STAGES = (
     ("  split_lines", "notebook_executor._records.store", "split_lines"),
     ("  run_json", "notebook_executor._records.store", "run_json"),
     ("catalog begin", "notebook_executor._catalog.store", "Catalog.begin"),
-    ("engine.run", "notebook_executor._kernels.kernel_engine", "KernelEngine.run"),
+    ("engine.open", "notebook_executor._kernels.kernel_engine", "KernelEngine.open"),
+    ("engine.run", "notebook_executor._run.cell_loop", "run_cells"),
     ("finish_run", "notebook_executor._run.runner", "finish_run"),
     ("  annotate_cells", "notebook_executor._run.runner", "annotate_cells"),
     ("  annotate_papermill", "notebook_executor._run.runner", "annotate_papermill"),
