@@ -105,6 +105,13 @@ _PRELOAD = (
     "notebook_executor._faces.server.served",
     "notebook_executor._faces.server.client",
     "email.parser",
+    # What reading a notebook in any other form needs (markdown, a percent script that is not
+    # of the plainest kind, MyST): each child imported them again, 0.27 s of a served run.
+    "jupytext",
+    "nbformat.validator",
+    "markdown_it",
+    # What summarizing a data frame's scrap needs (absent without pyarrow).
+    "pyarrow.parquet",
     "jupyter_client",
     "jupyter_client.session",
     "zmq.asyncio",
