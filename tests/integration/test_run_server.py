@@ -520,6 +520,38 @@ def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shel
     assert ahead.get(scraps["pid"]) == scraps["started"]
 
 
+LONG_RUN_NOTEBOOK = """# %%
+import os, pathlib, time
+pathlib.Path("pid").write_text(str(os.getpid()))
+time.sleep(4)
+"""
+
+
+def test_the_next_kernel_starts_while_a_run_goes_on(shell: Shell) -> None:
+    # A run tells the server its kernel as soon as it chose it (not once it answered): the
+    # next command's child, and its kernel like this run's, start meanwhile, so that a
+    # command straight after this one finds its kernel started rather than waiting for it.
+    (shell.folder / "long.py").write_text(LONG_RUN_NOTEBOOK)
+    code, _out, err = shell.run("run", "long.py")  # the server up, and its kernel known
+    assert code == 0, err
+    (shell.folder / "pid").unlink()
+    running = shell.start("run", "long.py")
+    try:
+        deadline = time.monotonic() + 60
+        while not (shell.folder / "pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        own = int((shell.folder / "pid").read_text())
+        template = shell.status()["template_pid"]
+        others: set[int] = set()
+        while running.poll() is None and not others:
+            others = set(_children(template)) - {own}
+            time.sleep(0.05)
+        assert others, "no kernel was started for the next command while the run went on"
+    finally:
+        out, err = running.communicate(timeout=120)
+    assert running.returncode == 0, err
+
+
 def test_a_session_answers_the_command_right_after_its_open(shell: Shell) -> None:
     # Its socket listens before `session open` answers (it used to be bound after: a command
     # run at once could find no session).

@@ -197,7 +197,8 @@ def serve_command(
     report: socket.socket | None = None,
 ) -> NoReturn:
     """Run one command for the client at the other end of ``conn``; never returns. The kernel
-    its run took is told on ``report`` (a spare's channel to the server) once it answered."""
+    its run took is told on ``report`` (a spare's channel to the server) as soon as the run
+    chose it, else once it answered (:meth:`.served.Serving.report_kernel`)."""
     here = _serve(files, server_pid)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # A write to a client gone (its pipe closed) raises BrokenPipeError, as in the command run
@@ -226,11 +227,13 @@ def serve_command(
     if client.served_command(argv) not in ("run", "resume"):
         here.drop_speculation()  # the kernel started ahead is a run's (a resume's too)
 
+    here.report_channel = report
+    here.given_secrets = any(word.startswith("--sec") for word in argv)
+
     def let_go() -> None:  # a job (``--detach``): answered now, the command goes on
         finished.set()
         _answer_now(here, conn, 0)
-        if report is not None:
-            _report(here, report, argv)
+        here.report_kernel()
 
     here.detach = (argv, let_go)
     code = _run_main(command, argv)
@@ -251,8 +254,7 @@ def serve_command(
     _release_streams()  # a reader of the client's output sees its end with the client's
     _answer(conn, {"exit": code})
     conn.close()
-    if report is not None:
-        _report(here, report, argv)
+    here.report_kernel()  # (told already by a run, as soon as it chose its kernel)
     here.drop_speculation()  # a command that took no engine: its kernel stops
     here.after_answer()
     if session is not None and listening is not None:
@@ -281,17 +283,6 @@ def _answer_now(here: served.Serving, conn: socket.socket, code: int) -> None:
     _answer(conn, {"exit": code})
     conn.close()
     here.detached.set()
-
-
-def _report(here: served.Serving, channel: socket.socket, argv: list[str]) -> None:
-    """Tell the server the kernel this command's run took (none for a run given secrets: their
-    values stay in this process and its kernel)."""
-    secrets = any(word.startswith("--sec") for word in argv)
-    kernel = None if secrets else here.ran_kernel
-    with contextlib.suppress(OSError):
-        channel.settimeout(5)
-        wire.send(channel, {"kernel": kernel})
-    channel.close()
 
 
 def _run_main(command: Callable[[list[str]], int], argv: list[str]) -> int:

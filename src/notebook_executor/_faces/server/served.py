@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..._errors import NotebookExecutorError
 from ...engine import RunCancelled, StateUnusable, SupportsState
+from . import wire
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -112,6 +113,26 @@ class Serving:
     session: tuple[Any, Any] | None = None
     #: The engine on which the child started a kernel before its command came.
     spare_engine: Any = None
+    #: The channel on which the child tells the server :attr:`ran_kernel` (a spare's), until
+    #: it has (:meth:`report_kernel`), and whether the command was given secrets.
+    report_channel: Any = None
+    given_secrets: bool = False
+
+    def report_kernel(self) -> None:
+        """Tell the server the kernel of this command's run (None for a run given secrets:
+        their values stay in this process and its kernel), once: as soon as the run chose it,
+        so that the server forks the next child, which starts a kernel like it, while this run
+        goes on (a command straight after this one then finds its kernel started)."""
+        channel, self.report_channel = self.report_channel, None
+        if channel is None:
+            return
+        kernel = None if self.given_secrets else self.ran_kernel
+        # A hint, never a reason for the run to fail: a server gone, a variable or folder
+        # whose bytes are not UTF-8 (the wire's JSON cannot carry it) tell nothing.
+        with contextlib.suppress(OSError, ValueError):
+            channel.settimeout(5)
+            wire.send(channel, {"kernel": kernel})
+        channel.close()
 
     def on_server_gone(self, signum: int, frame: FrameType | None) -> None:
         """SIGTERM in a child: the server stops, or died (parent-death signal).
@@ -285,6 +306,7 @@ def _served_engine_class() -> Any:
                     "cwd": str(job.cwd),
                     "env": dict(job.env),
                 }
+                here.report_kernel()
             try:
                 kernel = super().open(job)
             except KeyboardInterrupt:
