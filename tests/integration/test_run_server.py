@@ -548,7 +548,7 @@ def test_the_next_kernel_starts_while_a_run_goes_on(shell: Shell) -> None:
             time.sleep(0.05)
         assert others, "no kernel was started for the next command while the run went on"
     finally:
-        out, err = running.communicate(timeout=120)
+        _out, err = running.communicate(timeout=120)
     assert running.returncode == 0, err
 
 
