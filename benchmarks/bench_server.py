@@ -4,6 +4,8 @@
    in-process (``--no-server``), and ``papermill`` on the same notebook (an ``.ipynb`` copy:
    papermill reads only those). Median wall time of ``--repeat`` runs each, and the ratios.
    Target: **median <= 100 ms** through the server.
+   Then served runs by the notebook's form (the plainest percent script, one jupytext
+   reads, a markdown logbook), back to back and half a second apart (a shell's pace).
 2. The shell session loop: ``session rerun ID --from K`` after an edit of cell K, on a notebook
    whose cells before K take ``--slow`` seconds (10 by default), as a whole process. Target:
    **<= 0.3 s**.
@@ -82,6 +84,18 @@ CLIENT_IMPORTS = (
 )
 TARGET_RERUN_S = 0.3
 
+#: A percent script that is not of the plainest kind (a markdown cell first): jupytext reads it.
+SCRIPT = """# %% [markdown]
+# Totals
+
+# %% tags=["parameters"]
+n = 10
+
+# %%
+total = sum(range(n))
+print(total)
+"""
+
 SLOW = """# %% tags=["parameters"]
 slow: float = 10.0
 
@@ -97,9 +111,8 @@ print(total)
 
 
 def _cli(*argv: str) -> list[str]:
-    script = Path(sys.executable).with_name("notebook-executor")
-    if script.exists():
-        return [str(script), *argv]
+    # ``python -m``, as the console script does (both call ``cli.console``): the same command
+    # on both sides of ``--before``, whichever entry point the venv's script was made with.
     return [sys.executable, "-m", "notebook_executor", *argv]
 
 
@@ -112,8 +125,15 @@ def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     return elapsed
 
 
-def _median_ms(command: list[str], cwd: Path, env: dict[str, str], repeat: int) -> float:
-    return statistics.median(_timed(command, cwd, env) for _ in range(repeat)) * 1000
+def _median_ms(
+    command: list[str], cwd: Path, env: dict[str, str], repeat: int, gap: float = 0.0
+) -> float:
+    """Median wall time of ``repeat`` runs of ``command``, ``gap`` seconds apart."""
+    times = []
+    for _ in range(repeat):
+        time.sleep(gap)
+        times.append(_timed(command, cwd, env))
+    return statistics.median(times) * 1000
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -189,6 +209,22 @@ def main() -> None:
             ("CPU of a served run, every process", cpu, "(client, child, kernel)"),
         ):
             print(f"  {label:<42} {value:8.1f} ms   {note}")
+
+        # By the form of the notebook: the plainest percent script is read without jupytext;
+        # another script, and a markdown notebook, with it. Back to back (the next command
+        # right after the answer), and a shell's pace (half a second between commands).
+        (work / "script.py").write_text(SCRIPT)
+        shutil.copy(HELLO.with_name("logbook.md"), work / "logbook.md")
+        print(f"served runs by the notebook's form, whole process, median of {args.repeat}:")
+        for label, command in (
+            ("notebooks/hello.py (plain percent script)", _cli("run", "hello.py")),
+            ("a script jupytext reads", _cli("run", "script.py")),
+            ("notebooks/logbook.md", _cli("run", "logbook.md", "-p", "station", "X")),
+        ):
+            _timed(command, work, env)
+            back = _median_ms(command, work, env, args.repeat)
+            paced = _median_ms(command, work, env, args.repeat, gap=0.5)
+            print(f"  {label:<42} {back:8.1f} ms back to back, {paced:8.1f} ms 0.5 s apart")
 
         (work / "loop.py").write_text(SLOW.replace("10.0", repr(args.slow)))
         opened = subprocess.run(
