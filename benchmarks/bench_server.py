@@ -84,8 +84,11 @@ CLIENT_IMPORTS = (
 )
 TARGET_RERUN_S = 0.3
 
-#: A percent script that is not of the plainest kind (a markdown cell first): jupytext reads it.
-SCRIPT = """# %% [markdown]
+#: A percent script that is not of the plainest kind (a comment before its first cell marker,
+#: as many scripts have): jupytext reads it.
+SCRIPT = """# Totals of a range.
+
+# %% [markdown]
 # Totals
 
 # %% tags=["parameters"]
