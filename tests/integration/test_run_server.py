@@ -8,6 +8,7 @@ left.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -60,6 +61,7 @@ class Shell:
 
     def __init__(self, folder: Path, runtime: Path) -> None:
         self.folder = folder
+        self.runtime = runtime
         env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_EXECUTOR_NO_SERVER"}
         env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = str(runtime)
         env["NOTEBOOK_EXECUTOR_SERVER_IDLE"] = "120"
@@ -158,6 +160,24 @@ def test_server_status_and_stop(shell: Shell) -> None:
     assert code == 0, err
     assert shell.status()["pid"] is None
     assert not _alive(pid)
+
+
+def test_a_command_while_the_last_server_exits_waits_for_it_and_is_served(shell: Shell) -> None:
+    """A server past its stop, still exiting (it holds the lock until its process ends), is
+    waited for: the command right after a ``server stop`` gets a new server, not an in-process
+    run (found in CI: a ``run`` straight after a stop ran in-process)."""
+    assert shell.run("run", "hello.py")[0] == 0
+    old = shell.status()["pid"]
+    assert shell.run("server", "stop")[0] == 0
+    (lock_path,) = shell.runtime.glob("*/*.lock")
+    with lock_path.open("rb") as lock:  # the old server, exiting: its lock is still held
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        command = shell.start("-v", "run", "hello.py")
+        time.sleep(1.5)
+    _out, err = command.communicate(timeout=240)
+    assert command.returncode == 0, err
+    assert "running in-process" not in err, err
+    assert shell.status()["pid"] not in (None, old)
 
 
 def test_sessions_from_the_shell(shell: Shell) -> None:

@@ -59,6 +59,10 @@ CommandMain = Callable[[list[str]], int]
 
 logger = logging.getLogger(__name__)
 
+#: How long a starting server waits for the last one, stopping, to let go of the lock: a
+#: stopping server waits up to 20 s for its children, then kills them.
+LOCK_WAIT_SECONDS = 30.0
+
 #: Seconds with no child before the server exits, unless ``$NOTEBOOK_EXECUTOR_SERVER_IDLE``.
 DEFAULT_IDLE_SECONDS = 300.0
 #: ``prctl`` option: whether the process may be dumped, traced, or read through ``/proc``.
@@ -487,10 +491,9 @@ def main(command: CommandMain, warm: Callable[[], object]) -> int:
     files = server_files()
     idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_SECONDS)
     lock = os.open(files.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0  # another server holds it
+    if not _take_lock(lock, files):
+        os.close(lock)
+        return 0  # another server holds it, and serves or is still starting
     # A forked child shares the lock's open file description (O_CLOEXEC only helps at exec):
     # a child that outlived the server (a session's host, hung) kept the lock, and no server
     # could start again. Each child closes its copy at once (once: in a child's own children
@@ -515,4 +518,31 @@ def main(command: CommandMain, warm: Callable[[], object]) -> int:
         server.serve()
     finally:
         server.stop()
+        let_go()  # the next server may start now, while this process ends
     return 0
+
+
+def _take_lock(lock: int, files: ServerFiles) -> bool:
+    """Whether this process took the server's lock. A server that stopped holds it until its
+    process ends (ending takes a while: its interpreter's teardown, children it waits for):
+    the command that started this one, right after a ``server stop``, would else run
+    in-process. Waited for up to :data:`LOCK_WAIT_SECONDS`, unless a server listens."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline or _listening(files.socket):
+            return False
+        time.sleep(0.02)
+
+
+def _listening(path: str) -> bool:
+    """Whether a server answers on the socket at ``path``."""
+    try:
+        wire.connect(path).close()
+    except OSError:
+        return False
+    return True
