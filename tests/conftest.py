@@ -33,12 +33,18 @@ _TMPDIR: list[str] = []
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Mark this process's environment, so every process the suite starts inherits it.
 
-    Commands run in-process unless a test asks for the run server (tests/integration/
-    test_run_server.py), whose servers live in the suite's own runtime folder.
+    A command line the suite runs as a process of its own goes through the run server, as a
+    user's shell does: one server per test process (pytest-xdist's workers each have theirs),
+    in the suite's own runtime folder, stopped at the end. Called in the test process itself
+    (``main(argv)``), a command runs in-process (see ``support.commands_in_process``).
+    ``NX_TESTS_NO_SERVER=1``: every command in-process, the suite's processes' too.
     """
     os.environ[SESSION_MARKER] = _TOKEN
     os.environ["NOTEBOOK_EXECUTOR_RUNTIME_DIR"] = _RUNTIME
-    os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = "1"
+    if os.environ.get("NX_TESTS_NO_SERVER"):
+        os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = "1"
+    else:
+        os.environ.pop("NOTEBOOK_EXECUTOR_NO_SERVER", None)
     # A suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and so
     # would every process it starts: the Ctrl-C tests would then test nothing but that. A
     # handled signal is reset to its default in a new program, so the hosts the tests start

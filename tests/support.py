@@ -199,3 +199,28 @@ def shell_blocks(markdown: str, language: str = "bash") -> list[str]:
     blocks = re.findall(fence, markdown, re.MULTILINE | re.DOTALL)
     lines = [line.strip() for block in blocks for line in block.splitlines()]
     return [line for line in lines if line and not line.startswith("#")]
+
+
+def commands_in_process() -> None:
+    """The command line called in the test process (``main(argv)``) runs there, in-process,
+    as with ``NOTEBOOK_EXECUTOR_NO_SERVER=1``; the processes the suite starts, which inherit
+    its environment, go through the run server."""
+    from notebook_executor._faces.server import client
+
+    forward = client.forward
+    if getattr(forward, "in_process", False):
+        return
+
+    def in_process(argv: Any) -> int | None:
+        saved = os.environ.get("NOTEBOOK_EXECUTOR_NO_SERVER")
+        os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = "1"
+        try:
+            return forward(argv)
+        finally:
+            if saved is None:
+                os.environ.pop("NOTEBOOK_EXECUTOR_NO_SERVER", None)
+            else:
+                os.environ["NOTEBOOK_EXECUTOR_NO_SERVER"] = saved
+
+    in_process.in_process = True  # type: ignore[attr-defined]
+    client.forward = in_process

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor
+from support import commands_in_process
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +93,9 @@ def own_templates() -> Iterator[None]:
     finally:
         if _TEMPLATES:
             adopt(*_TEMPLATES)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _commands_in_process() -> None:
+    """The command line called in this process runs in-process (``support.commands_in_process``)."""
+    commands_in_process()

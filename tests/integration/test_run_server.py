@@ -180,6 +180,54 @@ def test_a_command_while_the_last_server_exits_waits_for_it_and_is_served(shell:
     assert shell.status()["pid"] not in (None, old)
 
 
+SEEN_NOTEBOOK = """# %%
+import pathlib
+import scrapbook as sb
+sb.glue("seen", pathlib.Path("seen.txt").read_text())
+"""
+
+
+def _in_own_mounts(over: Path, by: Path) -> list[str]:
+    """A command line prefix: a mount namespace of its own, ``by`` mounted over ``over`` in it
+    (as a sandbox shows its process another view of the files)."""
+    namespace = ["unshare", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        namespace = ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+    script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+    return [*namespace, "sh", "-c", script, "sh", str(by), str(over)]
+
+
+def test_a_client_in_another_mount_namespace_runs_its_command_itself(shell: Shell) -> None:
+    """A client whose view of the files is not the server's (a sandbox, a container: another
+    mount namespace) is not served: the server's child would run its command outside it."""
+    if shutil.which("unshare") is None:  # pragma: no cover - util-linux is on every CI machine
+        pytest.skip("needs unshare(1)")
+    (shell.folder / "seen.py").write_text(SEEN_NOTEBOOK)
+    (shell.folder / "seen.txt").write_text("outside")
+    (shell.folder / "inside.txt").write_text("inside")
+    assert shell.run("run", "hello.py")[0] == 0  # a server runs
+    pid = shell.status()["pid"]
+    prefix = _in_own_mounts(shell.folder / "seen.txt", shell.folder / "inside.txt")
+    if subprocess.run([*prefix, "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("no mount namespace can be made here")
+    done = subprocess.run(
+        [*prefix, sys.executable, "-m", "notebook_executor", "-v", "run", "seen.py", "--json"],
+        cwd=shell.folder,
+        env=shell.env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["scraps"]["seen"] == "inside"
+    assert "another mount namespace" in done.stderr and "running in-process" in done.stderr
+    # The server still serves its own namespace.
+    code, out, err = shell.run("run", "seen.py", "--json")
+    assert code == 0, err
+    assert json.loads(out)["scraps"]["seen"] == "outside"
+    assert shell.status()["pid"] == pid
+
+
 def test_sessions_from_the_shell(shell: Shell) -> None:
     notebook = shell.folder / "steps.py"
     notebook.write_text(SLOW_NOTEBOOK.replace("time.sleep(60)", "time.sleep(0)"))

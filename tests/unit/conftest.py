@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from notebook_executor import NotebookExecutor
-from support import cli_on_engine
+from support import cli_on_engine, commands_in_process
 from unit.fake_engine import FakeEngine
 
 
@@ -32,3 +32,9 @@ def cli_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: FakeEngi
     monkeypatch.chdir(tmp_path)
     cli_on_engine(monkeypatch, engine)
     return engine
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _commands_in_process() -> None:
+    """The command line called in this process runs in-process (``support.commands_in_process``)."""
+    commands_in_process()

@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from . import client, served, wire
@@ -138,6 +139,37 @@ def _own_limits() -> tuple[int, dict[int, tuple[int, int]]]:
     return mask, {number: resource.getrlimit(number) for number in numbers}
 
 
+#: The namespaces a client must share with the server to be served (``/proc/<pid>/ns``).
+_NAMESPACES = ("mnt", "net", "user", "pid", "ipc", "uts", "cgroup", "time")
+
+
+def _foreign_namespaces(conn: socket.socket) -> str | None:
+    """Why the client at the other end of ``conn`` cannot be served, when it sees another
+    system than the server does: another mount, network, user, pid... namespace (a sandbox, a
+    container, ``unshare``). Its command would run here, outside the client's view of files,
+    network and processes: the client runs it itself. None when it shares them all."""
+    try:
+        pid = wire.check_peer(conn)
+    except OSError:
+        return "the run server cannot tell which process this shell is"
+    others = []
+    for kind in _NAMESPACES:
+        try:
+            own = Path(f"/proc/self/ns/{kind}").readlink()
+        except OSError:
+            continue  # a kind this system does not have
+        try:
+            same = pid > 0 and Path(f"/proc/{pid}/ns/{kind}").readlink() == own
+        except OSError:
+            same = False
+        if not same:
+            others.append(kind)
+    if not others:
+        return None
+    shown = ", ".join({"mnt": "mount", "net": "network"}.get(kind, kind) for kind in others)
+    return f"this shell is in another {shown} namespace than the run server"
+
+
 def _take_limits(command: Command) -> str | None:
     """Take the client's umask and limits; why not, if a limit cannot be taken."""
     os.umask(command.umask)
@@ -207,7 +239,7 @@ def serve_command(
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     conn.settimeout(None)
     argv, cwd = asked.argv, asked.cwd
-    refused = _take_limits(asked)
+    refused = _foreign_namespaces(conn) or _take_limits(asked)
     if refused is not None:
         here.drop_speculation()
         _answer(conn, {"in_process": refused})
