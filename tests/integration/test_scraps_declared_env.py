@@ -9,6 +9,7 @@ runs it, through its own run server (the ``shell`` fixture, stopped after each t
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +232,39 @@ def test_a_declared_scrapbook_comes_before_the_stand_in(
     result = _run(user, "own.py")
     assert result["status"] == "success", result.get("failed_cell")
     assert _printed(result["output_path"], "OWN ") == "True"
+
+
+PARENT = (
+    BLOCK
+    + """
+# %%
+import os
+import scrapbook as sb
+sb.glue("parent", os.getppid())
+"""
+)
+
+
+def test_the_server_keeps_a_template_of_the_environment_and_later_runs_fork_from_it(
+    shell: Shell,  # noqa: F811
+    envs: Path,
+) -> None:
+    """A served run in a cached declared environment forks its kernel from a template the
+    server keeps for that environment (each command's child spawned one of its own: about a
+    second of CPU per run)."""
+    user = _shell(shell, envs)
+    (user.folder / "parent.py").write_text(PARENT, encoding="utf-8")
+    first = _run(user, "parent.py")
+    assert first["status"] == "success", first.get("failed_cell")
+    deadline = time.monotonic() + 120
+    while not user.status()["environment_templates"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ((interpreter, pid),) = user.status()["environment_templates"].items()
+    assert Path(interpreter).is_absolute() and pid not in (None, user.status()["template_pid"])
+    for _ in range(2):  # the second: a kernel started ahead, from that template too
+        later = _run(user, "parent.py")
+        assert later["status"] == "success", later.get("failed_cell")
+        assert later["scraps"]["parent"] == pid
+    # A run in the default environment still forks from the server's own template.
+    current = _run(user, "parent.py", "--env", "current")
+    assert current["scraps"]["parent"] == user.status()["template_pid"]

@@ -296,6 +296,11 @@ class ForkServer(ForkChannel):
             self._socket = host
             self._reader = host.makefile("rb")
 
+    def starting_socket(self) -> socket.socket | None:
+        """While the template is starting, the socket its readiness arrives on (readable once
+        :meth:`wait_ready` would not block), for a caller that waits on several; else None."""
+        return self._socket if self.pid is None and not self._closed else None
+
     def wait_ready(self) -> None:
         """Block until the template has imported its modules and can fork."""
         with self._lock:

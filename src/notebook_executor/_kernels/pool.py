@@ -343,10 +343,19 @@ class KernelPool:
         """
         if self.state is not PoolState.PREPARED or not choice.native:
             return
-        if not is_own_interpreter(choice.interpreter):
-            return
-        if await self.starts.template_for(env, cwd, wait=True) is None:
-            return
+        if is_own_interpreter(choice.interpreter):
+            if await self.starts.template_for(env, cwd, wait=True) is None:
+                return
+        else:
+            # A notebook's own environment: only from a template this process adopted (the
+            # run server's), never one spawned for a guess.
+            from .shared_template import adopted
+
+            interpreter = str(choice.interpreter)
+            if adopted(interpreter=interpreter) is None:
+                return
+            if await self.starts.environment_template(interpreter, env, cwd) is None:
+                return
         entries = self._idle.setdefault(_key(choice, cwd, env), deque())
         if entries or self.state is not PoolState.PREPARED:
             return

@@ -37,7 +37,7 @@ from .._types import TIMEOUTS
 from .forkserver import TEMPLATE_READY_TIMEOUT, ForkServer, ForkServerError, startup_environment
 from .inside.sessions import KERNEL_ID
 
-__all__ = ["REPLY_SECONDS", "SharedForkServer", "adopt", "adopted"]
+__all__ = ["REPLY_SECONDS", "SharedForkServer", "adopt", "adopt_environment", "adopted"]
 
 #: Longest a process waits for its turn on the template, and then for its answer (seconds):
 #: a fork or a reap is answered in milliseconds; past this the template is taken as stuck.
@@ -46,6 +46,9 @@ REPLY_SECONDS = TIMEOUTS.template_reply
 #: The templates this process's kernel pools fork from, by whether they preload the data
 #: modules (empty: the pools spawn their own).
 _ADOPTED: dict[bool, SharedForkServer] = {}
+#: The templates of notebooks' own environments this process's pools fork from, by the
+#: interpreter they run (the run server's: see :func:`adopt_environment`).
+_ADOPTED_ENVIRONMENTS: dict[str, SharedForkServer] = {}
 
 #: What a lent template's copy calls to fetch it: its description (:meth:`SharedForkServer.
 #: handle`) and its control socket.
@@ -63,8 +66,15 @@ class SharedForkServer(ForkServer):
         The file whose ``flock`` serialises the requests of every process.
     """
 
-    def __init__(self, env: dict[str, str], lock_path: Path, *, data_modules: bool = True) -> None:
-        super().__init__(env, data_modules=data_modules)
+    def __init__(
+        self,
+        env: dict[str, str],
+        lock_path: Path,
+        *,
+        data_modules: bool = True,
+        interpreter: str | None = None,
+    ) -> None:
+        super().__init__(env, data_modules=data_modules, interpreter=interpreter)
         self._lock_path = lock_path
         self._owner = os.getpid()
         self._lock_fd: int | None = None
@@ -323,8 +333,21 @@ def adopt(server: SharedForkServer | None, full: SharedForkServer | None = None)
         _ADOPTED[True] = full if full is not None else server
 
 
-def adopted(data_modules: bool = True) -> SharedForkServer | None:
+def adopt_environment(interpreter: str, server: SharedForkServer | None) -> None:
+    """Make ``server`` the template of every kernel pool of this process for kernels running
+    ``interpreter`` (a notebook's own environment; None: their own again)."""
+    if server is None:
+        _ADOPTED_ENVIRONMENTS.pop(interpreter, None)
+    else:
+        _ADOPTED_ENVIRONMENTS[interpreter] = server
+
+
+def adopted(data_modules: bool = True, interpreter: str | None = None) -> SharedForkServer | None:
     """The template adopted by this process for pools that ask for one preloading the data
-    modules (or not), while this process can use it."""
-    server = _ADOPTED.get(data_modules)
+    modules (or not), or for kernels running ``interpreter`` (a notebook's own environment),
+    while this process can use it."""
+    if interpreter is None:
+        server = _ADOPTED.get(data_modules)
+    else:
+        server = _ADOPTED_ENVIRONMENTS.get(interpreter)
     return server if server is not None and server.running_here else None

@@ -7,8 +7,9 @@ through this module alone (an import-linter contract in ``pyproject.toml`` says 
 
 - :class:`SharedForkServer`: a template several processes fork from, one request at a time
   (:mod:`.shared_template` tells how); :func:`server_template` makes the run server's;
-- :func:`adopt` makes templates the ones this process's kernel pools fork from, and
-  :func:`adopted` is the one adopted;
+- :func:`adopt` makes templates the ones this process's kernel pools fork from (and
+  :func:`adopt_environment` those of notebooks' own environments: :func:`environment_template`
+  makes the run server's), and :func:`adopted` is the one adopted;
 - :func:`fork_supported`, :func:`startup_environment`, :data:`TEMPLATE_READY_TIMEOUT` and
   :class:`ForkServerError`: whether templates can be used here, the variables an interpreter
   reads as it starts (a template keeps them), how long a template takes at most to start, and
@@ -26,7 +27,7 @@ from .forkserver import (
     fork_supported,
     startup_environment,
 )
-from .shared_template import SharedForkServer, adopt, adopted
+from .shared_template import SharedForkServer, adopt, adopt_environment, adopted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,11 +37,22 @@ __all__ = [
     "ForkServerError",
     "SharedForkServer",
     "adopt",
+    "adopt_environment",
     "adopted",
+    "environment_template",
     "fork_supported",
     "server_template",
     "startup_environment",
 ]
+
+
+def environment_template(interpreter: str, lock_path: Path) -> SharedForkServer:
+    """The run server's template of a notebook's own environment, running ``interpreter``
+    (not started), in the environment :func:`server_template` has, requests taking turns on
+    ``lock_path``."""
+    return SharedForkServer(
+        _server_kernel_environment(), lock_path, data_modules=True, interpreter=interpreter
+    )
 
 
 def server_template(lock_path: Path) -> SharedForkServer:
@@ -51,6 +63,11 @@ def server_template(lock_path: Path) -> SharedForkServer:
     own client's whole environment. The interpreter's start-up variables stay, so that the
     kernels of clients that share them are forked.
     """
+    return SharedForkServer(_server_kernel_environment(), lock_path)
+
+
+def _server_kernel_environment() -> dict[str, str]:
+    """The environment of the run server's templates: the minimal one it runs with."""
     from .launch import kernel_base_environment, kernel_environment
 
     own = dict(os.environ)
@@ -59,4 +76,4 @@ def server_template(lock_path: Path) -> SharedForkServer:
         **startup_environment(own),
         **{k: v for k, v in own.items() if k.startswith("NOTEBOOK_EXECUTOR_")},
     }
-    return SharedForkServer(kernel_environment(None, base), lock_path)
+    return kernel_environment(None, base)

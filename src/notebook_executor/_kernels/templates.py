@@ -94,8 +94,9 @@ def spawn_template(*, data_modules: bool, interpreter: str | None = None) -> Tem
     from .forkserver import ForkServer, ForkServerError
     from .shared_template import adopted
 
-    # (A notebook's own environment has templates of its own.)
-    shared = adopted(data_modules) if interpreter is None else None
+    # (A notebook's own environment has templates of its own: a run server's children adopt
+    # the server's.)
+    shared = adopted(data_modules, interpreter)
     if shared is not None:
         # Another process's template (shared_template.py): a run server's, ready already, or
         # one that pytest-xdist's controller lends, fetched meanwhile.

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import importlib
 import json
 import logging
@@ -58,6 +59,9 @@ __all__ = ["DEFAULT_IDLE_SECONDS", "MAX_PENDING", "REQUEST_SECONDS", "CommandMai
 CommandMain = Callable[[list[str]], int]
 
 logger = logging.getLogger(__name__)
+
+#: At most this many templates of notebooks' own environments (the oldest is stopped).
+MAX_ENVIRONMENTS = 4
 
 #: How long a starting server waits for the last one, stopping, to let go of the lock: a
 #: stopping server waits up to 20 s for its children, then kills them.
@@ -138,6 +142,10 @@ class _Server:
         self.last_busy = time.monotonic()
         self.stopping = False
         self.template: Any = None
+        #: Templates of notebooks' own environments (declared dependencies), by interpreter:
+        #: those the children adopt (ready), and those starting.
+        self.environments: dict[str, Any] = {}
+        self.environments_starting: dict[str, Any] = {}
         self.listener: socket.socket | None = None
         self.socket_id: tuple[int, int] | None = None
         #: The child forked ahead for the next command (its pid, the server's end of its channel).
@@ -209,7 +217,13 @@ class _Server:
     def replace_dead_template(self) -> None:
         """A template that died (killed, out of memory) is replaced, between commands: the
         next commands fork from a new one instead of each child starting its own. The spare,
-        forked with the dead one, is dropped."""
+        forked with the dead one, is dropped. An environment's template that died is forgotten
+        (the next run in that environment has one started again)."""
+        for interpreter, template in list(self.environments.items()):
+            if not template.running:
+                logger.warning("the kernel template of %s is gone", interpreter)
+                self.forget_environment(interpreter)
+                self.drop_spare()
         if self.template is None or self.template.running:
             return
         logger.warning("the kernel template (pid %s) is gone: starting another", self.template.pid)
@@ -242,8 +256,9 @@ class _Server:
                         self.fork_spare()
             for late, message in self.arrivals.expire():
                 self.handle(late, *message)
+            starting = self.environment_sockets()
             ready, _, _ = select.select(
-                [self.listener, *self.reports, *self.arrivals.incoming],
+                [self.listener, *self.reports, *self.arrivals.incoming, *starting],
                 [],
                 [],
                 self.arrivals.timeout(0.5),
@@ -251,6 +266,9 @@ class _Server:
             for ready_socket in ready:
                 if ready_socket in self.reports:
                     self.read_report(ready_socket)
+                    continue
+                if ready_socket in starting:
+                    self.environment_ready(starting[ready_socket])
                     continue
                 conn = ready_socket
                 if ready_socket is self.listener:
@@ -294,6 +312,8 @@ class _Server:
                 os.waitpid(pid, 0)
         if self.template is not None:
             self.template.close()
+        for interpreter in [*self.environments, *self.environments_starting]:
+            self.forget_environment(interpreter)
         with contextlib.suppress(OSError):
             pid_file = Path(self.files.pid_file)
             if pid_file.read_text().strip() == str(os.getpid()):
@@ -360,6 +380,9 @@ class _Server:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "idle_timeout": self.idle,
             "template_pid": None if self.template is None else self.template.pid,
+            "environment_templates": {
+                interpreter: template.pid for interpreter, template in self.environments.items()
+            },
             "commands": len(self.children),
             "sessions": open_sessions(self.files, set(self.children)),
         }
@@ -456,6 +479,77 @@ class _Server:
         # A command that ran nothing (a session's step, say): the next is no run's repeat.
         kernel = report.get("kernel")
         self.last_kernel = kernel if isinstance(kernel, dict) else None
+        if self.last_kernel is not None:
+            self.want_environment(self.last_kernel)
+
+    # -- templates of notebooks' own environments -----------------------------------------
+
+    def want_environment(self, kernel: dict[str, Any]) -> None:
+        """A run's kernel ran a notebook's own environment (its declared dependencies): start
+        a template of that environment, which the next children fork from once it is ready
+        (each child spawned one of its own, a second of CPU per run)."""
+        from ..._kernels.options import is_own_interpreter
+        from ..._kernels.sharing import environment_template
+
+        choice = kernel.get("choice")
+        if not isinstance(choice, dict) or choice.get("native") is not True:
+            return
+        interpreter = choice.get("interpreter")
+        if not isinstance(interpreter, str) or is_own_interpreter(interpreter):
+            return
+        if interpreter in self.environments or interpreter in self.environments_starting:
+            return
+        if self.template is None or not Path(interpreter).is_absolute():
+            return  # no template here at all (kernels cannot be forked)
+        while len(self.environments) + len(self.environments_starting) >= MAX_ENVIRONMENTS:
+            oldest = next(iter(self.environments or self.environments_starting))
+            self.forget_environment(oldest)
+        digest = hashlib.sha256(os.fsencode(interpreter)).hexdigest()[:16]
+        template = environment_template(interpreter, Path(f"{self.files.fork_lock}-{digest}"))
+        try:
+            template.spawn()  # from the main thread, the server's only one
+        except Exception as exc:
+            logger.info("no template of %s: %s", interpreter, exc)
+            return
+        logger.info("starting a kernel template of %s", interpreter)
+        self.environments_starting[interpreter] = template
+
+    def environment_sockets(self) -> dict[Any, str]:
+        """The sockets of the environments' templates still starting (readable once ready)."""
+        sockets = {}
+        for interpreter, template in self.environments_starting.items():
+            sock = template.starting_socket()
+            if sock is not None:
+                sockets[sock] = interpreter
+        return sockets
+
+    def environment_ready(self, interpreter: str) -> None:
+        """The template of ``interpreter`` said it is ready (or failed): the children forked
+        from now on adopt it; the spare, forked before, is forked again."""
+        from ..._kernels.sharing import adopt_environment
+
+        template = self.environments_starting.pop(interpreter)
+        try:
+            template.wait_ready()  # its answer is there: this reads it
+        except Exception as exc:
+            logger.info("no template of %s: %s", interpreter, exc)
+            template.close()
+            return
+        self.environments[interpreter] = template
+        adopt_environment(interpreter, template)
+        self.drop_spare()
+
+    def forget_environment(self, interpreter: str) -> None:
+        """Stop the template of ``interpreter`` (the children forked from now on spawn their
+        own when they need one)."""
+        from ..._kernels.sharing import adopt_environment
+
+        template = self.environments.pop(interpreter, None)
+        template = template or self.environments_starting.pop(interpreter, None)
+        adopt_environment(interpreter, None)
+        if template is not None:
+            with contextlib.suppress(Exception):
+                template.close()
 
 
 def _not_dumpable() -> None:
