@@ -164,9 +164,12 @@ def open_comms() -> int:
 #: Native threads (not Python's) that a copy may lack: those of libraries that end their
 #: threads before a fork and start them again when next used (OpenBLAS, with its
 #: ``pthread_atfork`` handlers; jemalloc's background thread, by its name), and those of zmq's
-#: contexts (the kernel's own). Any other native thread (an OpenMP pool, libgomp's above all,
-#: which waits forever in a copy for workers it no longer has) refuses the checkpoint.
-FORK_SAFE_LIBRARIES = ("openblas",)
+#: contexts (the kernel's own), by their name and by their library: a thread libzmq has just
+#: started is not named yet (it names itself as it first runs: under load, a checkpoint right
+#: after a forked kernel's first cell was refused for "libzmq: 1"). Any other native thread
+#: (an OpenMP pool, libgomp's above all, which waits forever in a copy for workers it no
+#: longer has) refuses the checkpoint.
+FORK_SAFE_LIBRARIES = ("openblas", "libzmq")
 FORK_SAFE_THREAD_NAMES = ("jemalloc_bg_thd", "ZMQbg/")
 
 #: Libraries every thread's stack passes through, that say nothing of who started it.
