@@ -35,6 +35,11 @@ SOURCES: list[tuple[str, list[str]]] = [
     ("", []),
     ('raise ValueError("tagged")', ["raises-exception"]),
     ('print("after")\n"last"', []),
+    (
+        'sys.stdout.write("a")\nsys.stdout.flush()\n'
+        'display({"text/plain": "shown"}, raw=True)\nprint("b", end="")',
+        [],
+    ),
 ]
 
 TIMESTAMPS = {
@@ -108,3 +113,41 @@ def test_the_cell_loop_keeps_what_nbclient_keeps(tmp_path: Path) -> None:
     assert ours.cells[6].get("execution_count") is None and ours.cells[6].outputs == []
     assert ours.cells[7].outputs[0]["ename"] == "ValueError"
     assert set(ours.cells[8].metadata["execution"]) == TIMESTAMPS
+    assert [o["output_type"] for o in ours.cells[9].outputs] == [
+        "stream",
+        "display_data",
+        "stream",
+    ]
+
+
+#: A cell that counts what ``sys.stdout.flush()`` hands the IOPub thread, with nothing
+#: written, then with something written.
+_FLUSH_HOPS = """import sys
+hops = []
+thread = sys.stdout.pub_thread
+schedule = thread.schedule
+thread.schedule = lambda f: (hops.append(f), schedule(f))[1]
+try:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    idle = len(hops)
+    sys.stdout.write("written ")
+    sys.stdout.flush()
+    busy = len(hops) - idle
+finally:
+    thread.schedule = schedule
+print(idle, busy > 0)
+"""
+
+
+def test_a_flush_with_nothing_written_waits_for_no_other_thread(tmp_path: Path) -> None:
+    """ipykernel flushes both output streams twice per cell, written or not, each time
+    waiting for its IOPub thread; the kernel skips that wait when nothing was written
+    (``kernel_main._flush_only_what_was_written``), and flushes what was."""
+    source = tmp_path / "flush.py"
+    source.write_text("# %%\n" + _FLUSH_HOPS)
+    with NotebookExecutor(runs_dir=tmp_path / "runs") as ex:
+        result = ex.execute(source)
+    assert result["status"] == "success", result
+    ours = nbformat.read(tmp_path / "runs" / result["output_path"], as_version=4)
+    assert _outputs(ours.cells[0]) == [_stdout("written 0 True\n")]

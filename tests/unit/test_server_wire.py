@@ -3,13 +3,17 @@ tests/integration/test_run_server.py for the real one)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +63,43 @@ def test_messages_round_trip_and_the_peer_is_this_user() -> None:
         assert wire.check_peer(a) == os.getpid()
         wire.send(a, {"op": "status", "text": "héllo"})
         assert wire.receive(b) == {"op": "status", "text": "héllo"}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"op": "command", "argv": ["72756e"], "umask": 18, "rlimits": {"NOFILE": [1024, None]}},
+        {"text": 'h\u00e9llo \u2028 "quoted" \\ \n\t\u0000', "nested": {"a": [1, 2.5, -0.0]}},
+        {"big": 10**30, "small": 1e-300, "flags": [True, False, None]},
+        {"inf": float("inf"), "minus": -float("inf")},
+        {},
+    ],
+)
+def test_the_wire_writes_and_reads_what_the_json_module_does(message: dict[str, Any]) -> None:
+    written = wire.encode(message)
+    assert written == json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+    assert wire.decode(written) == json.loads(written)
+    spaced = b" \n" + json.dumps(message, indent=2).encode() + b"\r\n\t"
+    assert wire.decode(spaced) == json.loads(spaced)
+
+
+def test_a_value_json_cannot_hold_raises_as_json_does_unless_given_a_default() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        wire.encode({"path": Path("x")})
+    assert json.loads(wire.encode({"path": Path("x")}, default=str)) == {"path": "x"}
+
+
+def test_a_served_command_s_client_imports_no_json_nor_re() -> None:
+    """The client of a served command imports what forwarding needs and no more: ``json``
+    (with ``re`` and ``enum``) was most of its imports' time."""
+    code = (
+        "import sys; from notebook_executor._faces.cli import main; "
+        "from notebook_executor._faces.server import client, wire; "
+        "wire.decode(wire.encode({'exit': 0})); "
+        "print(sorted({'json', 're', 'enum', 'socket'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,6 @@ the cells' ``duration`` from there. The meanings are papermill's:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -40,16 +39,14 @@ __all__ = [
 PAPERMILL_KEY = "papermill"
 
 
-@functools.cache
 def papermill_version() -> str:
-    """The installed papermill's version, read without importing papermill (once a process:
-    reading package metadata costs more than the rest of a run's bookkeeping)."""
-    from importlib.metadata import PackageNotFoundError, version
+    """The installed papermill's version, as the run records name it (read without importing
+    papermill, once a process: :func:`~notebook_executor._records.provenance.package_versions`,
+    which the run server reads before it forks a command's child; read again in every child,
+    it cost 5-10 ms of a served run's 60)."""
+    from .provenance import package_versions
 
-    try:
-        return version("papermill")
-    except PackageNotFoundError:  # pragma: no cover - papermill is a dependency
-        return "unknown"
+    return package_versions().get("papermill", "unknown")
 
 
 def papermill_time(moment: datetime) -> str:
