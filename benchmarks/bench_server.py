@@ -14,6 +14,12 @@
    average the figures were taken under (they are wall times: a loaded machine inflates
    them all, the ratios less).
 
+4. ``--interleaved SRC``: served runs of ``notebooks/hello.py`` by this tree and by another
+   tree's ``src`` (an older checkout: ``git worktree add /tmp/before <commit>``), each with a
+   server of its own, taking turns: blocks of six back-to-back runs (the first not counted),
+   then three runs 0.5 s apart, the sides' order swapped at each block. A machine that changes
+   pace over minutes moves both sides alike, where ``--before`` runs one side after the other.
+
 A private runtime folder keeps the benchmark away from the user's own server; its server is
 stopped at the end. Commands run with bytecode caches, as an installed package has them
 (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment).
@@ -21,6 +27,7 @@ stopped at the end. Commands run with bytecode caches, as an installed package h
 Usage::
 
     python benchmarks/bench_server.py [--repeat 15] [--slow 10]
+    python benchmarks/bench_server.py --interleaved /tmp/before/src [--blocks 8]
 
 Figures of 2026-11-26 (``--repeat 9``), a 2-CPU VM shared with other work, load average 8-9 in
 both runs. "Before" is this script run on commit f2b4d2a's code (its ``src`` first on
@@ -173,8 +180,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--slow", type=float, default=10.0)
+    parser.add_argument(
+        "--interleaved", metavar="SRC", help="only: served runs by this tree and SRC, in turns"
+    )
+    parser.add_argument("--blocks", type=int, default=8, help="with --interleaved")
     sides.add_options(parser)
     args = parser.parse_args()
+    if args.interleaved:
+        interleaved(Path(args.interleaved), args.blocks)
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-server-"))
     runtime = Path(tempfile.mkdtemp(prefix="nbxrt", dir="/tmp"))
     # Bytecode caches, as an installed package has them (pip compiles them at install).
@@ -293,6 +307,56 @@ def main() -> None:
         subprocess.run(_cli("server", "stop"), cwd=work, env=env, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def interleaved(other_src: Path, blocks: int) -> None:
+    """Served runs of hello.py by this tree and ``other_src``, in turns (see the docstring)."""
+    work = Path(tempfile.mkdtemp(prefix="bench-server-"))
+    trees = {"this tree": REPO / "src", str(other_src): other_src}
+    envs: dict[str, dict[str, str]] = {}
+    for number, (name, src) in enumerate(trees.items()):
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("NOTEBOOK_EXECUTOR_NO_SERVER", "PYTHONDONTWRITEBYTECODE")
+        }
+        runtime = tempfile.mkdtemp(prefix="nbxrt", dir="/tmp")
+        env.update(PYTHONPATH=str(src), NOTEBOOK_EXECUTOR_RUNTIME_DIR=runtime)
+        envs[name] = env
+        (work / str(number)).mkdir()
+        shutil.copy(HELLO, work / str(number) / "hello.py")
+    folders = {name: work / str(number) for number, name in enumerate(trees)}
+    command = _cli("run", "hello.py")
+    back: dict[str, list[float]] = {name: [] for name in trees}
+    paced: dict[str, list[float]] = {name: [] for name in trees}
+    try:
+        for name in trees:
+            for _ in range(3):
+                _timed(command, folders[name], envs[name])
+        load = os.getloadavg()
+        for block in range(blocks):
+            order = list(trees) if block % 2 == 0 else list(trees)[::-1]
+            for name in order:
+                time.sleep(0.5)
+                _timed(command, folders[name], envs[name])  # after the other side's turn
+                back[name] += [_timed(command, folders[name], envs[name]) for _ in range(5)]
+            for name in order:
+                for _ in range(3):
+                    time.sleep(0.5)
+                    paced[name].append(_timed(command, folders[name], envs[name]))
+        print(f"served run notebooks/hello.py, whole process, {blocks} blocks in turns:")
+        for name in trees:
+            print(
+                f"  {name:<28} back to back {statistics.median(back[name]) * 1000:7.1f} ms "
+                f"(of {len(back[name])}), 0.5 s apart "
+                f"{statistics.median(paced[name]) * 1000:7.1f} ms (of {len(paced[name])})"
+            )
+        print(f"load average {load} at the start, {os.getloadavg()} at the end")
+    finally:
+        for name in trees:
+            subprocess.run(_cli("server", "stop"), cwd=work, env=envs[name], capture_output=True)
+            shutil.rmtree(envs[name]["NOTEBOOK_EXECUTOR_RUNTIME_DIR"], ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
