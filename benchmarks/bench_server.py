@@ -9,6 +9,8 @@
 2. The shell session loop: ``session rerun ID --from K`` after an edit of cell K, on a notebook
    whose cells before K take ``--slow`` seconds (10 by default), as a whole process. Target:
    **<= 0.3 s**.
+   Then the commands that read (``show``, ``runs``, ``diff``, ``scraps``), served by the
+   running server and in-process (``--no-server``).
 3. What a served command's client imports (``python -X importtime``: the command line's
    ``main`` and the client it forwards with), the total and the five largest, and the load
    average the figures were taken under (they are wall times: a loaded machine inflates
@@ -226,6 +228,25 @@ def main() -> None:
             ("CPU of a served run, every process", cpu, "(client, child, kernel)"),
         ):
             print(f"  {label:<42} {value:8.1f} ms   {note}")
+
+        # The commands that read, served by the running server and in their own process.
+        runs = subprocess.run(
+            _cli("runs", "--json"), cwd=work, env=env, capture_output=True, text=True, check=True
+        )
+        last = json.loads(runs.stdout)[0]["run_id"]
+        print(f"commands that read, whole process, median of {args.repeat}:")
+        for label, words in (
+            (f"show {last[:15]}...", ("show", last)),
+            ("runs", ("runs",)),
+            ("diff RUN RUN", ("diff", last, last)),
+            ("scraps --json", ("scraps", "--json")),
+        ):
+            by_server = _median_ms(_cli(*words), work, env, args.repeat)
+            own = _median_ms(_cli(*words, "--no-server"), work, env, args.repeat)
+            print(
+                f"  {label:<30} served {by_server:8.1f} ms, in-process {own:8.1f} ms "
+                f"({own / by_server:.1f}x)"
+            )
 
         # By the form of the notebook: the plainest percent script is read without jupytext;
         # another script, and a markdown notebook, with it. Back to back (the next command

@@ -588,6 +588,46 @@ def test_the_next_run_in_the_same_shell_takes_a_kernel_started_ahead(shell: Shel
     assert ahead.get(scraps["pid"]) == scraps["started"]
 
 
+def test_reading_commands_go_to_a_running_server_and_leave_its_next_kernel(
+    shell: Shell,
+) -> None:
+    """``runs``, ``show``, ``diff``... start no server; one that runs serves them (the same
+    output as in-process), each in a child of its own: the kernel started ahead for the next
+    run is still there, and that run takes it."""
+    code, out, err = shell.run("-v", "runs", "--json")
+    assert code == 0, err
+    assert json.loads(out) == []
+    assert "no run server (none runs): running in-process" in err
+    assert shell.status()["pid"] is None  # none started for it
+    (shell.folder / "start.py").write_text(KERNEL_START_NOTEBOOK)
+    code, out, err = shell.run("run", "start.py", "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    status = shell.status()
+    template = status["template_pid"]
+    deadline = time.monotonic() + 60
+    while not (ahead := set(_children(template)) - {first["scraps"]["pid"]}):
+        assert time.monotonic() < deadline, "no kernel was started ahead"
+        time.sleep(0.05)
+    served = status["served"]
+    for argv in (
+        ("show", first["run_id"], "--json"),
+        ("runs", "--json"),
+        ("diff", first["run_id"], first["run_id"], "--json"),
+        ("inspect", "start.py", "--json"),
+    ):
+        code, out, err = shell.run(*argv)
+        assert code == 0, err
+        assert (code, out, err) == shell.run(*argv, "--no-server"), argv
+    after = shell.status()
+    assert after["pid"] == status["pid"]
+    assert after["served"] == served + 4
+    assert ahead <= set(_children(template))  # the kernel started ahead waits on
+    code, out, err = shell.run("run", "start.py", "--json")
+    assert code == 0, err
+    assert json.loads(out)["scraps"]["pid"] in ahead
+
+
 LONG_RUN_NOTEBOOK = """# %%
 import os, pathlib, time
 pathlib.Path("pid").write_text(str(os.getpid()))

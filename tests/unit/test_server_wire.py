@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from notebook_executor._faces.server import paths, served, wire
-from notebook_executor._faces.server.client import served_command
+from notebook_executor._faces.server.client import (
+    SERVED,
+    SERVED_WHEN_RUNNING,
+    served_command,
+    starts_server,
+    takes_kernel,
+)
 from notebook_executor._faces.server.paths import RuntimeFolderError, private_folder, server_key
 from notebook_executor._kernels import socket_paths
 from notebook_executor.engine import CellEnd
@@ -129,11 +135,16 @@ def test_bad_messages_are_refused(payload: bytes, problem: str) -> None:
         (["run", "--help"], None),
         (["sweep", "nb.py", "-g", "a=1,2"], "sweep"),
         (["sweep", "nb.py", "--scheduler", "tcp://x:8786"], None),
-        (["check", "nb.py"], None),
+        (["check", "nb.py"], "check"),
         (["check", "--execute", "nb.py"], "check"),
         (["session", "list"], "session"),
-        (["runs"], None),
+        (["runs"], "runs"),
+        (["-v", "show", "RUN"], "show"),
+        (["show", "RUN", "--no-server"], None),
+        (["jobs"], "jobs"),
         (["server", "status"], None),
+        (["mcp"], None),
+        (["guide"], None),
     ],
 )
 def test_which_commands_go_to_the_server(
@@ -143,6 +154,46 @@ def test_which_commands_go_to_the_server(
     assert served_command(argv) == served
     monkeypatch.setenv("NOTEBOOK_EXECUTOR_NO_SERVER", "1")
     assert served_command(argv) == ("session" if served == "session" else None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts", "kernel"),
+    [
+        (["run", "nb.py"], True, True),
+        (["-v", "sweep", "nb.py"], True, True),
+        (["resume", "RUN"], True, True),
+        (["check", "--execute", "nb.py"], True, True),
+        (["session", "open", "nb.py"], True, True),
+        (["jobs"], True, False),
+        (["job", "show", "JOB"], True, False),
+        (["check", "nb.py"], False, False),
+        (["runs", "--json"], False, False),
+        (["reproduce", "RUN"], False, False),
+        (["edit", "nb.py", "1", "x = 1"], False, False),
+    ],
+)
+def test_which_commands_start_the_server_and_which_take_its_kernel(
+    argv: list[str], starts: bool, kernel: bool
+) -> None:
+    """A command that reads or edits goes to a server that runs, never starting one, and its
+    child leaves the kernel started ahead to the next run."""
+    assert starts_server(argv) is starts
+    assert takes_kernel(argv) is kernel
+
+
+def test_every_command_served_when_a_server_runs_takes_no_server() -> None:
+    """Each command the server may run accepts ``--no-server`` (but those that need it)."""
+    from notebook_executor._faces.cli import _build_parser
+
+    commands = next(
+        action for action in _build_parser()._actions if action.dest == "command"
+    ).choices
+    assert isinstance(commands, dict)
+    for name in (*SERVED, *SERVED_WHEN_RUNNING):
+        if name in ("session", "jobs", "job"):
+            continue
+        options = {o for action in commands[name]._actions for o in action.option_strings}
+        assert "--no-server" in options, name
 
 
 def test_a_folder_too_long_for_a_socket_gives_way_to_a_short_private_one(

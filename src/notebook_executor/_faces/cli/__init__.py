@@ -40,7 +40,8 @@ COMMAND_MODULES = (
     "server",
 )
 
-#: The commands that go through the run server unless ``--no-server`` (see ``..server``).
+#: The commands that go through the run server unless ``--no-server``, starting it when none
+#: runs (see ``..server``); those of ``..server.client.SERVED_WHEN_RUNNING`` take the option too.
 SERVED_COMMANDS = ("run", "sweep", "check", "resume")
 
 
@@ -89,7 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(commands)
-    for name in SERVED_COMMANDS:
+    from ..server.client import SERVED_WHEN_RUNNING
+
+    for name in dict.fromkeys((*SERVED_COMMANDS, *SERVED_WHEN_RUNNING)):
         commands.choices[name].add_argument(
             "--no-server",
             action="store_true",

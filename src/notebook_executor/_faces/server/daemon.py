@@ -14,7 +14,9 @@ single-threaded so that forking is safe, it answers on its Unix socket:
   only warm. The child is forked ahead, between commands (a *spare*, waiting on a channel of
   its own), and starts a kernel like the last run's meanwhile: the run of a shell's next
   command, in the same folder and environment, takes it ready (see ``.served.Serving.speculate``). A
-  child tells the kernel its run took on that channel, once it answered its client.
+  child tells the kernel its run took on that channel, once it answered its client. A command
+  that runs no kernel of the server's (``show``, ``runs``, ``jobs``...: see
+  :func:`.client.takes_kernel`) gets a child forked for it alone, and the spare waits on.
 
 The server runs with the minimal environment its starting client gave it (see
 :func:`.client.server_environment`) and is not dumpable (``PR_SET_DUMPABLE``), nor are its
@@ -48,10 +50,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import wire
+from .client import takes_kernel
 from .paths import IDLE_ENV, ServerFiles, listen_private, server_files, write_private
+
+if TYPE_CHECKING:
+    from .child import Command
 
 __all__ = ["DEFAULT_IDLE_SECONDS", "MAX_PENDING", "REQUEST_SECONDS", "CommandMain", "main"]
 
@@ -139,6 +145,8 @@ class _Server:
         self.idle = idle
         self.started = time.time()
         self.children: dict[int, str] = {}  # pid -> the command it serves
+        #: Commands handed to a child since the server started.
+        self.served = 0
         self.last_busy = time.monotonic()
         self.stopping = False
         self.template: Any = None
@@ -384,6 +392,7 @@ class _Server:
                 interpreter: template.pid for interpreter, template in self.environments.items()
             },
             "commands": len(self.children),
+            "served": self.served,
             "sessions": open_sessions(self.files, set(self.children)),
         }
 
@@ -418,6 +427,10 @@ class _Server:
         fields = ("argv", "cwd", "env", "umask", "rlimits")
         if self.refresh_versions() and self.spare is not None:
             self.drop_spare()  # forked before the versions changed
+        self.served += 1
+        if not takes_kernel(asked.argv):
+            self.fork_alone(conn, asked, fds)
+            return
         if self.spare is None:
             self.fork_spare(inherited=[conn.fileno(), *fds])
         assert self.spare is not None
@@ -431,6 +444,29 @@ class _Server:
             raise
         self.children[pid] = asked.argv[0]
         self.reports[channel] = pid
+        self.last_busy = time.monotonic()
+
+    def fork_alone(self, conn: socket.socket, asked: Command, fds: list[int]) -> None:
+        """Fork a child for a command that takes no kernel of the server's (``show``,
+        ``runs``, ``jobs``...): the spare, and the kernel it started ahead for the next run,
+        are kept for that run. The child inherits the client's connection and streams."""
+        from .child import serve_command
+
+        conn.setblocking(True)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                assert self.listener is not None
+                self.listener.close()
+                if self.spare is not None:
+                    self.spare[1].close()
+                for channel in self.reports:
+                    channel.close()
+                self.arrivals.close()
+                serve_command(conn, asked, fds, self.files, os.getppid(), self.command)
+            finally:
+                os._exit(70)
+        self.children[pid] = asked.argv[0]
         self.last_busy = time.monotonic()
 
     def fork_spare(self, inherited: list[int] | None = None) -> None:
