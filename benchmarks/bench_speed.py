@@ -17,6 +17,9 @@ On the same notebooks (a trivial one, and one that imports scrapbook and glues a
 3. a cold command: ``notebook-executor run x.py`` against ``papermill x.ipynb out.ipynb``, in
    pairs run back to back (the ratio is the median of the pairs' ratios);
 4. ``import notebook_executor`` in a new interpreter;
+   (``first``) a new ``NotebookExecutor``'s first three runs of the scrapbook notebook, in a
+   new process each ``--repeat`` time: wall time of each run, and the CPU of every process
+   (the caller, its templates and kernels);
 5. memory: RSS growth of this process over ``--memory-runs`` runs, after the first 50.
 
 Prints every figure, the ratios and the targets of issues 4 and 19, pass or fail. Medians
@@ -38,6 +41,7 @@ measurement with an older checkout's interpreter too, and prints both side by si
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -368,6 +372,45 @@ def bench_cold(report: Report, notebooks: dict[str, tuple[Path, Path]], args: An
     report.target("import notebook_executor", statistics.median(times), "<=", 0.15, " s")
 
 
+#: ``bench_first``'s process: a new executor, three runs; prints their wall times and the CPU
+#: seconds of the process and of every process it waited for.
+FIRST_RUNS = """
+import json, resource, sys, time
+from notebook_executor import NotebookExecutor
+walls = []
+with NotebookExecutor(runs_dir=sys.argv[2]) as ex:
+    for i in range(3):
+        began = time.perf_counter()
+        assert ex.execute(sys.argv[1], parameters={"x": i})["status"] == "success"
+        walls.append(time.perf_counter() - began)
+usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+cpu = sum(u.ru_utime + u.ru_stime for u in usages)
+print(json.dumps({"walls": walls, "cpu": cpu}))
+"""
+
+
+def bench_first(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
+    source, _ = notebooks["scrapbook"]
+    out = Path(args.workdir)
+    print("a new executor's first runs (scrapbook notebook)", flush=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    walls: list[list[float]] = []
+    cpus = []
+    for i in range(args.repeat):
+        done = subprocess.run(
+            [sys.executable, "-c", FIRST_RUNS, str(source), str(out / f"runs-first-{i}")],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        answer = json.loads(done.stdout.splitlines()[-1])
+        walls.append(answer["walls"])
+        cpus.append(answer["cpu"])
+    for n in range(3):
+        median = statistics.median(w[n] for w in walls)
+        report.figure(f"first: a new executor's run {n + 1}", f"{median:.2f} s")
+    report.figure("first: the three runs", f"{statistics.median(sum(w) for w in walls):.2f} s")
+    report.figure("first: CPU of every process", f"{statistics.median(cpus):.2f} s")
+
+
 def bench_memory(report: Report, notebooks: dict[str, tuple[Path, Path]], args: Any) -> None:
     from notebook_executor import NotebookExecutor
 
@@ -411,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        choices=["interleaved", "latency", "sweep", "cold", "memory"],
+        choices=["interleaved", "latency", "sweep", "cold", "first", "memory"],
         action="append",
     )
     parser.add_argument("--workdir", default=None)
@@ -433,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         "latency": bench_latency,
         "sweep": bench_sweep,
         "cold": bench_cold,
+        "first": bench_first,
         "memory": bench_memory,
     }
     try:

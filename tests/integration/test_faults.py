@@ -337,8 +337,10 @@ HOST = r"""
 import sys
 from notebook_executor import NotebookExecutor
 
+from notebook_executor._kernels.kernel_engine import KernelEngine
+
 runs_dir, workdir, pidfile, ready, mode = sys.argv[1:6]
-with NotebookExecutor(runs_dir=runs_dir) as ex:
+with NotebookExecutor(runs_dir=runs_dir, engine=KernelEngine(fork=mode == "forked")) as ex:
     if mode == "forked":
         # After a few runs kernels come forked from the template, not launched.
         for _ in range(3):
@@ -448,7 +450,9 @@ def die(leaders, **kwargs):
     kill_sessions(leaders, **kwargs)
 
 
-with NotebookExecutor(runs_dir=runs_dir) as ex:
+from notebook_executor._kernels.kernel_engine import KernelEngine
+
+with NotebookExecutor(runs_dir=runs_dir, engine=KernelEngine(fork=mode == "forked")) as ex:
     if mode == "forked":
         for _ in range(3):
             ex.execute(f"{workdir}/good.py")

@@ -59,9 +59,10 @@ time.sleep(600)
 HOST = r"""
 import sys
 from notebook_executor import NotebookExecutor
+from notebook_executor._kernels.kernel_engine import KernelEngine
 
 runs_dir, notebook, pidfile, mode = sys.argv[1:5]
-with NotebookExecutor(runs_dir=runs_dir) as ex:
+with NotebookExecutor(runs_dir=runs_dir, engine=KernelEngine(fork=mode == "forked")) as ex:
     if mode == "forked":
         ex.prepare_kernel()
     ex.execute(notebook, parameters={"pidfile": pidfile})

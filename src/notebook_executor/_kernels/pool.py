@@ -94,8 +94,8 @@ class KernelPool:
     =============== ============ ============================================ ==========
     from            verb         triggered by                                 to
     =============== ============ ============================================ ==========
-    IDLE            prepare()    the command line, by                         PREPARED
-                                 ``NotebookExecutor.prepare_kernel()``
+    IDLE            prepare()    the command line, a new executor's first     PREPARED
+                                 good run, ``NotebookExecutor.prepare_kernel()``
     IDLE, PREPARED  acquire()    the first run asking for its kernel          FIRST_RUN
     IDLE, PREPARED, prestart()   a second run announced before the first      WARM
     FIRST_RUN                    has taken its kernel (a sweep)
