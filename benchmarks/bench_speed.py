@@ -404,9 +404,9 @@ def bench_first(report: Report, notebooks: dict[str, tuple[Path, Path]], args: A
         answer = json.loads(done.stdout.splitlines()[-1])
         walls.append(answer["walls"])
         cpus.append(answer["cpu"])
-    for n in range(3):
+    for n, which in enumerate(("first", "second", "third")):
         median = statistics.median(w[n] for w in walls)
-        report.figure(f"first: a new executor's run {n + 1}", f"{median:.2f} s")
+        report.figure(f"first: a new executor's {which} run", f"{median:.2f} s")
     report.figure("first: the three runs", f"{statistics.median(sum(w) for w in walls):.2f} s")
     report.figure("first: CPU of every process", f"{statistics.median(cpus):.2f} s")
 
