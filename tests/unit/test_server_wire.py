@@ -19,6 +19,7 @@ import pytest
 
 from notebook_executor._faces.server import paths, served, wire
 from notebook_executor._faces.server.client import (
+    NEED_SERVER,
     SERVED,
     SERVED_WHEN_RUNNING,
     served_command,
@@ -190,10 +191,8 @@ def test_every_command_served_when_a_server_runs_takes_no_server() -> None:
     ).choices
     assert isinstance(commands, dict)
     for name in (*SERVED, *SERVED_WHEN_RUNNING):
-        if name in ("session", "jobs", "job"):
-            continue
         options = {o for action in commands[name]._actions for o in action.option_strings}
-        assert "--no-server" in options, name
+        assert ("--no-server" in options) is (name not in NEED_SERVER), name
 
 
 def test_a_folder_too_long_for_a_socket_gives_way_to_a_short_private_one(

@@ -40,11 +40,6 @@ COMMAND_MODULES = (
     "server",
 )
 
-#: The commands that go through the run server unless ``--no-server``, starting it when none
-#: runs (see ``..server``); those of ``..server.client.SERVED_WHEN_RUNNING`` take the option too.
-SERVED_COMMANDS = ("run", "sweep", "check", "resume")
-
-
 #: The parser built once by the run server, for the children it forks (see :func:`prebuild`).
 _PREBUILT: list[argparse.ArgumentParser] = []
 
@@ -90,9 +85,9 @@ def _build_parser() -> argparse.ArgumentParser:
     commands.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(commands)
-    from ..server.client import SERVED_WHEN_RUNNING
+    from ..server.client import no_server_commands
 
-    for name in dict.fromkeys((*SERVED_COMMANDS, *SERVED_WHEN_RUNNING)):
+    for name in no_server_commands():
         commands.choices[name].add_argument(
             "--no-server",
             action="store_true",

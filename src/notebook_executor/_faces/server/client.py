@@ -96,6 +96,16 @@ SERVED_WHEN_RUNNING = (
 #: The commands whose child takes the spare, with the kernel it started ahead for a run.
 _KERNEL_COMMANDS = ("run", "sweep", "check", "resume", "session")
 
+#: The commands that live in the server: never run in-process, they take no ``--no-server``.
+NEED_SERVER = ("session", "jobs", "job")
+
+
+def no_server_commands() -> tuple[str, ...]:
+    """The commands that take ``--no-server``: every one the server may run, but those that
+    need it (:data:`NEED_SERVER`)."""
+    served = dict.fromkeys((*SERVED, *SERVED_WHEN_RUNNING))
+    return tuple(name for name in served if name not in NEED_SERVER)
+
 
 def _command_words(argv: Sequence[str]) -> list[str]:
     words = list(argv)
