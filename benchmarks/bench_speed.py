@@ -327,8 +327,15 @@ def bench_cold(report: Report, notebooks: dict[str, tuple[Path, Path]], args: An
     out = Path(args.workdir)
     print("cold command line", flush=True)
 
+    # A run server of this measurement's own (its own runtime folder), stopped at the end: with
+    # the user's, ``--before``'s two sides shared one, started by the first side's code, and
+    # the second side's commands were served by it, or refused by it and run in-process.
+    env = {**os.environ, "NOTEBOOK_EXECUTOR_RUNTIME_DIR": tempfile.mkdtemp(prefix="nbxrt")}
+
     def run(command: list[str]) -> None:
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+        )
 
     ours_cmd = [
         str(BIN / "notebook-executor"),
@@ -356,6 +363,9 @@ def bench_cold(report: Report, notebooks: dict[str, tuple[Path, Path]], args: An
     report.target(
         "cold: ours / papermill (median of pairs)", statistics.median(ratios), "<=", 0.5, "x"
     )
+    stop = [str(BIN / "notebook-executor"), "server", "stop"]
+    subprocess.run(stop, env=env, capture_output=True, check=False)
+    shutil.rmtree(env["NOTEBOOK_EXECUTOR_RUNTIME_DIR"], ignore_errors=True)
 
     code = (
         "import time; t = time.perf_counter(); import notebook_executor; "
