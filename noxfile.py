@@ -78,7 +78,11 @@ def release(session: nox.Session) -> None:
     Its installs compile nothing ahead (``PIP_COMPILE=false``, uv's default): pip would
     compile every file of the package's dependencies at each install, where the few commands
     run after it compile what they import."""
-    session.install("build>=1", "twine>=5", "pre-commit>=3", "pytest>=7", "uv>=0.5")
+    # pre-commit-uv: pre-commit makes the hooks' environment with uv (seconds) instead of
+    # virtualenv and pip; what the hooks run is the same package, installed from this checkout.
+    session.install(
+        "build>=1.1", "twine>=5", "pre-commit>=3", "pre-commit-uv>=4", "pytest>=7", "uv>=0.5"
+    )
     _bytecode(session)
     session.env["PIP_COMPILE"] = "false"
     session.run("pytest", "-q", "-p", "no:cacheprovider", "tests/release", *session.posargs)

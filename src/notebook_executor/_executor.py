@@ -22,7 +22,6 @@ from ._dispatch.threads import run_all
 from ._errors import InvalidArgumentError
 from ._history import RunHistory
 from ._kernels.kernel_engine import KernelEngine
-from ._kernels.options import is_own_interpreter
 from ._records.lineage import ParentRun
 from ._records.project import find_runs_dir
 from ._review import sources
@@ -134,9 +133,6 @@ class NotebookExecutor(RunHistory):
         )
         if isinstance(self._engine, SupportsPrepare):
             self._planner.prepare_kernel = self._engine.prepare_kernel
-        #: Whether no run was planned yet: the first good one prepares the engine (see
-        #: :meth:`_prepare_first`).
-        self._first_plan = True
         self._sessions: set[Session] = set()
         self._jobs: list[Job] = []
 
@@ -172,33 +168,19 @@ class NotebookExecutor(RunHistory):
         here. Does nothing with an engine that has no
         :meth:`~notebook_executor.engine.SupportsPrepare.prepare_kernel` hook. With
         ``once_read`` (the command line), the head start waits until the next run's source is
-        read, and is given only when that run is on this interpreter's Python kernel. A new
-        executor prepares its engine anyway once its first run is planned; called earlier,
-        right after the executor is made, this starts the template sooner still (a first run
-        of a plain notebook, 2 CPUs: 0.41-0.52 s, against 0.66-0.82 s without).
+        read, and is given only when that run is on this interpreter's Python kernel. Without
+        it the default engine starts the template its first run needs as that run's kernel is
+        asked for (the one with the data modules when the notebook imports scrapbook, pandas,
+        numpy or pyarrow: a new executor's first three runs of a notebook that glues a scrap,
+        ``benchmarks/bench_speed.py``'s step ``first``); called right after the executor is
+        made, this starts a template sooner (a first run of a plain notebook, 2 CPUs:
+        0.41-0.52 s, against 0.66-0.82 s without).
         """
         self._check_open()
-        self._first_plan = False
         if once_read:
             self._planner.head_start_pending = True
         elif self._planner.prepare_kernel is not None:
             self._planner.prepare_kernel()
-
-    def _prepare_first(self, plan: Plan) -> None:
-        """Once the first run is planned (its input good), prepare the engine for it, as
-        :meth:`prepare_kernel` would, when it runs on this interpreter's Python kernel: the
-        default engine's template starts now, and the run's kernel, and those its pool starts
-        while the full template is on its way, are forked from it. Without it they were
-        launched (a new executor's first three runs of a notebook that glues a scrap, 2 CPUs,
-        the old code and this in turns: 4.3-4.9 s, now 3.5-3.8 s; the CPU of all their
-        processes 6.2-6.8 s, now 5.0-5.8 s; ``benchmarks/bench_speed.py``, step ``first``).
-        Bad input never gets here: it starts nothing."""
-        if not self._first_plan:
-            return
-        self._first_plan = False
-        kernel = plan.job.kernel
-        if kernel.native and is_own_interpreter(kernel.interpreter):
-            self.prepare_kernel()
 
     def execute(
         self,
@@ -276,7 +258,6 @@ environment, reuse, checkpoints
                 checkpoints=checkpoints,
             ),
         )
-        self._prepare_first(plan)
         return self._foreground(plan, on_cell, cancel)
 
     def open_session(
@@ -377,9 +358,6 @@ environment, reuse, checkpoints
             from ._dispatch.cluster import refuse_declared_environment_on_dask
 
             refuse_declared_environment_on_dask(input_path, given.environment)
-        # A sweep's pool starts the template its runs need at once (the full one when they
-        # import data modules): not a kernel-only one first (see _prepare_first).
-        self._first_plan = False
         plans = [
             self._planner.plan(input_path, given.replace(parameters=values)) for values in all_sets
         ]

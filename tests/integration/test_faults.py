@@ -712,8 +712,9 @@ def test_a_damaged_run_file_never_raises_a_raw_error(
     assert isinstance(_cli("show", broken, runs_dir=runs_dir), dict)
 
     # Rebuilt from the files alone, the damaged run is skipped or read as well as it can be.
+    # (A served command's child may still be closing its connection: its WAL file goes then.)
     for path in runs_dir.glob("catalog.sqlite*"):
-        path.unlink()
+        path.unlink(missing_ok=True)
     with NotebookExecutor(runs_dir=runs_dir) as reader:
         indexed = _no_raw_error(reader.reindex)
         assert indexed in (len(ids) - 1, len(ids))

@@ -358,28 +358,50 @@ def test_runs_right_after_a_prepared_first_one_are_forked_while_the_full_templat
     assert len(set(pids)) == runs
 
 
-def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine) -> None:
-    """No pool until something runs; WARM once the first run (its kernel prestarted,
-    forked from the kernel-only template started once its input was checked) has ended, the
-    pool then filled from the full template; CLOSED after close(), with nothing left to take."""
+#: A notebook of the standard library alone: its kernels fork from the kernel-only template.
+PLAIN = """# %%
+import os
+print(os.getpid())
+"""
+
+
+@pytest.mark.parametrize("imports", ["scrapbook", "stdlib"])
+def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine, imports: str) -> None:
+    """No pool until something runs; WARM once the first run has ended (its kernel forked from
+    the template spawned for it as it was asked for: the full one, with the data modules, for
+    a notebook that imports scrapbook, and then no kernel-only one at all; the kernel-only one
+    for a notebook of the standard library alone, and never the full one); CLOSED after
+    close(), with nothing left to take."""
     from notebook_executor._kernels.pool import PoolState
 
+    notebook = workdir / "probe.py"
+    if imports == "stdlib":
+        notebook = workdir / "plain.py"
+        notebook.write_text(PLAIN)
+    linux = sys.platform.startswith("linux")
     with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
         assert engine.pool is None
-        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        assert ex.execute(notebook)["status"] == "success"
         pool = engine.pool
         assert pool is not None
         assert pool.state is PoolState.WARM
         assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 1)
-        assert pool.starts.full is None
-        if sys.platform.startswith("linux"):
-            assert pool.starts.first is not None
+        if linux:
             assert pool.stats["forked"] >= 1 and pool.stats["launched"] == 0, pool.stats
+            if imports == "scrapbook":
+                assert pool.starts.full is not None and pool.starts.first is None
+            else:
+                assert pool.starts.first is not None and pool.starts.full is None
         time.sleep(1.0)  # the pool fills after the first run
-        assert ex.execute(workdir / "probe.py")["status"] == "success"
+        assert ex.execute(notebook)["status"] == "success"
         assert pool.state is PoolState.WARM
         assert (pool.stats["started_cold"], pool.stats["taken_warm"]) == (0, 2)
-        assert pool.starts.full is not None or not sys.platform.startswith("linux")
+        if linux:
+            assert pool.stats["launched"] == 0, pool.stats
+            if imports == "scrapbook":
+                assert pool.starts.first is None
+            else:
+                assert pool.starts.full is None
     assert pool.state is PoolState.CLOSED
     assert pool._idle == {}
 

@@ -55,3 +55,26 @@ def test_the_standard_library_alone_does_not(source: str) -> None:
 
 def test_a_notebook_without_code_does_not() -> None:
     assert not imports_beyond_stdlib(_job(markdown="import pandas"))
+
+
+@pytest.mark.parametrize(
+    ("source", "wanted"),
+    [
+        ("import scrapbook as sb", True),
+        ("import os, pandas as pd", True),
+        ("from numpy.random import default_rng", True),
+        ("import pyarrow.parquet as pq", True),
+        ("import requests", False),
+        ("import matplotlib.pyplot as plt", False),
+        ("import json", False),
+        ("print('import pandas')", False),
+    ],
+)
+def test_the_first_kernel_forks_from_the_full_template_when_it_saves_imports(
+    source: str, wanted: bool
+) -> None:
+    """The full template is spawned for a pool's first kernel only when the notebook imports
+    one of the packages it preloads (a third-party package alone does not)."""
+    from notebook_executor._kernels.kernel_engine import imports_data_modules
+
+    assert imports_data_modules(_job("x = 1", source)) is wanted

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import KernelStartError
 from .._types import TIMEOUTS
 from ..engine import CellEnd, EngineKernel, RunJob, StateUnusable
+from .inside.preload import DATA_PACKAGES
 from .launch import RunningKernel
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .pool import KernelPool
     from .widgets import Widgets
 
-__all__ = ["KernelEngine", "imports_beyond_stdlib"]
+__all__ = ["KernelEngine", "imported_packages", "imports_beyond_stdlib", "imports_data_modules"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,9 +97,7 @@ class KernelEngine:
 
         async def acquire() -> RunningKernel:
             return await asyncio.wait_for(
-                pool.acquire(
-                    job.kernel, job.cwd, job.env, ready_timeout, data=imports_beyond_stdlib(job)
-                ),
+                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout, **_imports(job)),
                 timeout=ready_timeout + 5,
             )
 
@@ -189,10 +188,10 @@ class KernelEngine:
             return
         loop, pool = self._kernel_loop()
 
-        data = imports_beyond_stdlib(job)
+        imports = _imports(job)
 
         async def prestart() -> None:
-            pool.prestart(job.kernel, job.cwd, job.env, data=data)
+            pool.prestart(job.kernel, job.cwd, job.env, **imports)
 
         loop.submit(prestart())
 
@@ -341,13 +340,14 @@ _IMPORT = re.compile(
 )
 
 
-def imports_beyond_stdlib(job: RunJob) -> bool:
-    """Whether a code cell of ``job``'s notebook imports a module outside the standard
-    library (``import x`` or ``from x import y``, starting a line or after a ``;``), which makes the
-    pool's template with the data modules worth its start (:mod:`.pool_starts`). A miss only
-    costs speed: a kernel imports what its template did not."""
+def imported_packages(job: RunJob) -> frozenset[str]:
+    """The packages outside the standard library that a code cell of ``job``'s notebook
+    imports (``import x`` or ``from x import y``, starting a line or after a ``;``): they decide
+    which template the pool's kernels fork from (:mod:`.pool_starts`). A miss only costs speed:
+    a kernel imports what its template did not."""
     from .._notebook import code_cell_indices
 
+    found: set[str] = set()
     cells = job.nb.cells
     for index in code_cell_indices(job.nb):
         source = cells[index].source
@@ -360,6 +360,25 @@ def imports_beyond_stdlib(job: RunJob) -> bool:
                     (part.split() or [""])[0].partition(".")[0]
                     for part in match.group(2).split(",")
                 ]
-            if any(name and name not in sys.stdlib_module_names for name in names):
-                return True
-    return False
+            found.update(name for name in names if name and name not in sys.stdlib_module_names)
+    return frozenset(found)
+
+
+def _imports(job: RunJob) -> dict[str, bool]:
+    """What the pool is told of ``job``'s imports (``data`` and ``data_modules`` of
+    :meth:`KernelPool.acquire <notebook_executor._kernels.pool.KernelPool.acquire>`)."""
+    packages = imported_packages(job)
+    return {"data": bool(packages), "data_modules": not DATA_PACKAGES.isdisjoint(packages)}
+
+
+def imports_beyond_stdlib(job: RunJob) -> bool:
+    """Whether ``job``'s notebook imports a module outside the standard library, which makes
+    the pool's template with the data modules worth its start once runs repeat."""
+    return bool(imported_packages(job))
+
+
+def imports_data_modules(job: RunJob) -> bool:
+    """Whether ``job``'s notebook imports a package the full template preloads (scrapbook,
+    pandas, numpy, pyarrow: :data:`.inside.preload.DATA_PACKAGES`): its kernel, even the
+    pool's first, is worth forking from that template, which saves it those imports."""
+    return not DATA_PACKAGES.isdisjoint(imported_packages(job))

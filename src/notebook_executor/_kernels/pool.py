@@ -12,7 +12,8 @@ in :class:`KernelPool`):
 
 - **prepare**: spawn the *first template*, a process that imports ipykernel alone, before any run
   is known (the command line does, while it reads and checks its run); the first kernel is then
-  forked from it instead of launched.
+  forked from it. Unprepared, the pool spawns the template its first kernel needs when asked
+  for it (the full one for a notebook that imports its data modules).
 - **acquire** / **release**: a run takes its kernel / gives it back (it is then stopped).
 - **prestart**: start the kernel of a run that is checked and about to acquire it. A second
   run announced so before the first has taken its kernel is a *sweep* (``execute_many``): the
@@ -94,8 +95,8 @@ class KernelPool:
     =============== ============ ============================================ ==========
     from            verb         triggered by                                 to
     =============== ============ ============================================ ==========
-    IDLE            prepare()    the command line, a new executor's first     PREPARED
-                                 good run, ``NotebookExecutor.prepare_kernel()``
+    IDLE            prepare()    the command line, the pytest plugin,         PREPARED
+                                 ``NotebookExecutor.prepare_kernel()``
     IDLE, PREPARED  acquire()    the first run asking for its kernel          FIRST_RUN
     IDLE, PREPARED, prestart()   a second run announced before the first      WARM
     FIRST_RUN                    has taken its kernel (a sweep)
@@ -111,8 +112,10 @@ class KernelPool:
     - ``prepare()`` spawns the first template (where kernels can be forked; else the state
       stays IDLE).
     - ``acquire()`` takes a matching kernel that is ready or on its way (prestarted or warm),
-      else starts one for the waiting run. Before WARM, kernels fork from the first template
-      once it is ready (waiting for it: it started earlier than any launch could), else launch;
+      else starts one for the waiting run. Before WARM, kernels fork from the template
+      prepared (or adopted) once it is ready, waiting for it; with none, the template the run
+      needs is spawned then and waited for (the full one when its notebook imports a module
+      that one preloads, else the first one): it is ready sooner than a launch, for less CPU;
       in WARM, from the full template, and until it is ready (outside a sweep) from the first
       one, when there is one and it is ready, instead of launching or waiting; until a run's
       notebook imports beyond the standard library, from the first one alone. In WARM a run
@@ -204,11 +207,13 @@ class KernelPool:
         ready_timeout: float,
         *,
         data: bool = True,
+        data_modules: bool = False,
     ) -> RunningKernel:
         """-> FIRST_RUN or WARM: a ready kernel for one run, warm if one matches, else new
-        (``data``: the run's notebook imports modules outside the standard library)."""
+        (``data``: the run's notebook imports modules outside the standard library;
+        ``data_modules``: among them one the full template preloads)."""
         self._sweep_stale()
-        self.starts.data_wanted |= data
+        self.starts.wanted(data, data_modules)
         key = _key(choice, cwd, env)
         if self.sweep:
             self._announced[key] = max(0, self._announced.get(key, 0) - 1)
@@ -317,14 +322,20 @@ class KernelPool:
     # -- actions that leave the state as it is ---------------------------------------------
 
     def prestart(
-        self, choice: KernelChoice, cwd: Path, env: dict[str, str], *, data: bool = True
+        self,
+        choice: KernelChoice,
+        cwd: Path,
+        env: dict[str, str],
+        *,
+        data: bool = True,
+        data_modules: bool = False,
     ) -> None:
         """Start a kernel for a run that is about to ask for one, unless one is on its way
-        (``data``: as for :meth:`acquire`)."""
+        (``data``, ``data_modules``: as for :meth:`acquire`)."""
         if self.state is PoolState.CLOSED:
             return
         self._sweep_stale()
-        self.starts.data_wanted |= data
+        self.starts.wanted(data, data_modules)
         key = _key(choice, cwd, env)
         self._announced[key] = self._announced.get(key, 0) + 1
         if self._announced[key] > 1 and not self.sweep:

@@ -91,11 +91,21 @@ class KernelStarts:
         #: nothing to kernels that import no data module: their fork from either costs 45-55 ms
         #: of CPU (measured 2026-11-27).
         self.data_wanted = False
+        #: Whether a run's notebook imported a module the full template preloads (scrapbook,
+        #: pandas, numpy, pyarrow): a pool with no template yet then spawns the full one for its
+        #: first kernel, not the first one (see :meth:`template_for`).
+        self.data_modules_wanted = False
         #: Templates running the interpreters of notebooks' own environments, least recent first.
         self.environments: dict[str, Template] = {}
         #: Tasks that are launching a kernel (not forking one), to drop in a sweep.
         self.launching: set[asyncio.Task[Any]] = set()
         self._context: Any = None
+
+    def wanted(self, data: bool, data_modules: bool) -> None:
+        """Note what a run's notebook imports (see :attr:`data_wanted`,
+        :attr:`data_modules_wanted`)."""
+        self.data_wanted |= data or data_modules
+        self.data_modules_wanted |= data_modules
 
     def cancel_templates(self) -> None:
         """Stop waiting for any template to be ready (the pool is closing)."""
@@ -178,19 +188,25 @@ class KernelStarts:
             return None
         self.renew_dead()
         if self._pool.state is not PoolState.WARM:
-            # Before WARM: the first template, which started earlier than any launch could be,
-            # so wait for it; without one, launch, unless this process adopted a template
-            # (another's, ready or on its way: a fork costs a fraction of a launch). The full
-            # template comes after.
-            if self.first is None:
+            # Before WARM: the template prepared or adopted (another process's, ready or on its
+            # way), waited for; with none, the one this run needs is spawned now and waited
+            # for, which is ready sooner than a launched kernel and costs less CPU even for one
+            # run (a launch imports ipykernel for itself). That is the full template when the
+            # notebook imports one of its data modules: the run's kernel does not import them
+            # itself, and later runs fork from it with no second template (a new executor's
+            # first three runs of a notebook that glues a scrap: see
+            # NotebookExecutor.prepare_kernel); else the first one, and the full one comes after.
+            template = self.first if self.first is not None else self.full
+            if template is None:
                 from .shared_template import adopted
 
-                if adopted(data_modules=False) is None:
+                if adopted(data_modules=False) is None and self.data_modules_wanted:
+                    template = self.full = self.spawn_template(data_modules=True)
+                else:
+                    template = self.first = self.spawn_template(data_modules=False)
+                if template is None:
                     return None
-                self.first = self.spawn_template(data_modules=False)
-                if self.first is None:
-                    return None
-            return await self.usable(self.first, env, cwd, wait=True)
+            return await self.usable(template, env, cwd, wait=True)
         if self.full is None and not self.data_wanted:
             # No run has imported a data module: the first template serves (spawned now if
             # there is none), waited for: it is ready sooner than a launched kernel would be.

@@ -29,38 +29,6 @@ import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
-#: Modules every kernel imports: the template preloads them.
-PRELOAD = (
-    "ipykernel.kernelapp",
-    "ipykernel.ipkernel",
-    "ipykernel.zmqshell",
-    "ipykernel.comm",
-    "ipykernel.debugger",
-    "IPython.core.interactiveshell",
-    "IPython.core.completer",
-    "IPython.core.history",
-    "IPython.core.debugger",
-    "IPython.core.completerlib",
-    "IPython.core.oinspect",
-    "IPython.extensions.storemagic",
-    "IPython.utils.wildcard",
-    "traitlets.config.argcomplete_config",
-    "tornado.platform.asyncio",
-    "tornado.queues",
-    "tornado.locks",
-    "sqlite3",
-    "jupyter_client.session",
-)
-
-#: Modules the notebooks of this project often import, preloaded too unless ``kernel`` only.
-DATA_PRELOAD = (
-    "scrapbook",
-    "pandas",
-    "numpy",
-    "pyarrow",
-    "pyarrow.parquet",
-)
-
 
 def _kernel_main() -> Any:
     """``kernel_main.py`` beside this file, loaded by path as its :data:`NAME`."""
@@ -78,6 +46,9 @@ def _kernel_main() -> Any:
 
 kernel = _kernel_main()
 serving = kernel.sibling("fork_serving")
+_modules = kernel.sibling("preload")
+#: What every template imports, and what the full one imports besides (``preload.py``).
+PRELOAD, DATA_PRELOAD = _modules.PRELOAD, _modules.DATA_PRELOAD
 
 
 def _on_host_death(signum: int, frame: Any) -> None:
