@@ -75,8 +75,9 @@ class NotebookExecutor(RunHistory):
         What runs notebooks; the default starts a fresh Jupyter kernel per run. Tests hand in a
         fake one.
     warm_kernels : int, optional
-        Kernels the default engine keeps ready once it has run a notebook (default 2; 0
-        disables); every run still gets a fresh kernel process, never one that served another.
+        Most kernels the default engine keeps ready once it has run a notebook (default 2; 0
+        disables): one, and this many once a run found none ready (runs coming back to back);
+        every run still gets a fresh kernel process, never one that served another.
     progress : bool, optional
         Progress bars on stderr: of cells for a run over a second, of runs in
         :meth:`execute_many` (default: when stderr is a terminal, and not with ``log_output``).

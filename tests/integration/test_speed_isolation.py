@@ -406,6 +406,58 @@ def test_the_pool_states_follow_the_runs(workdir: Path, engine: KernelEngine, im
     assert pool._idle == {}
 
 
+def test_one_kernel_is_kept_ready_until_runs_come_faster_than_it_is_replaced(
+    workdir: Path, engine: KernelEngine
+) -> None:
+    """Runs that come apart (an agent's, a served command's) find the one kernel kept ready
+    and leave no second one started for nothing; runs back to back, once one finds no kernel
+    ready, make the pool keep ``warm_kernels`` (2 here)."""
+    notebook = workdir / "plain.py"
+    notebook.write_text(PLAIN)
+
+    def ready() -> int:
+        pool = engine.pool
+        assert pool is not None
+        return sum(len(entries) for entries in pool._idle.values())
+
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        for _ in range(3):
+            assert ex.execute(notebook)["status"] == "success"
+            time.sleep(1.0)  # the pool fills after a run
+            assert engine.pool is not None and engine.pool.ahead == 1
+            assert ready() == 1
+        for _ in range(4):
+            assert ex.execute(notebook)["status"] == "success"
+        time.sleep(1.0)
+        assert engine.pool.ahead == 2
+        assert ready() == 2
+        assert engine.pool.stats["launched"] == 0 or not sys.platform.startswith("linux")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
+@pytest.mark.parametrize("imports", ["scrapbook", "stdlib"])
+def test_a_first_session_forks_from_the_template_its_notebook_needs(
+    workdir: Path, engine: KernelEngine, imports: str
+) -> None:
+    """A session opened before any run forks its kernel from the template spawned for it, as
+    a first run's kernel does: the full one for a notebook that imports scrapbook (and no
+    kernel-only one), the kernel-only one for the standard library alone."""
+    notebook = workdir / "probe.py"
+    if imports == "stdlib":
+        notebook = workdir / "plain.py"
+        notebook.write_text(PLAIN)
+    with NotebookExecutor(runs_dir=workdir / "runs", engine=engine) as ex:
+        with ex.open_session(notebook) as session:
+            step = session.run()
+            assert step["status"] == "success", step["failed_cell"]
+        pool = engine.pool
+        assert pool is not None
+        if imports == "scrapbook":
+            assert pool.starts.full is not None and pool.starts.first is None
+        else:
+            assert pool.starts.first is not None and pool.starts.full is None
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and fork")
 def test_bad_input_after_preparing_starts_no_kernel_and_leaves_no_process(
     workdir: Path, engine: KernelEngine

@@ -89,9 +89,7 @@ class KernelEngine:
                 self.run_cell,
                 loop,
                 job,
-                template=lambda: self.template(
-                    job.kernel, job.cwd, job.env, data=imports_beyond_stdlib(job)
-                ),
+                template=lambda: self.template(job.kernel, job.cwd, job.env, **_imports(job)),
             )
         ready_timeout = job.start_timeout or TIMEOUTS.kernel_start
 
@@ -222,18 +220,26 @@ class KernelEngine:
         loop.submit(speculate())
 
     def template(
-        self, choice: KernelChoice, cwd: Path, env: dict[str, str], *, data: bool = True
+        self,
+        choice: KernelChoice,
+        cwd: Path,
+        env: dict[str, str],
+        *,
+        data: bool = True,
+        data_modules: bool = False,
     ) -> ForkChannel | None:
         """The template a kernel outside runs (a session's) forks from, or None to launch it
         (see :meth:`KernelPool.template <notebook_executor._kernels.pool.KernelPool.template>`;
-        ``data``: its notebook imports beyond the standard library).
+        ``data``: its notebook imports beyond the standard library; ``data_modules``: a module
+        the full template preloads).
         """
         if not self.fork or not choice.native:
             return None
         from .loop import result_of
 
         loop, pool = self._kernel_loop()
-        return result_of(loop.submit(pool.template(env, cwd, choice.interpreter, data=data)))
+        asked = pool.template(env, cwd, choice.interpreter, data=data, data_modules=data_modules)
+        return result_of(loop.submit(asked))
 
     def close(self) -> None:
         """Stop every kernel (running, warm or starting) and the fork server."""
