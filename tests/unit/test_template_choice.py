@@ -1,5 +1,5 @@
 """Which template a pool's kernels fork from: the one with the data modules only for
-notebooks that import beyond the standard library (:func:`imports_beyond_stdlib`)."""
+notebooks that import beyond the standard library (:func:`template_hints`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from notebook_executor._kernels.kernel_engine import imports_beyond_stdlib
+from notebook_executor._kernels.kernel_engine import template_hints
 from notebook_executor._notebook import new_code_cell, new_markdown_cell, new_notebook
 from notebook_executor.engine import KernelChoice, RunJob
 
@@ -33,7 +33,7 @@ def _job(*sources: str, markdown: str = "") -> RunJob:
     ],
 )
 def test_a_module_outside_the_standard_library_wants_the_data_modules(source: str) -> None:
-    assert imports_beyond_stdlib(_job("x = 1", source))
+    assert template_hints(_job("x = 1", source))["data"]
 
 
 @pytest.mark.parametrize(
@@ -50,11 +50,11 @@ def test_a_module_outside_the_standard_library_wants_the_data_modules(source: st
     ],
 )
 def test_the_standard_library_alone_does_not(source: str) -> None:
-    assert not imports_beyond_stdlib(_job(source, markdown="```python\nimport pandas\n```"))
+    assert not template_hints(_job(source, markdown="```python\nimport pandas\n```"))["data"]
 
 
 def test_a_notebook_without_code_does_not() -> None:
-    assert not imports_beyond_stdlib(_job(markdown="import pandas"))
+    assert template_hints(_job(markdown="import pandas")) == {"data": False, "data_modules": False}
 
 
 @pytest.mark.parametrize(
@@ -75,6 +75,4 @@ def test_the_first_kernel_forks_from_the_full_template_when_it_saves_imports(
 ) -> None:
     """The full template is spawned for a pool's first kernel only when the notebook imports
     one of the packages it preloads (a third-party package alone does not)."""
-    from notebook_executor._kernels.kernel_engine import imports_data_modules
-
-    assert imports_data_modules(_job("x = 1", source)) is wanted
+    assert template_hints(_job("x = 1", source))["data_modules"] is wanted

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .pool import KernelPool
     from .widgets import Widgets
 
-__all__ = ["KernelEngine", "imported_packages", "imports_beyond_stdlib", "imports_data_modules"]
+__all__ = ["KernelEngine", "imported_packages", "template_hints"]
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ class KernelEngine:
                 self.run_cell,
                 loop,
                 job,
-                template=lambda: self.template(job.kernel, job.cwd, job.env, **_imports(job)),
+                template=lambda: self.template(job.kernel, job.cwd, job.env, **template_hints(job)),
             )
         ready_timeout = job.start_timeout or TIMEOUTS.kernel_start
 
         async def acquire() -> RunningKernel:
             return await asyncio.wait_for(
-                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout, **_imports(job)),
+                pool.acquire(job.kernel, job.cwd, job.env, ready_timeout, **template_hints(job)),
                 timeout=ready_timeout + 5,
             )
 
@@ -186,7 +186,7 @@ class KernelEngine:
             return
         loop, pool = self._kernel_loop()
 
-        imports = _imports(job)
+        imports = template_hints(job)
 
         async def prestart() -> None:
             pool.prestart(job.kernel, job.cwd, job.env, **imports)
@@ -370,21 +370,13 @@ def imported_packages(job: RunJob) -> frozenset[str]:
     return frozenset(found)
 
 
-def _imports(job: RunJob) -> dict[str, bool]:
-    """What the pool is told of ``job``'s imports (``data`` and ``data_modules`` of
-    :meth:`KernelPool.acquire <notebook_executor._kernels.pool.KernelPool.acquire>`)."""
+def template_hints(job: RunJob) -> dict[str, bool]:
+    """What the pool is told of ``job``'s imports, which decides the template its kernel forks
+    from (``data`` and ``data_modules`` of :meth:`KernelPool.acquire
+    <notebook_executor._kernels.pool.KernelPool.acquire>`): ``data``, a package outside the
+    standard library, which makes the template with the data modules worth its start once runs
+    repeat; ``data_modules``, one of the packages that template preloads (scrapbook, pandas,
+    numpy, pyarrow: :data:`.inside.preload.DATA_PACKAGES`), which makes it worth it even for
+    the pool's first kernel: it saves that kernel those imports."""
     packages = imported_packages(job)
     return {"data": bool(packages), "data_modules": not DATA_PACKAGES.isdisjoint(packages)}
-
-
-def imports_beyond_stdlib(job: RunJob) -> bool:
-    """Whether ``job``'s notebook imports a module outside the standard library, which makes
-    the pool's template with the data modules worth its start once runs repeat."""
-    return bool(imported_packages(job))
-
-
-def imports_data_modules(job: RunJob) -> bool:
-    """Whether ``job``'s notebook imports a package the full template preloads (scrapbook,
-    pandas, numpy, pyarrow: :data:`.inside.preload.DATA_PACKAGES`): its kernel, even the
-    pool's first, is worth forking from that template, which saves it those imports."""
-    return not DATA_PACKAGES.isdisjoint(imported_packages(job))

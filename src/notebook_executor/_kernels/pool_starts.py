@@ -86,7 +86,8 @@ class KernelStarts:
         #: once :attr:`data_wanted`.
         self.full: Template | None = None
         #: Whether a run's notebook imported a module outside the standard library (see
-        #: :func:`imports_beyond_stdlib`): until then the first template serves every state.
+        #: :func:`~.kernel_engine.template_hints`): until then the first template serves every
+        #: state.
         #: The full one costs about as much CPU as ten forked kernels (0.6-0.8 s) and saves
         #: nothing to kernels that import no data module: their fork from either costs 45-55 ms
         #: of CPU (measured 2026-11-27).
