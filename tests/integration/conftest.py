@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from notebook_executor import NotebookExecutor
-from support import commands_in_process
+from support import alive, commands_in_process
 
 
 @pytest.fixture(scope="module")
@@ -57,29 +58,59 @@ def _shared_templates(_private_tmpdir: None) -> Iterator[None]:
     the suite's executors live for a test or two, and those starts were a third of its CPU.
     Tests of how a pool starts its own templates take the ``own_templates`` fixture.
     ``NX_TESTS_OWN_TEMPLATES=1``: every pool its own."""
-    from notebook_executor._kernels.launch import kernel_environment
-    from notebook_executor._kernels.sharing import SharedForkServer, adopt, fork_supported
+    from notebook_executor._kernels.sharing import adopt, fork_supported
 
     if os.environ.get("NX_TESTS_OWN_TEMPLATES") or not fork_supported():
         yield
         return
-    env = kernel_environment(None)
-    lock = Path(tempfile.gettempdir()) / "templates.lock"
-    kernel = SharedForkServer(env, lock, data_modules=False)
-    full = SharedForkServer(env, lock.with_name("templates-full.lock"), data_modules=True)
-    _TEMPLATES[:] = [kernel, full]
     try:
-        for template in _TEMPLATES:
-            template.spawn()  # from the main thread, which lives as long as the process
-        for template in _TEMPLATES:
-            template.wait_ready()  # (a process adopts a template that can fork)
-        adopt(kernel, full)
+        _spawn_shared_templates()
         yield
     finally:
         adopt(None)
         for template in _TEMPLATES:
             template.close()
         _TEMPLATES.clear()
+
+
+def _spawn_shared_templates() -> None:
+    """Spawn this process's pair of shared templates, wait until they can fork, adopt them."""
+    from notebook_executor._kernels.launch import kernel_environment
+    from notebook_executor._kernels.sharing import SharedForkServer, adopt
+
+    env = kernel_environment(None)
+    lock = Path(tempfile.gettempdir()) / "templates.lock"
+    kernel = SharedForkServer(env, lock, data_modules=False)
+    full = SharedForkServer(env, lock.with_name("templates-full.lock"), data_modules=True)
+    _TEMPLATES[:] = [kernel, full]
+    for template in _TEMPLATES:
+        template.spawn()  # from the main thread, which lives as long as the process
+    for template in _TEMPLATES:
+        template.wait_ready()  # (a process adopts a template that can fork)
+    adopt(kernel, full)
+
+
+@pytest.fixture(autouse=True)
+def _shared_templates_alive(
+    _shared_templates: None, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """After each test, the shared templates still run: one that died (a test killed it, or
+    it crashed) is replaced, with a warning naming the test, instead of every later executor
+    of the process quietly spawning templates of its own (about a second of CPU each)."""
+    yield
+    # (A killed template's main thread is a zombie while its other threads exit: not alive.)
+    if _TEMPLATES and not all(t.running and t.pid and alive(t.pid) for t in _TEMPLATES):
+        from notebook_executor._kernels.sharing import adopt
+
+        adopt(None)
+        for template in _TEMPLATES:
+            template.close()
+        _spawn_shared_templates()
+        warnings.warn(
+            f"the test process's shared kernel templates died during {request.node.nodeid}: "
+            "spawned again (a test that kills templates takes the own_templates fixture)",
+            stacklevel=1,
+        )
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """A template process that dies is replaced: runs and sessions go on, on fresh kernels.
 
 The template (the process kernels are forked from) is killed here for real; the executor's
-next run, ``execute_many`` and ``open_session`` must work as before, from a new template.
+next run, ``execute_many`` and ``open_session`` must work as before, from a new template. The
+pools here spawn their own templates (``own_templates``): the ones this test process shares
+with its other tests are not the ones killed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from notebook_executor._kernels.kernel_engine import KernelEngine
 from notebook_executor._kernels.pool import KernelPool
 from support import wait_gone
 
-pytestmark = pytest.mark.kernel
+pytestmark = [pytest.mark.kernel, pytest.mark.usefixtures("own_templates")]
 
 NOTEBOOK = "# %%\nimport os\nx = 6 * 7\nprint(x)\n"
 
