@@ -34,11 +34,14 @@ def _bytecode(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tier (fake engine) and integration tier (real kernels), on three pytest-xdist
-    workers (``-- -n 0`` for one process). Three on two CPUs: the integration tier waits
-    about as long as it computes (kernels starting, servers, notebooks that sleep), and a
-    third worker computes meanwhile. Each worker has its own temporary folder, so its
-    kernels' folders never mix with another's (tests/conftest.py)."""
+    """Unit tier (fake engine) and integration tier (real kernels), on four pytest-xdist
+    workers (``-- -n 0`` for one process). Four on two CPUs: the integration tier waits
+    about as long as it computes (kernels starting, servers, notebooks that sleep), and the
+    workers beyond two compute meanwhile. Measured on 2026-11-29, the whole suite alone on two
+    CPUs: three workers 397-429 s (4 runs), four 333 and 348 s (2 runs), the machine's CPU the
+    same (590-680 s): with three, the CPUs were idle a fifth of the time. Each worker has its
+    own temporary folder, so its kernels' folders never mix with another's
+    (tests/conftest.py)."""
     # pip: tests/integration/test_fork_fidelity.py installs a plugin with ``python -m pip``.
     session.install("-e", ".[test]", "pip")
     _bytecode(session)
@@ -46,7 +49,7 @@ def tests(session: nox.Session) -> None:
     # worksteal: a worker whose queue ran dry takes tests from another's, so the slow
     # integration tests at the end do not leave a worker idle while the others finish.
     given = any(arg.startswith("-n") for arg in session.posargs)
-    workers = [] if given else ["-n", "3", "--dist", "worksteal"]
+    workers = [] if given else ["-n", "4", "--dist", "worksteal"]
     # On CI, the slowest tests are listed: where the suite's time goes, run after run.
     durations = ["--durations=30"] if os.environ.get("CI") else []
     session.run("pytest", "-q", *workers, *durations, *session.posargs)
