@@ -77,6 +77,7 @@ __all__ = [
     "StateKeeper",
     "StateUnusable",
     "SupportsCheckpoints",
+    "SupportsLookahead",
     "SupportsPrepare",
     "SupportsPrestart",
     "SupportsState",
@@ -131,6 +132,10 @@ class CellRan:
     failure: CellFailure | None
     #: It ended with ``sys.exit()`` (or 0): completed, and the run ends there.
     exited: bool
+    #: The next cell was sent to the kernel as this one completed
+    #: (:class:`SupportsLookahead`): the kernel may be running it, so nothing may act on the
+    #: kernel's state (a checkpoint would hold part of the next cell).
+    next_sent: bool = False
 
     @property
     def completed(self) -> bool:
@@ -326,6 +331,8 @@ class CellEnd:
     #: How the cell failed, when the engine knows it exactly (a :class:`ScriptedEngine`'s
     #: handler says so): taken as it is, instead of what the loop makes of ``how``.
     failure: CellFailure | None = None
+    #: The next cell was sent as this one completed (:meth:`SupportsLookahead.run_cell_then`).
+    next_sent: bool = False
 
 
 class CheckpointError(RuntimeError):
@@ -397,6 +404,35 @@ class SupportsCheckpoints(Protocol):
 
 
 @runtime_checkable
+class SupportsLookahead(Protocol):
+    """An :class:`EngineKernel` that can send the next cell while the host finishes one.
+
+    The cell loop of a run (not a session's, not one that writes durable checkpoints: both
+    act on the kernel between cells) calls :meth:`run_cell_then` instead of
+    :meth:`~EngineKernel.run_cell` when it knows the next code cell it will run. The loop then
+    asks for cell ``then`` next, or stops the kernel (a cancel, the run's deadline): a cell
+    sent ahead never runs unasked.
+    """
+
+    def run_cell_then(
+        self,
+        nb: NotebookNode,
+        index: int,
+        limit: float | None,
+        then: int,
+        *,
+        before: float | None = None,
+    ) -> CellEnd:
+        """:meth:`EngineKernel.run_cell`; and as soon as the cell has completed (or failed
+        where its tag allows it), before its last output is read, send cell ``then`` to the
+        kernel, so that it starts at once, and say so (:attr:`CellEnd.next_sent`); the next
+        :meth:`~EngineKernel.run_cell` (or :meth:`run_cell_then`) for ``then`` waits for it
+        instead of sending it. Nothing is sent after a failed cell, nor once
+        ``time.monotonic()`` reached ``before`` (the loop will act on the kernel then)."""
+        ...
+
+
+@runtime_checkable
 class SupportsState(Protocol):
     """An :class:`EngineKernel` whose state can be written to files and read back (durable
     checkpoints): ``content`` is a request of the kernel side's (``_kernels/inside/
@@ -426,8 +462,15 @@ class StateKeeper(Protocol):
         ...
 
     def cell_executed(self, event: CellRan) -> None:
-        """A code cell ended: write the state when it completed and the policy says so.
-        Never raises for what it could not do."""
+        """A code cell ended: write the state when it completed and the policy says so (never
+        when the next cell was sent already: ``event.next_sent``). Never raises for what it
+        could not do."""
+        ...
+
+    def quiet_until(self) -> float | None:
+        """Until when (a ``time.monotonic()``) the policy writes no state after a cell that
+        ends then, but the last (None: none before the last): until then, the next cell may be
+        sent as one completes."""
         ...
 
 

@@ -428,12 +428,13 @@ class Keeper:
         kernel, nb, index = self._kernel, self._nb, event.index
         if not self._saving or event.failure is not None or event.exited or nb is None:
             return
-        if not self._stateful:
+        if not self._stateful or event.next_sent:
+            # (The next cell runs already: a state now would hold part of it.)
             return
         last = bool(self._cells) and index == self._cells[-1]
         now = time.monotonic()
         since = now - self._mark
-        due = max(self.policy.every_seconds, self._last_cost / self.policy.cost_share)
+        due = self._due()
         if since < due and not (last and now - self._began >= due and since > 0):
             return
         if not self._holds_state(kernel):
@@ -445,6 +446,19 @@ class Keeper:
             self.notes.append(f"no checkpoint after cell {self.shown(index)}: {exc}")
             self._saving = False
         self._mark = time.monotonic()
+
+    def quiet_until(self) -> float | None:
+        """Until when no state is written after a cell but the last (see
+        :meth:`~notebook_executor.engine.StateKeeper.quiet_until`): the cell loop sends the
+        next cell ahead of a cell ending before then."""
+        if not self._saving or not self._stateful or self._nb is None:
+            return None
+        return self._mark + self._due()
+
+    def _due(self) -> float:
+        """How long after the last state (or the start) the next is written: at least
+        :attr:`Policy.every_seconds`, and twenty times what the last one cost."""
+        return max(self.policy.every_seconds, self._last_cost / self.policy.cost_share)
 
     def _save(self, kernel: SupportsState, nb: NotebookNode, index: int) -> None:
         began = time.monotonic()

@@ -37,7 +37,14 @@ if TYPE_CHECKING:
     from .._notebook import NotebookNode
     from .widgets import Widgets
 
-__all__ = ["IOPUB_DRAIN_SECONDS", "CellEnd", "Displays", "execute_cell", "iopub_seconds"]
+__all__ = [
+    "IOPUB_DRAIN_SECONDS",
+    "CellEnd",
+    "Displays",
+    "execute_cell",
+    "iopub_seconds",
+    "send_cell",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +205,29 @@ class _CellOutput:
                 logger.debug("the output callback failed: %s", exc)
 
 
+def _allows_errors(cell: NotebookNode) -> bool:
+    """Whether a cell is tagged ``raises-exception``: its error does not end the run."""
+    tags = cell.get("metadata", {}).get("tags", [])
+    return isinstance(tags, list) and "raises-exception" in tags
+
+
+def send_cell(client: AsyncKernelClient, nb: NotebookNode, index: int) -> str:
+    """Send code cell ``index``'s execute request to ``client``'s kernel; its message id.
+
+    A cell tagged ``raises-exception`` does not stop the kernel's queue on error (as with
+    nbclient); prompts (``input()``) fail at once in the kernel.
+    """
+    cell = nb.cells[index]
+    return str(
+        client.execute(
+            cell.source,
+            store_history=True,
+            stop_on_error=not _allows_errors(cell),
+            allow_stdin=False,
+        )
+    )
+
+
 async def execute_cell(
     client: AsyncKernelClient,
     nb: NotebookNode,
@@ -209,21 +239,23 @@ async def execute_cell(
     displays: Displays,
     on_output: OutputHook | None = None,
     widgets: Widgets | None = None,
+    sent: str | None = None,
+    then: Callable[[], None] | None = None,
 ) -> CellEnd:
     """Run code cell ``index`` of ``nb`` on ``client``'s kernel and keep its outputs in it.
 
     Waits ``timeout`` seconds at most for the reply (None: as long as the kernel lives,
     checked every :data:`ALIVE_POLL` seconds), then ``iopub_timeout`` seconds at most for the
-    rest of the output. A cell tagged ``raises-exception`` does not stop the kernel's queue on
-    error (as with nbclient); prompts (``input()``) fail at once in the kernel.
+    rest of the output. ``sent``: the id of the cell's request, already sent
+    (:func:`send_cell`); else it is sent now. ``then`` is called as soon as the reply says the
+    cell completed (or failed where failing is allowed), before the rest of its output is read:
+    the caller sends the next cell's request there, so the kernel starts it without waiting for
+    the host (see :meth:`.kernel_engine.KernelEngine.run_cell`).
     """
     cell = nb.cells[index]
     cell["metadata"]["execution"] = {}
-    tags = cell.get("metadata", {}).get("tags", [])
-    allows_errors = isinstance(tags, list) and "raises-exception" in tags
-    msg_id = client.execute(
-        cell.source, store_history=True, stop_on_error=not allows_errors, allow_stdin=False
-    )
+    allows_errors = _allows_errors(cell)
+    msg_id = sent if sent is not None else send_cell(client, nb, index)
     cell.outputs = []
     collector = _CellOutput(nb, index, displays, on_output, widgets)
     reading = asyncio.ensure_future(_read_output(client, msg_id, collector))
@@ -231,6 +263,8 @@ async def execute_cell(
         end = await _wait_for_reply(client, msg_id, timeout, alive)
         if end.how in ("timeout", "dead"):
             return end
+        if then is not None and (end.how == "ok" or allows_errors):
+            then()
         cell["metadata"]["execution"]["shell.execute_reply"] = timestamp(end.reply)
         try:
             await asyncio.wait_for(asyncio.shield(reading), iopub_timeout)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -36,6 +36,7 @@ from ..engine import (
     EngineOutcome,
     RunCancelled,
     StateUnusable,
+    SupportsLookahead,
 )
 
 if TYPE_CHECKING:
@@ -169,7 +170,16 @@ def run_job(engine: Engine, job: RunJob) -> EngineOutcome:
     )
     try:
         with observing:
-            clean = run_cells(kernel, job, job.nb, todo, limits, outcome)
+            clean = run_cells(
+                kernel,
+                job,
+                job.nb,
+                todo,
+                limits,
+                outcome,
+                lookahead=True,
+                quiet_until=None if keeper is None else keeper.quiet_until,
+            )
     except Exception as exc:
         # The engine's machinery failed (not a cell): the caller records what completed.
         if getattr(exc, "outcome", None) is None:
@@ -258,6 +268,8 @@ def run_cells(
     outcome: EngineOutcome,
     *,
     stop_at_exit: bool = True,
+    lookahead: bool = False,
+    quiet_until: Callable[[], float | None] | None = None,
 ) -> bool:
     """Run code cells ``cells`` of ``nb`` on ``kernel``, in order, within ``limits``.
 
@@ -267,10 +279,16 @@ def run_cells(
     unless it was a cell error: its state is then lost) and, with ``stop_at_exit``, after a
     cell that ended with ``sys.exit()``. Returns whether the kernel is still clean (no cell
     left running). Ctrl-C or ``job.cancel`` stops the kernel and raises
-    :class:`RunCancelled`.
+    :class:`RunCancelled`. With ``lookahead``, a kernel that follows
+    :class:`~notebook_executor.engine.SupportsLookahead` is sent each next cell as the one
+    before completes, unless ``quiet_until()`` (asked as each cell starts: an observer that
+    acts on the kernel between cells, the durable checkpoints' keeper) says the cell will end
+    past the time it acts; every path that does not then ask for that cell next stops the
+    kernel (a cancel, the deadline). A session does not: it acts on the kernel between cells.
     """
     hooks = job.hooks
-    for index in cells:
+    ahead = kernel if lookahead and isinstance(kernel, SupportsLookahead) else None
+    for position, index in enumerate(cells):
         cell = nb.cells[index]
         if job.cancel is not None and job.cancel.is_set():
             _cancelled(kernel, job, outcome, index)
@@ -287,8 +305,13 @@ def run_cells(
         outcome.cell_started[index] = started
         end = None
         if not is_blank(cell):
+            then = None if ahead is None else _following(nb, cells, position)
             try:
-                end = kernel.run_cell(nb, index, limit)
+                if ahead is None or then is None:
+                    end = kernel.run_cell(nb, index, limit)
+                else:
+                    before = None if quiet_until is None else quiet_until()
+                    end = ahead.run_cell_then(nb, index, limit, then, before=before)
             except KeyboardInterrupt as interrupt:
                 outcome.cell_seconds[index] = round(time.monotonic() - began, 6)
                 _cancelled(kernel, job, outcome, index, started, interrupt)
@@ -304,7 +327,8 @@ def run_cells(
         outcome.failure = failure
         if failure is None:
             outcome.completed.append(index)
-        hooks.cell_executed(CellRan(index, started, seconds, failure, exited))
+        sent = end is not None and end.next_sent
+        hooks.cell_executed(CellRan(index, started, seconds, failure, exited, next_sent=sent))
         if failure is not None:
             if failure.kind != "cell_error":
                 kernel.stop()
@@ -316,6 +340,15 @@ def run_cells(
             if stop_at_exit:
                 break
     return True
+
+
+def _following(nb: NotebookNode, cells: Sequence[int], position: int) -> int | None:
+    """The cell to send ahead after ``cells[position]``: the next one, unless it is blank
+    (it completes without being sent) or there is none."""
+    if position + 1 >= len(cells):
+        return None
+    following = cells[position + 1]
+    return None if is_blank(nb.cells[following]) else following
 
 
 def _judge(
