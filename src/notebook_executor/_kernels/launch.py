@@ -205,19 +205,7 @@ class RunningKernel:
             if not now and await manager.is_alive():
                 await manager.request_shutdown()
                 exited = await _gone_within(manager, SHUTDOWN_GRACE, every=0.01)
-            if await manager.is_alive() and manager.provisioner is not None:
-                # jupyter_client's ``shutdown_kernel(now=True)``, with no interrupt first and
-                # a closer watch when closing.
-                await manager.provisioner.kill()
-                await _gone_within(manager, KILL_WAIT, every=0.005 if closing else 0.1)
-            # (Still alive past KILL_WAIT: left to the session kill, as jupyter_client does.)
-            if (
-                manager.has_kernel
-                and manager.provisioner is not None
-                and not await manager.is_alive()
-            ):
-                await manager.provisioner.wait()
-            await manager.cleanup_resources()
+            await _kill(manager, every=0.005 if closing else 0.1)
         finally:
             if isinstance(leader, int):
                 # Whatever the notebook left running in the kernel's session goes with it.
@@ -287,12 +275,34 @@ async def start_kernel(
             client.stop_channels()
             raise
     except BaseException:
-        if manager.has_kernel:
-            await manager.shutdown_kernel(now=True)
-        stderr.close()
-        workdir.remove()
+        # A start given up (a pool closing cancels those under way) or failed: killed and
+        # watched closely. (jupyter_client's ``shutdown_kernel(now=True)`` interrupts it first,
+        # then checks every 0.1 s: a worker of ``pytest --notebooks -n 2`` took 113-930 ms to
+        # close its pool, on every run's way out.)
+        provisioner = getattr(manager, "provisioner", None)
+        leader = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
+        try:
+            if manager.has_kernel:
+                await _kill(manager, every=0.005)
+        finally:
+            if isinstance(leader, int):
+                kill_sessions([leader])
+            stderr.close()
+            workdir.remove()
         raise
     return RunningKernel(manager, client, workdir, stderr_path, stderr, info, ids)
+
+
+async def _kill(manager: AsyncKernelManager, *, every: float) -> None:
+    """jupyter_client's ``shutdown_kernel(now=True)``, with no interrupt first, the kernel
+    watched every ``every`` seconds until it is gone (:data:`KILL_WAIT` at most: past that, it
+    is left to the session kill, as jupyter_client leaves it), and its resources released."""
+    if await manager.is_alive() and manager.provisioner is not None:
+        await manager.provisioner.kill()
+        await _gone_within(manager, KILL_WAIT, every=every)
+    if manager.has_kernel and manager.provisioner is not None and not await manager.is_alive():
+        await manager.provisioner.wait()
+    await manager.cleanup_resources()
 
 
 async def wait_until_ready(
@@ -302,15 +312,21 @@ async def wait_until_ready(
     channel and publishes on IOPub.
 
     jupyter_client's ``wait_for_ready`` ends by waiting for 0.2 s of IOPub silence; here the
-    kernel's ``idle`` status for our own ``kernel_info_request`` proves IOPub is connected (a
-    message published before the subscription took hold is simply asked for again).
+    kernel's ``idle`` status for one of our own ``kernel_info_request`` proves IOPub is
+    connected. A status published before our subscription took hold is lost (ZeroMQ's "slow
+    joiner"): we ask again soon, after :data:`IOPUB_RETRY` at first, then twice as long each
+    time. (It was 0.25 s at once: in ``pytest --notebooks`` runs of 20 small notebooks, one
+    kernel start in seven took 200-300 ms instead of 30-60, and a run waited for it.)
     """
     from queue import Empty
 
     deadline = time.monotonic() + timeout
     info: dict[str, Any] = {}
+    asked: set[str] = set()
+    retry = IOPUB_RETRY
     while True:
         msg_id = client.kernel_info()
+        asked.add(msg_id)
         answered = False
         round_ends = min(deadline, time.monotonic() + 1.0)
         while not answered and (left := round_ends - time.monotonic()) > 0:
@@ -318,11 +334,11 @@ async def wait_until_ready(
                 reply = await client.shell_channel.get_msg(timeout=left)
             except Empty:
                 break
-            answered = reply.get("parent_header", {}).get("msg_id") == msg_id
+            answered = reply.get("parent_header", {}).get("msg_id") in asked
             if answered:
                 info = dict(reply.get("content", {}))
-        # IOPub normally follows at once; if our subscription came too late, ask again soon.
-        round_ends = min(deadline, time.monotonic() + 0.25)
+        round_ends = min(deadline, time.monotonic() + retry)
+        retry = min(2 * retry, IOPUB_RETRY_MAX)
         while answered and (left := round_ends - time.monotonic()) > 0:
             try:
                 message = await client.iopub_channel.get_msg(timeout=left)
@@ -330,7 +346,7 @@ async def wait_until_ready(
                 break
             if (
                 message.get("msg_type") == "status"
-                and message.get("parent_header", {}).get("msg_id") == msg_id
+                and message.get("parent_header", {}).get("msg_id") in asked
                 and message.get("content", {}).get("execution_state") == "idle"
             ):
                 return info
@@ -338,6 +354,12 @@ async def wait_until_ready(
             raise RuntimeError("the kernel died before answering")
         if time.monotonic() >= deadline:
             raise RuntimeError(f"the kernel did not answer within {timeout:g} s")
+
+
+#: How long a kernel's start first waits for its idle status on IOPub before asking again
+#: (:func:`wait_until_ready`; doubled at each round, up to :data:`IOPUB_RETRY_MAX`).
+IOPUB_RETRY = 0.02
+IOPUB_RETRY_MAX = 0.25
 
 
 async def _warm_up(

@@ -1,0 +1,122 @@
+"""A kernel's start asks again soon when IOPub missed its status; a closing kernel's sockets
+hold what they could not send for a moment only. Without a kernel: fake channels, and the
+kernel program's application class on fake sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+from queue import Empty
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from notebook_executor._kernels import launch
+
+KERNELS = Path(launch.__file__).parent / "inside"
+
+
+class _Channel:
+    """A channel whose messages come from ``answer(timeout)``; records each wait's timeout."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.waits: list[float | None] = []
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        self.waits.append(timeout)
+        message = self.answer()
+        if message is None:
+            raise Empty
+        return message  # type: ignore[no-any-return]
+
+
+class _Client:
+    """A kernel's client: each ``kernel_info`` request is replied to at once; its idle status
+    reaches IOPub only from the ``joins``-th request on (the subscription came late)."""
+
+    def __init__(self, joins: int) -> None:
+        self.asked: list[str] = []
+        self.joins = joins
+        self.replies: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.shell_channel = _Channel(lambda: self.replies.pop(0) if self.replies else None)
+        self.iopub_channel = _Channel(lambda: self.statuses.pop(0) if self.statuses else None)
+
+    def kernel_info(self) -> str:
+        msg_id = f"info-{len(self.asked)}"
+        self.asked.append(msg_id)
+        parent = {"msg_id": msg_id}
+        self.replies.append({"parent_header": parent, "content": {"status": "ok", "n": 1}})
+        if len(self.asked) >= self.joins:
+            state = {"execution_state": "idle"}
+            self.statuses.append({"msg_type": "status", "parent_header": parent, "content": state})
+        return msg_id
+
+
+class _Manager:
+    async def is_alive(self) -> bool:
+        return True
+
+
+def _ready(client: _Client) -> dict[str, Any]:
+    manager: Any = _Manager()
+    return asyncio.run(launch.wait_until_ready(client, manager, timeout=30))  # type: ignore[arg-type]
+
+
+def test_a_kernel_whose_status_arrives_is_ready_after_one_request() -> None:
+    client = _Client(joins=1)
+    assert _ready(client) == {"status": "ok", "n": 1}
+    assert client.asked == ["info-0"]
+
+
+def test_a_missed_status_is_asked_for_again_soon_then_less_often() -> None:
+    """A status lost to a late subscription: asked again after IOPUB_RETRY, then twice as
+    long each time, up to IOPUB_RETRY_MAX (it was 0.25 s at once)."""
+    client = _Client(joins=6)
+    assert _ready(client)["status"] == "ok"
+    assert len(client.asked) == 6
+    waits = client.iopub_channel.waits
+    firsts = [w for w in waits if w is not None]
+    assert firsts[0] <= launch.IOPUB_RETRY
+    rounds = [launch.IOPUB_RETRY * 2**n for n in range(5)]
+    for wait, most in zip(firsts, rounds, strict=False):
+        assert wait <= min(most, launch.IOPUB_RETRY_MAX)
+
+
+def test_a_status_for_an_earlier_request_is_enough() -> None:
+    """The idle status of any of our requests proves IOPub is connected."""
+    client = _Client(joins=1)
+    client.kernel_info()  # an earlier request, whose status is still on its way
+    client.replies.clear()
+    assert _ready(client)["status"] == "ok"
+
+
+def _load(name: str) -> ModuleType:
+    path = KERNELS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_probe_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Socket:
+    linger = 1000
+
+
+def test_a_closing_kernel_bounds_what_its_sockets_hold() -> None:
+    """ipykernel's sockets linger 1 s at exit, and a kernel whose host no longer read its
+    last replies took that long to exit: the kernel's exit bounds it."""
+    kernel: Any = _load("kernel_main")
+    sockets = {name: _Socket() for name in ("shell", "control", "stdin", "debugpy", "iopub")}
+    app = SimpleNamespace(
+        iopub_thread=SimpleNamespace(socket=sockets["iopub"]),
+        debug_shell_socket=None,
+        **{f"{name}_socket": sock for name, sock in sockets.items() if name != "iopub"},
+    )
+    kernel.kernel_app_class().bound_linger(app)
+    assert {name: sock.linger for name, sock in sockets.items()} == dict.fromkeys(
+        sockets, kernel._EXIT_LINGER_MS
+    )
+    assert 0 < kernel._EXIT_LINGER_MS < 1000
