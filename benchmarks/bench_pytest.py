@@ -16,6 +16,7 @@ command and of every process it waited for.
 Usage::
 
     python benchmarks/bench_pytest.py [--notebooks 20] [--rounds 3] [--jobs 2] [--cpu-by-process]
+                                      [--waits N]
     nox -s bench_pytest -- --rounds 3
 
 Measured on 2026-11-26, 2 CPUs shared with other work, in a venv of ``.[bench]`` (what ``nox
@@ -247,6 +248,40 @@ def cpu_by_process(command: list[str], cwd: Path) -> dict[str, float]:
     return kinds
 
 
+def pool_waits(command: list[str], cwd: Path, times: int) -> str:
+    """How long the runs of ``times`` commands waited for their kernel (``acquire``), and how
+    long each pytest process took to close its executor (``pytest_pool_probe.py``)."""
+    import json
+
+    waits: list[float] = []
+    closes: list[float] = []
+    here = str(Path(__file__).parent)
+    for _ in range(times):
+        with tempfile.TemporaryDirectory() as folder:
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+            env["NBX_POOL_PROBE"] = folder
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), here]))
+            shutil.rmtree(cwd / "runs", ignore_errors=True)
+            probed = [*command[:-1], "-p", "pytest_pool_probe", command[-1]]
+            done = subprocess.run(probed, cwd=cwd, env=env, capture_output=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{' '.join(probed)} failed:\n{done.stdout[-3000:]!r}")
+            for path in Path(folder).glob("*.json"):
+                found = json.loads(path.read_text())
+                waits += found["waits"]
+                closes += found["closes"]
+    if not waits:
+        return "nothing recorded"
+    slow = [wait for wait in waits if wait > 20]
+    median = statistics.median(waits)
+    return (
+        f"runs waiting > 20 ms for a kernel: {len(slow)} of {len(waits)} (each process's "
+        f"first run included; longest {max(waits):.0f} ms; median wait {median:.1f} ms); "
+        f"executor close: median {statistics.median(closes):.0f} ms, longest "
+        f"{max(closes):.0f} ms ({len(closes)} processes)"
+    )
+
+
 def main() -> None:
     if sides.run_sides(__file__):  # --before PATH: both trees, side by side
         return
@@ -264,6 +299,15 @@ def main() -> None:
         action="store_true",
         help="also run pytest --notebooks once serially and once with -n JOBS (untimed), and "
         "print its CPU by process kind (Linux)",
+    )
+    parser.add_argument(
+        "--waits",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run pytest --notebooks N times serially and N times with -n JOBS (untimed), "
+        "and print how long its runs waited for a kernel and its processes took to close "
+        "their executor (benchmarks/pytest_pool_probe.py)",
     )
     sides.add_options(parser)
     args = parser.parse_args()
@@ -320,6 +364,11 @@ def main() -> None:
                 cpu = statistics.median(cpu for _, cpu in measured)
                 ratio = "" if tool == "pytest --notebooks" else f"   {median / ours:5.1f}x ours"
                 print(f"    {tool:<20} {median:6.2f} s  (CPU {cpu:5.2f} s){ratio}")
+        if args.waits:
+            print(f"  pytest --notebooks, kernel waits and closes ({args.waits} commands each):")
+            for mode, extra in modes.items():
+                command = [*tools["pytest --notebooks"], *extra, "notebooks"]
+                print(f"    {mode}: {pool_waits(command, root, args.waits)}")
         if args.cpu_by_process:
             print("  pytest --notebooks, CPU seconds by process kind (one command each):")
             for mode, extra in modes.items():

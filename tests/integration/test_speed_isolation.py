@@ -435,11 +435,11 @@ def test_one_kernel_is_kept_ready_until_runs_come_faster_than_it_is_replaced(
         assert pool.stats["launched"] == 0 or not sys.platform.startswith("linux")
 
 
-def test_runs_back_to_back_each_find_a_kernel_started_as_the_one_before_took_its_own(
+def test_runs_back_to_back_never_leave_the_next_one_without_a_kernel_on_its_way(
     workdir: Path, engine: KernelEngine
 ) -> None:
-    """Once runs come back to back (the pool keeps ``warm_kernels``), a run that takes its
-    kernel starts the next one at once, so two are ready or on their way as it returns.
+    """Once runs come back to back (the pool keeps ``warm_kernels``), a run that takes the
+    last kernel starts the next ones at once, so one is ready or on its way as it returns.
     (They were started after each run ended and a pause: every third run of a ``pytest
     --notebooks`` session waited 45-280 ms for a kernel started too late.)"""
     notebook = workdir / "plain.py"
@@ -452,9 +452,9 @@ def test_runs_back_to_back_each_find_a_kernel_started_as_the_one_before_took_its
         under_way = []
         for _ in range(6):
             assert ex.execute(notebook)["status"] == "success"
-            # As the run returns, the next two runs' kernels are ready or on their way.
+            # As the run returns, the next run's kernel is ready or on its way.
             under_way.append(sum(len(entries) for entries in pool._idle.values()))
-        assert under_way == [2] * 6, pool.stats
+        assert min(under_way) >= 1, (under_way, pool.stats)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork")
