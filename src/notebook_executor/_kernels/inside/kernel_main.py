@@ -165,31 +165,23 @@ def kernel_app_class() -> Any:
                     with contextlib.suppress(Exception):
                         control.stop()
                     control.join(_CONTROL_JOIN_TIMEOUT)
-                self.bound_linger()
 
-        def bound_linger(self) -> None:
-            # The kernel is shutting down: its sockets close at exit (ipykernel's ``close``,
-            # an exit handler) and its zmq context waits for what they still hold, up to
-            # ipykernel's linger of 1 s each. What is left then is for a host that asked for
-            # the shutdown and no longer reads it (the shutdown's own replies): in one
-            # ``pytest --notebooks -n 2`` run in two, a worker's last kernel took 1.0 s to
-            # exit, and the worker waited for it. Everything a run reads was sent before.
-            iopub = getattr(self, "iopub_thread", None)
-            sockets = [getattr(iopub, "socket", None)]
-            sockets += [getattr(self, f"{name}_socket", None) for name in _SOCKETS]
-            for sock in sockets:
-                if sock is not None:
-                    with contextlib.suppress(Exception):
-                        sock.linger = _EXIT_LINGER_MS
+        def close(self) -> None:
+            # ipykernel's, an exit handler, but for its last step: terminating the zmq
+            # context waits until every message its sockets still hold is sent, or for their
+            # linger (1 s). What is left then is for a host that asked for the shutdown and no
+            # longer reads (the shutdown's own reply); the process ends at once after the
+            # exit handlers (:func:`exit_now`), and the sockets with it. In one ``pytest
+            # --notebooks`` session in two, a kernel asked to shut down took 1.0 s to exit
+            # (its file flushes, IPython's exit handler, come after this one), and the
+            # session's end waited for it.
+            context, self.context = self.context, None
+            try:
+                super().close()  # type: ignore[no-untyped-call]
+            finally:
+                self.context = context
 
     return KernelApp
-
-
-#: The kernel's own sockets, by ipykernel's name (``<name>_socket``), besides IOPub's.
-_SOCKETS = ("shell", "control", "stdin", "debugpy", "debug_shell")
-
-#: How long a closing kernel's sockets may hold what they could not send (milliseconds).
-_EXIT_LINGER_MS = 50
 
 
 @functools.cache
