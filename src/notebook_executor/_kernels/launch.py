@@ -279,14 +279,10 @@ async def start_kernel(
         # watched closely. (jupyter_client's ``shutdown_kernel(now=True)`` interrupts it first,
         # then checks every 0.1 s: a worker of ``pytest --notebooks -n 2`` took 113-930 ms to
         # close its pool, on every run's way out.)
-        provisioner = getattr(manager, "provisioner", None)
-        leader = getattr(provisioner, "pgid", None) or getattr(provisioner, "pid", None)
         try:
             if manager.has_kernel:
                 await _kill(manager, every=0.005)
         finally:
-            if isinstance(leader, int):
-                kill_sessions([leader])
             stderr.close()
             workdir.remove()
         raise
