@@ -25,6 +25,7 @@ __all__ = [
     "cli_on_path",
     "descendants",
     "failed_cell",
+    "kernel_program",
     "marked_processes",
     "report",
     "run_cli",
@@ -224,3 +225,18 @@ def commands_in_process() -> None:
 
     in_process.in_process = True  # type: ignore[attr-defined]
     client.forward = in_process
+
+
+def kernel_program(name: str) -> Any:
+    """A kernel-side program (``_kernels/inside/<name>.py``), loaded by path as kernels load
+    it, under a name of its own (``_probe_<name>``)."""
+    import importlib.util
+
+    from notebook_executor._kernels import inside
+
+    path = Path(inside.__file__).parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_probe_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import sys
 import threading
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,18 +15,7 @@ import pytest
 from notebook_executor._kernels import live
 from notebook_executor._kernels.launch import choose_kernel
 from notebook_executor.engine import KernelChoice
-
-KERNELS = Path(live.__file__).parent / "inside"
-
-
-def _load(name: str) -> ModuleType:
-    """A kernel-side program, loaded by path as kernels load it."""
-    path = KERNELS / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_probe_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from support import kernel_program
 
 
 def _live(choice: KernelChoice) -> live.LiveKernel:
@@ -60,7 +48,7 @@ def test_the_native_kernel_on_linux_has_no_reason_before_asking(
 
 def test_an_open_gpu_device_is_seen() -> None:
     """A GPU driver's device cannot be opened here: another device stands in for it."""
-    server = _load("checkpoint_server")
+    server = kernel_program("checkpoint_server")
     with Path(os.devnull).open("rb"):
         assert server.gpu_devices(("/dev/null",)) == ["/dev/null"]
     assert server.gpu_devices(("/dev/no-such-device",)) == []
@@ -68,7 +56,7 @@ def test_an_open_gpu_device_is_seen() -> None:
 
 
 def test_the_notebooks_threads_are_told_from_the_kernels() -> None:
-    server = _load("checkpoint_server")
+    server = kernel_program("checkpoint_server")
     stop = threading.Event()
     kernels = threading.Thread(target=stop.wait, name="kernel's own")
     notebooks = threading.Thread(target=stop.wait, name="notebook's")
@@ -88,7 +76,7 @@ def test_the_notebooks_threads_are_told_from_the_kernels() -> None:
 def test_the_kernels_child_processes_are_seen() -> None:
     import subprocess
 
-    server = _load("checkpoint_server")
+    server = kernel_program("checkpoint_server")
     child = subprocess.Popen(["sleep", "30"])
     try:
         assert child.pid in server.child_processes()
@@ -101,7 +89,7 @@ def test_the_kernels_child_processes_are_seen() -> None:
 def test_a_kernel_made_from_a_checkpoint_reuses_the_parsed_command_line() -> None:
     """The template parses a kernel's command line once; kernels forked from a checkpoint
     have another parent, and take the same parse with their own parent's id."""
-    kernel: Any = _load("kernel_main")
+    kernel: Any = kernel_program("kernel_main")
     options = ["--HistoryManager.enabled=False"]
     template = ["-f", kernel.ANY_FILE, "--IPKernelApp.parent_handle=100", *options]
     app = kernel.kernel_app_class()()

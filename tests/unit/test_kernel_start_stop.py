@@ -5,15 +5,11 @@ program's application class on fakes."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-from pathlib import Path
 from queue import Empty
-from types import ModuleType
 from typing import Any
 
 from notebook_executor._kernels import launch
-
-KERNELS = Path(launch.__file__).parent / "inside"
+from support import kernel_program
 
 
 class _Channel:
@@ -92,15 +88,6 @@ def test_a_status_for_an_earlier_request_is_enough() -> None:
     assert _ready(client)["status"] == "ok"
 
 
-def _load(name: str) -> ModuleType:
-    path = KERNELS / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_probe_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class _Context:
     def __init__(self) -> None:
         self.terms = 0
@@ -114,7 +101,7 @@ def test_a_closing_kernel_does_not_wait_for_what_its_sockets_hold() -> None:
     context, which waits for what they still hold (the shutdown's reply to a host that no
     longer reads), up to 1 s: the kernel's closes everything but that, and the process ends
     right after its exit handlers."""
-    kernel: Any = _load("kernel_main")
+    kernel: Any = kernel_program("kernel_main")
     app = kernel.kernel_app_class()()
     context = _Context()
     app.context = context
